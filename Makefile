@@ -1,0 +1,36 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv, install
+# the project and its test tools, and install Graphviz's `dot` where it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean graphviz
+
+setup: $(STAMP) graphviz
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(STAMP)
+
+# Graphviz is a system package; install it where we are allowed to (CI runs as root).
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+	  echo "installing Graphviz (dot)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  ($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq graphviz >/dev/null) \
+	    || echo "warning: could not install Graphviz; rendering to svg/png/pdf will be unavailable"; }
+
+demo: setup
+	$(BIN)/python -m gsrlang.demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
