@@ -1,0 +1,248 @@
+"""The operator and rule catalogue, read from the `.gsr` signature files in stdlib/.
+
+This is the single source of truth for what operators exist, their ports, parameters,
+defaults and documentation: the checker, the runtime, the LLM compiler's prompt and
+the language server all read it from here.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import attrs
+
+from gsrlang.span import Span
+from gsrlang.syntax import ast
+from gsrlang.types import Pattern
+
+REQUIRED = object()  # a parameter without a default
+
+
+class CatalogError(Exception):
+    """The stdlib itself is broken: a tool failure, not a user's mistake."""
+
+
+@attrs.frozen
+class PortSig:
+    name: str
+    pattern: Pattern
+
+    @property
+    def is_list(self) -> bool:
+        return self.pattern.is_list
+
+    @property
+    def item_pattern(self) -> Pattern:
+        return self.pattern.element if self.pattern.is_list else self.pattern
+
+
+@attrs.frozen
+class ParamSig:
+    name: str
+    pattern: Pattern
+    default: object = REQUIRED  # a literal value (see literal_value), or REQUIRED
+    per: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@attrs.frozen
+class OperatorSig:
+    kind: str  # transform | reduce | gate
+    name: str
+    type_params: tuple[str, ...]
+    ports: tuple[PortSig, ...]
+    params: tuple[ParamSig, ...]
+    result: Pattern
+    doc: str
+    path: str
+    span: Span
+
+    def port(self, name: str) -> PortSig | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+    def param(self, name: str) -> ParamSig | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def signature(self) -> str:
+        tp = f"<{', '.join(self.type_params)}>" if self.type_params else ""
+        ports = ", ".join(f"{p.name}: {p.pattern}" for p in self.ports)
+        params = ", ".join(_param_text(p) for p in self.params)
+        inside = ports + (f"; {params}" if params else "")
+        return f"{self.kind} {self.name}{tp}({inside}) -> {self.result}"
+
+
+@attrs.frozen
+class RuleSig:
+    name: str
+    params: tuple[ParamSig, ...]
+    result: Pattern
+    doc: str
+    path: str
+    span: Span
+
+    def param(self, name: str) -> ParamSig | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def signature(self) -> str:
+        return f"rule {self.name}({', '.join(_param_text(p) for p in self.params)}) -> {self.result}"
+
+
+@attrs.frozen
+class EnumSig:
+    name: str
+    members: tuple[str, ...]
+    doc: str
+
+
+@attrs.frozen
+class Catalog:
+    operators: dict[str, OperatorSig]
+    rules: dict[str, RuleSig]
+    enums: dict[str, EnumSig]
+
+    def operator(self, name: str) -> OperatorSig | None:
+        return self.operators.get(name)
+
+
+def _param_text(p: ParamSig) -> str:
+    text = f"{p.name}: {p.pattern}"
+    if p.per:
+        text += f" per {p.per}"
+    if not p.required:
+        text += f" = {format_literal(p.default)}"
+    return text
+
+
+# ---- literal values ----------------------------------------------------------------------------
+@attrs.frozen
+class Symbol:
+    """A bare name used as a value in a parameter: an enum member such as `skip` or `round`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def literal_value(expr) -> object:
+    """The Python value of a literal expression (Symbol for a bare name); raises ValueError otherwise."""
+    if isinstance(expr, ast.Number):
+        return expr.value
+    if isinstance(expr, ast.String):
+        return expr.value
+    if isinstance(expr, ast.BoolLit):
+        return expr.value
+    if isinstance(expr, ast.Ref):
+        return Symbol(expr.name.name)
+    if isinstance(expr, ast.Range):
+        return (expr.lo.value, expr.hi.value)
+    if isinstance(expr, ast.ListExpr):
+        return [literal_value(i) for i in expr.items]
+    if isinstance(expr, ast.MapExpr):
+        return {e.key_text: literal_value(e.value) for e in expr.entries}
+    raise ValueError("not a literal")
+
+
+def format_literal(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Symbol):
+        return value.name
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_literal(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+# ---- loading -----------------------------------------------------------------------------------------
+_NAMED = {"Bool": "bool", "Real": "real", "Int": "int", "String": "string", "Ordinal": "ordinal",
+          "Nominal": "nominal", "Score": "score"}
+
+
+def pattern_of(t: ast.TypeExpr, type_vars=(), enums=()) -> Pattern:
+    options = tuple(_atom_pattern(a, type_vars, enums) for a in t.options)
+    return options[0] if len(options) == 1 else Pattern("union", options=options)
+
+
+def _atom_pattern(a: ast.TypeAtom, type_vars, enums) -> Pattern:
+    if a.form == "list":
+        return Pattern("list", element=pattern_of(a.element, type_vars, enums), optional=a.optional)
+    if a.form == "map":
+        return Pattern("map", name=a.name.name, element=pattern_of(a.element, type_vars, enums), optional=a.optional)
+    name = a.name.name
+    if a.form == "any_range":
+        return Pattern("score", any_range=True, optional=a.optional)
+    if a.form == "range":
+        return Pattern("score", lo=float(a.range.lo.value), hi=float(a.range.hi.value), optional=a.optional)
+    if name in type_vars:
+        return Pattern("var", name=name, optional=a.optional)
+    if name in enums:
+        return Pattern("enum", name=name, optional=a.optional)
+    if name in _NAMED:
+        return Pattern(_NAMED[name], optional=a.optional)
+    raise CatalogError(f"unknown type {name!r} in a stdlib signature")
+
+
+def _params(decls, type_vars, enums, path) -> tuple[ParamSig, ...]:
+    out = []
+    for d in decls:
+        default = REQUIRED if d.default is None else literal_value(d.default)
+        if default == Symbol("none"):
+            default = None
+        out.append(ParamSig(d.name.name, pattern_of(d.type, type_vars, enums), default,
+                            d.per.name if d.per else None))
+    return tuple(out)
+
+
+def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> Catalog:
+    """Read every `*.gsr` signature file directly in `folder` (fragments/ holds rubric fragments)."""
+    from gsrlang.syntax.parser import parse
+
+    sources = {str(p): p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.gsr"))}
+    sources.update(extra_sources or {})
+    modules = []
+    for path, text in sources.items():
+        result = parse(text)
+        if result.diagnostics:
+            d = result.diagnostics[0]
+            raise CatalogError(f"{path}: {d.code} {d.message}")
+        modules.append((path, result.module))
+    enums = {}
+    for path, module in modules:
+        for item in module.items:
+            if isinstance(item, ast.EnumDecl):
+                enums[item.name.name] = EnumSig(item.name.name, tuple(m.name for m in item.members), item.doc)
+    operators, rules = {}, {}
+    for path, module in modules:
+        for item in module.items:
+            if isinstance(item, ast.OpDecl):
+                tv = tuple(t.name for t in item.type_params)
+                if item.name.name in operators:
+                    raise CatalogError(f"{path}: operator {item.name.name!r} declared twice")
+                operators[item.name.name] = OperatorSig(
+                    item.kind, item.name.name, tv,
+                    tuple(PortSig(p.name.name, pattern_of(p.type, tv, enums)) for p in item.ports),
+                    _params(item.params, tv, enums, path), pattern_of(item.result, tv, enums), item.doc, path,
+                    item.span)
+            elif isinstance(item, ast.RuleDecl):
+                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums, path),
+                                                pattern_of(item.result, (), enums), item.doc, path, item.span)
+    return Catalog(operators, rules, enums)
+
+
+@cache
+def default_catalog() -> Catalog:
+    from gsrlang.resources import stdlib_dir
+
+    return load_catalog(stdlib_dir())

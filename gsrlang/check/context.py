@@ -1,0 +1,76 @@
+"""State shared by the checker's passes: the catalogue, the declarations, and the diagnostics found so far."""
+
+from __future__ import annotations
+
+import difflib
+
+import attrs
+
+from gsrlang.catalog import Catalog
+from gsrlang.diagnostics import Diagnostic, Label, error, warning
+from gsrlang.span import Span
+from gsrlang.syntax import ast
+from gsrlang.types import JType
+
+
+@attrs.define
+class Decl:
+    """A criterion or node declaration, with the file it came from (None: the file being checked)."""
+
+    item: ast.CriterionDecl | ast.NodeDecl
+    path: str | None
+
+    @property
+    def name(self) -> str:
+        return self.item.name.name
+
+
+@attrs.define
+class GNode:
+    """A node while the graph is being built and checked (see `gsrlang.program.Node` for the result)."""
+
+    id: str
+    kind: str  # criterion | transform | reduce | gate | const
+    span: Span
+    path: str | None
+    named: bool
+    op: str | None = None
+    inputs: list = attrs.Factory(list)  # (port, slot, source id, span of the argument)
+    params: dict = attrs.Factory(dict)  # name -> (value, span)
+    type: JType | None = None  # None until inferred, or when it could not be
+    value: object = None
+    criterion: object = None  # CriterionSpec
+    call: ast.Call | None = None
+
+
+@attrs.define
+class Context:
+    catalog: Catalog
+    diagnostics: list[Diagnostic] = attrs.Factory(list)
+    decls: dict[str, Decl] = attrs.Factory(dict)
+    nodes: dict[str, GNode] = attrs.Factory(dict)
+    sinks: list = attrs.Factory(list)  # (expr, path)
+    tasks: dict = attrs.Factory(dict)  # mode -> TaskDecl
+    header: ast.Header | None = None
+    sink_id: str | None = None
+    order: list[str] = attrs.Factory(list)
+    criterion_types: dict[str, JType | None] = attrs.Factory(dict)
+    criterion_specs: dict = attrs.Factory(dict)
+    aliases: dict[str, str] = attrs.Factory(dict)
+    source_text: str | None = None
+    file_end: int = 0
+
+    def error(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):
+        self.diagnostics.append(error(code, message, span, label, path=path, **kw))
+
+    def warn(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):
+        self.diagnostics.append(warning(code, message, span, label, path=path, **kw))
+
+
+def did_you_mean(name: str, candidates) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def declared_here(decl_span: Span, path: str | None, what: str = "declared here") -> Label:
+    return Label(decl_span, what, path)

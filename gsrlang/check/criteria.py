@@ -1,0 +1,349 @@
+"""Criterion declarations: their judgment types, level anchors, examples, procedures and ensembles."""
+
+from __future__ import annotations
+
+from gsrlang.catalog import REQUIRED, ParamSig, Symbol, format_literal, literal_value
+from gsrlang.check.context import Context, Decl, did_you_mean
+from gsrlang.check.values import check_param_value, literal_fits
+from gsrlang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
+from gsrlang.syntax import ast
+from gsrlang.types import BOOL, JType, Pattern, ordinal
+
+JUDGMENT_TYPES = ("Bool", "Score", "Ordinal", "Nominal")
+LLM_PARAMS = {
+    "role": ParamSig("role", Pattern("string"), None),
+    "temperature": ParamSig("temperature", Pattern("real"), None),
+    "joint": ParamSig("joint", Pattern("bool"), False),
+    "shuffle": ParamSig("shuffle", Pattern("bool"), True),
+    "evidence": ParamSig("evidence", Pattern("bool"), False),
+    "seed": ParamSig("seed", Pattern("int"), None),
+}
+HUMAN_PARAMS = {"field": ParamSig("field", Pattern("string"))}
+BINARY_AGGREGATES = ("majority", "weighted", "unanimous", "any")
+GRADED_AGGREGATES = ("mean", "median", "mode", "min", "max")
+
+
+def check_criteria(ctx: Context) -> None:
+    for decl in ctx.decls.values():
+        if isinstance(decl.item, ast.CriterionDecl):
+            t = criterion_type(ctx, decl.item.type, decl.path)
+            ctx.criterion_types[decl.name] = t
+            ctx.criterion_specs[decl.name] = _spec(ctx, decl, t)
+
+
+# ---- types ---------------------------------------------------------------------------------------------
+def criterion_type(ctx: Context, texpr: ast.TypeExpr, path) -> JType | None:
+    if len(texpr.options) != 1:
+        ctx.error("GSR307", "a criterion has one type, not a union", texpr.span, path=path)
+        return None
+    a = texpr.options[0]
+    name = a.name.name if a.name else None
+    bad = lambda msg, label="", help=None: ctx.error("GSR307", msg, a.span, label, path=path, help=help)  # noqa: E731
+    if name not in JUDGMENT_TYPES:
+        hint = did_you_mean(name or "", JUDGMENT_TYPES) or \
+            "a criterion's type is Bool, Score, Score[a..b], Ordinal[1..k], Ordinal{...} or Nominal{...}"
+        bad(f"`{_type_text(a)}` is not a judgment type", "unknown type", hint)
+        return None
+    t: JType | None = None
+    if name == "Bool" and a.form == "name":
+        t = BOOL
+    elif name == "Score" and a.form in ("name", "range"):
+        if a.form == "range":
+            lo, hi = float(a.range.lo.value), float(a.range.hi.value)
+            if not lo < hi:
+                bad(f"empty score interval [{a.range.lo.value}..{a.range.hi.value}]", "lower bound must be below the upper")
+                return None
+            t = JType("score", lo, hi)
+        else:
+            t = JType("score")
+    elif name == "Ordinal" and a.form == "range":
+        lo, hi = a.range.lo.value, a.range.hi.value
+        if not (isinstance(lo, int) and isinstance(hi, int)) or hi <= lo:
+            bad(f"`Ordinal[{lo}..{hi}]` needs two integers, the first below the second", "invalid levels",
+                "write e.g. `Ordinal[1..5]`")
+            return None
+        if hi - lo > 100:
+            bad(f"`Ordinal[{lo}..{hi}]` has {hi - lo + 1} levels; the limit is 101", "too many levels",
+                "use `Score[a..b]` for a fine-grained scale")
+            return None
+        t = ordinal([str(i) for i in range(lo, hi + 1)], numbered=True)
+    elif name in ("Ordinal", "Nominal") and a.form == "labels":
+        labels = [lab.name for lab in a.labels]
+        dup = next((lab for i, lab in enumerate(a.labels) if lab.name in labels[:i]), None)
+        if dup is not None:
+            ctx.error("GSR307", f"label `{dup.name}` appears twice", dup.span, path=path)
+            return None
+        if len(labels) < 2:
+            bad(f"`{name}` needs at least two labels", "one label")
+            return None
+        t = ordinal(labels) if name == "Ordinal" else JType("nominal", labels=tuple(labels))
+    else:
+        forms = {"Bool": "`Bool`", "Score": "`Score` or `Score[a..b]`", "Ordinal": "`Ordinal[1..k]` or `Ordinal{a, b, c}`",
+                 "Nominal": "`Nominal{a, b, c}`"}
+        bad(f"`{_type_text(a)}` is not a valid {name} type", "malformed type", f"write {forms[name]}")
+        return None
+    return t.maybe(a.optional)
+
+
+def _type_text(a: ast.TypeAtom) -> str:
+    if a.form == "list":
+        return "[...]"
+    if a.form == "map":
+        return "{...}"
+    name = a.name.name
+    if a.form == "range":
+        return f"{name}[{a.range.lo.value}..{a.range.hi.value}]"
+    if a.form == "labels":
+        return name + "{" + ", ".join(lab.name for lab in a.labels) + "}"
+    if a.form == "any_range":
+        return f"{name}[*]"
+    return name
+
+
+# ---- the rest of a criterion -------------------------------------------------------------------------
+def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
+    item: ast.CriterionDecl = decl.item
+    path = decl.path
+    body = item.body or ()
+    asks = [b for b in body if isinstance(b, ast.Ask)]
+    for extra in asks[1:]:
+        ctx.error("GSR601", "a criterion has one `ask`", extra.span, "second `ask`", path=path,
+                  help="merge the two questions into one")
+    judges = [b for b in body if isinstance(b, (ast.Judge, ast.Judges))]
+    procedures = [p for p in [item.procedure, *[j.procedure for j in judges if isinstance(j, ast.Judge)]] if p]
+    ensembles = [j for j in judges if isinstance(j, ast.Judges)]
+    if len(procedures) + len(ensembles) > 1:
+        second = (procedures[1:] + ensembles)[0]
+        ctx.error("GSR601", f"criterion `{decl.name}` has more than one judge procedure", second.span,
+                  "another procedure", path=path,
+                  help="to combine several judges, use `judges [p1, p2] aggregate majority`")
+    procedure = _procedure(ctx, procedures[0], t, path) if procedures else None
+    ensemble = None
+    if ensembles:
+        ensemble = _ensemble(ctx, ensembles[0], t, path, procedures[0] if procedures else None)
+        if procedure is None and ensemble is not None:
+            procedure = ensemble.judges[0]
+    if procedure is None:
+        procedure = ProcedureSpec("llm", "", {})
+    ask = asks[0].text.value if asks else ""
+    if procedure.kind == "llm" and not ask:
+        ctx.error("GSR602", f"criterion `{decl.name}` is judged by a model but has no `ask`", item.name.span,
+                  "no question for the judge", path=path,
+                  help='add `ask "..."` with the question the judge must answer, or give a procedure '
+                       "(`= rule.NAME(...)`, `= human(field: \"...\")`)")
+    levels = _levels(ctx, [b for b in body if isinstance(b, ast.Level)], t, path)
+    examples = []
+    for ex in (b for b in body if isinstance(b, ast.Example)):
+        if t is not None and not literal_fits(t.required(), ex.verdict):
+            ctx.error("GSR310", f"example verdict does not fit the criterion's type `{t.required()}`",
+                      ex.verdict.span, "wrong verdict", path=path)
+            continue
+        try:
+            verdict = literal_value(ex.verdict)
+        except ValueError:
+            continue
+        examples.append(ExampleSpec(ex.text.value, verdict.name if isinstance(verdict, Symbol) else verdict,
+                                    ex.reason.value if ex.reason else None))
+    return CriterionSpec(ask, tuple(levels), tuple(examples), procedure, ensemble)
+
+
+def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> list[LevelSpec]:
+    out, seen = [], {}
+    for lv in levels:
+        key = lv.key_text
+        if key in seen:
+            ctx.error("GSR309", f"level `{key}` is described twice", lv.key.span, path=path,
+                      secondary=[ctx_label(seen[key], path)])
+            continue
+        seen[key] = lv.key.span
+        value = None
+        if t is not None:
+            valid = _level_keys(t)
+            if valid is not None and key not in valid:
+                ctx.error("GSR309", f"`{key}` is not a level of `{t.required()}`", lv.key.span, "no such level",
+                          path=path, help=f"the levels are {', '.join(valid)}")
+                continue
+            if t.kind == "score" and not (isinstance(lv.key, ast.Number) and t.lo <= lv.key.value <= t.hi):
+                ctx.error("GSR309", f"anchor `{key}` is outside `{t.required()}`", lv.key.span, path=path)
+                continue
+            if lv.value is not None:
+                if t.kind != "ordinal":
+                    ctx.error("GSR306", f"only ordinal levels take a value (`{t.required()}` does not)",
+                              lv.value.span, path=path)
+                    continue
+                if not 0.0 <= lv.value.value <= 1.0:
+                    ctx.error("GSR306", f"level value {lv.value.value} is outside [0, 1]", lv.value.span,
+                              "out of range", path=path, help="a level's value is its score in [0, 1]")
+                    continue
+                value = float(lv.value.value)
+        out.append(LevelSpec(key, lv.text.value, value))
+    return out
+
+
+def ctx_label(span, path):
+    from gsrlang.diagnostics import Label
+
+    return Label(span, "first described here", path)
+
+
+def _level_keys(t: JType):
+    if t.kind == "bool":
+        return ["true", "false"]
+    if t.kind in ("ordinal", "nominal"):
+        return list(t.labels)
+    return None
+
+
+def with_level_values(t: JType, spec: CriterionSpec | None) -> JType:
+    """An ordinal type whose level values include the explicit `level K "..." = v` values."""
+    if t is None or t.kind != "ordinal" or spec is None:
+        return t
+    values = list(t.values)
+    changed = False
+    for lv in spec.levels:
+        if lv.value is not None:
+            values[t.labels.index(lv.key)] = lv.value
+            changed = True
+    return JType("ordinal", labels=t.labels, values=tuple(values), numbered=t.numbered,
+                 optional=t.optional) if changed else t
+
+
+# ---- procedures -------------------------------------------------------------------------------------------
+def _procedure(ctx: Context, proc: ast.Procedure, t: JType | None, path) -> ProcedureSpec | None:
+    name = proc.dotted
+    args = proc.args or ()
+    if name == "llm":
+        values = _bind(ctx, "llm", LLM_PARAMS, args, path, proc)
+        return ProcedureSpec("llm", "", values) if values is not None else None
+    if name == "human":
+        values = _bind(ctx, "human", HUMAN_PARAMS, args, path, proc)
+        return ProcedureSpec("human", "", values) if values is not None else None
+    if name == "verifier":
+        if len(args) != 1 or args[0].name is not None or not isinstance(args[0].value, ast.String):
+            ctx.error("GSR601", "`verifier` takes one string: the name it is registered under", proc.span,
+                      path=path, help='write `verifier("my_check")`')
+            return None
+        return ProcedureSpec("verifier", args[0].value.value, {})
+    if name.startswith("rule.") and len(proc.name) == 2:
+        rule = ctx.catalog.rules.get(proc.name[1].name)
+        if rule is None:
+            ctx.error("GSR104", f"unknown rule `{proc.name[1].name}`", proc.name[1].span, "not in the catalogue",
+                      path=path, help=did_you_mean(proc.name[1].name, ctx.catalog.rules) or
+                      "rules: " + ", ".join(sorted(ctx.catalog.rules)))
+            return None
+        values = _bind(ctx, f"rule.{rule.name}", {p.name: p for p in rule.params}, args, path, proc)
+        if values is None:
+            return None
+        if rule.name in ("word_count", "char_count") and values.get("above") is None and values.get("below") is None:
+            ctx.error("GSR202", f"`rule.{rule.name}` needs `above` or `below`", proc.span, path=path,
+                      help=f"e.g. `rule.{rule.name}(above: 600)`")
+            return None
+        if rule.name == "regex":
+            import re
+
+            try:
+                re.compile(values["pattern"])
+            except re.error as exc:
+                ctx.error("GSR305", f"invalid regular expression: {exc}", _arg_span(args, "pattern", proc), path=path)
+                return None
+        if t is not None and t.required().kind != "bool":
+            ctx.error("GSR301", f"`rule.{rule.name}` gives a Bool, but the criterion is declared `{t}`",
+                      proc.span, "gives Bool", path=path, help="declare the criterion as `Bool`")
+        return ProcedureSpec("rule", rule.name, values)
+    known = ["llm", "human", "verifier", *(f"rule.{r}" for r in ctx.catalog.rules)]
+    ctx.error("GSR104", f"unknown judge procedure `{name}`", proc.span, "not a procedure", path=path,
+              help=did_you_mean(name, known) or "procedures: llm, rule.NAME(...), human(field: ...), verifier(\"...\")")
+    return None
+
+
+def _arg_span(args, name, proc):
+    return next((a.value.span for a in args if a.name and a.name.name == name), proc.span)
+
+
+def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) -> dict | None:
+    values, ok = {}, True
+    for a in args:
+        if a.name is None:
+            ctx.error("GSR206", f"`{what}` takes named arguments only", a.span, path=path,
+                      help=f"write `{next(iter(sigs), 'name')}: value`" if sigs else None)
+            ok = False
+            continue
+        sig = sigs.get(a.name.name)
+        if sig is None:
+            ctx.error("GSR201", f"`{what}` has no parameter `{a.name.name}`", a.name.span, "unknown parameter",
+                      path=path, help=did_you_mean(a.name.name, sigs) or
+                      (f"its parameters are {', '.join(sigs)}" if sigs else f"`{what}` takes no parameters"))
+            ok = False
+            continue
+        if a.name.name in values:
+            ctx.error("GSR203", f"parameter `{a.name.name}` is given twice", a.name.span, path=path)
+            ok = False
+            continue
+        value = check_param_value(ctx, sig, a.value, path, None)
+        if value is _INVALID:
+            ok = False
+            continue
+        values[a.name.name] = value
+    for sig in sigs.values():
+        if sig.name not in values:
+            if sig.default is REQUIRED:
+                ctx.error("GSR202", f"`{what}` is missing its `{sig.name}` parameter", proc.span, path=path,
+                          help=f"add `{sig.name}: ...` ({sig.pattern})")
+                ok = False
+            elif sig.default is not None and what.startswith("rule."):
+                values[sig.name] = sig.default
+    return values if ok else None
+
+
+from gsrlang.check.values import INVALID as _INVALID  # noqa: E402
+
+
+def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Procedure | None) -> EnsembleSpec | None:
+    if j.count is not None:
+        if j.count.value < 2:
+            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.count.span, path=path)
+            return None
+        proc = _procedure(ctx, base, t, path) if base else ProcedureSpec("llm", "", {})
+        if proc is None:
+            return None
+        judges = tuple(proc for _ in range(j.count.value))
+    else:
+        specs = [_procedure(ctx, p, t, path) for p in j.procedures]
+        if any(s is None for s in specs):
+            return None
+        if len(specs) < 2:
+            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.span, path=path)
+            return None
+        judges = tuple(specs)
+    if any(p.kind != "llm" for p in judges):
+        ctx.error("GSR603", "ensembles combine model judges (`llm`)", j.span, path=path,
+                  help="rules and human annotations give one answer each; use a single procedure")
+        return None
+    agg = j.aggregate.dotted
+    if t is not None:
+        allowed = BINARY_AGGREGATES if t.kind == "bool" else GRADED_AGGREGATES if t.kind in ("ordinal", "score") \
+            else ("mode",)
+        if agg not in allowed:
+            ctx.error("GSR603", f"`{agg}` cannot aggregate `{t.required()}` votes", j.aggregate.span,
+                      "not for this type", path=path, help=f"use one of {', '.join(allowed)}")
+            return None
+    args = {}
+    for a in j.aggregate.args or ():
+        try:
+            args[a.name.name if a.name else "weights"] = literal_value(a.value)
+        except ValueError:
+            ctx.error("GSR304", "aggregate parameters are literals", a.value.span, path=path)
+            return None
+    if agg == "weighted":
+        w = args.get("weights")
+        if not isinstance(w, list) or len(w) != len(judges) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w):
+            ctx.error("GSR205", f"`weighted` needs `weights: [...]` with one number per judge ({len(judges)})",
+                      j.aggregate.span, path=path)
+            return None
+    elif args:
+        ctx.error("GSR201", f"`{agg}` takes no parameters", j.aggregate.span, path=path)
+        return None
+    return EnsembleSpec(judges, agg, args)
+
+
+__all__ = ["check_criteria", "criterion_type", "with_level_values", "format_literal"]

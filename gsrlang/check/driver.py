@@ -1,0 +1,102 @@
+"""The checker's driver: `analyze(text)` runs the parser and every pass in a fixed order.
+
+One entry point for the CLI, the LLM compiler's repair loop and the language server:
+it returns the checked `Program` (None when there are errors) and every diagnostic,
+sorted by position. It never raises on a user's mistake.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from gsrlang.catalog import Catalog, default_catalog
+from gsrlang.check import criteria, cycles, declarations, imports, lints, ports, sink, typecheck
+from gsrlang.check.context import Context
+from gsrlang.check.ports import resolve_alias
+from gsrlang.diagnostics import Diagnostic, has_errors
+from gsrlang.diagnostics.core import sort_key
+from gsrlang.program import Input, Node, Program
+from gsrlang.syntax import ast
+from gsrlang.syntax.parser import decode_source, parse
+
+
+@attrs.frozen
+class Analysis:
+    program: Program | None
+    diagnostics: tuple[Diagnostic, ...]
+    module: ast.Module | None = None
+    text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.program is not None
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+
+def analyze(text: str, path: str | Path | None = None, catalog: Catalog | None = None) -> Analysis:
+    """Parse and check a program's text. `path` resolves imports and names the program."""
+    path = str(path) if path is not None else None
+    parsed = parse(text)
+    if parsed.diagnostics:
+        return Analysis(None, tuple(sorted(parsed.diagnostics, key=sort_key)), parsed.module, text)
+    ctx = Context(catalog or default_catalog(), source_text=text, file_end=len(text.rstrip()))
+    program = check_module(ctx, parsed.module, path)
+    diagnostics = tuple(sorted(ctx.diagnostics, key=sort_key))
+    return Analysis(program if not has_errors(diagnostics) else None, diagnostics, parsed.module, text)
+
+
+def analyze_file(path: str | Path, catalog: Catalog | None = None) -> Analysis:
+    """Read a file (bytes: invalid UTF-8 and binary content become diagnostics) and analyze it.
+
+    Raises OSError when the file cannot be read: that is the caller's to report.
+    """
+    data = Path(path).read_bytes()
+    text, problem = decode_source(data)
+    if problem:
+        return Analysis(None, (problem,), None, None)
+    return analyze(text, path, catalog)
+
+
+def check_module(ctx: Context, module: ast.Module, path: str | None) -> Program | None:
+    imported = imports.resolve_imports(ctx, module, path)
+    declarations.collect(ctx, [(module, None), *imported])
+    is_fragment = ctx.header is not None and ctx.header.kind == "fragment"
+    if not is_fragment:
+        sink.check_sink_count(ctx)
+    criteria.check_criteria(ctx)
+    ports.build_graph(ctx)
+    if not cycles.check_cycles(ctx):
+        return None
+    typecheck.infer_types(ctx)
+    if is_fragment:
+        lints.check_lints(ctx, set(ctx.nodes))
+        return None
+    sink.check_sink_type(ctx)
+    readout = sink.check_readout(ctx)
+    reach = sink.check_reachability(ctx)
+    lints.check_lints(ctx, reach)
+    if has_errors(ctx.diagnostics) or ctx.sink_id is None:
+        return None
+    nodes = tuple(_program_node(ctx, nid) for nid in ctx.order if nid in reach)
+    header = ctx.header
+    name = header.name.name if header else (Path(path).stem if path else "rubric")
+    description = header.description.value if header and header.description else ""
+    return Program(name, description, nodes, ctx.sink_id, readout, path=path)
+
+
+def _program_node(ctx: Context, node_id: str) -> Node:
+    g = ctx.nodes[node_id]
+    inputs = tuple(Input(port, resolve_alias(ctx, source), slot) for port, slot, source, _ in g.inputs)
+    params = {}
+    if g.kind in ("transform", "reduce", "gate"):
+        sig = ctx.catalog.operator(g.op)
+        given = g.value or {}
+        for p in sig.params:  # every parameter, defaults filled in, in signature order
+            params[p.name] = given.get(p.name, p.default)
+    value = g.value if g.kind == "const" else None
+    return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path)

@@ -1,0 +1,97 @@
+"""Imports: `import "safety.gsr"` merges a fragment's criteria and nodes into the program.
+
+A path is resolved against the importing file's folder and must stay inside the
+top-level file's folder tree; `std/...` names the stdlib folder (`std/fragments/safety.gsr`).
+Only fragments (files that start with `fragment NAME`) can be imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gsrlang.check.context import Context
+from gsrlang.resources import stdlib_dir
+from gsrlang.syntax import ast
+
+MAX_IMPORT_DEPTH = 16
+
+
+def resolve_imports(ctx: Context, module: ast.Module, path: str | None) -> list[tuple[ast.Module, str | None]]:
+    """The imported modules (in import order, each once), main module excluded. Reports GSR01x."""
+    root = Path(path).resolve().parent if path else None
+    seen: set[Path] = set()
+    out: list[tuple[ast.Module, str | None]] = []
+    _visit(ctx, module, None, Path(path).resolve() if path else None, root, seen, out, [])
+    return out
+
+
+def _visit(ctx, module, shown_path, real_path, root, seen, out, stack):
+    for item in module.items:
+        if not isinstance(item, ast.ImportDecl):
+            continue
+        target, problem = _resolve(item.path.value, real_path, root)
+        if problem:
+            ctx.error(problem[0], problem[1], item.path.span, problem[2], path=shown_path, help=problem[3])
+            continue
+        if target in stack or target == real_path:
+            chain = " -> ".join(p.name for p in [*stack, target])
+            ctx.error("GSR012", f"import cycle: {chain}", item.path.span, "imported again here", path=shown_path)
+            continue
+        if target in seen:
+            continue
+        seen.add(target)
+        imported = _load(ctx, item, target, shown_path)
+        if imported is None:
+            continue
+        if not any(isinstance(i, ast.Header) and i.kind == "fragment" for i in imported.items):
+            ctx.error("GSR011", f"`{item.path.value}` is not a fragment", item.path.span,
+                      "only fragments can be imported", path=shown_path,
+                      help="start the imported file with `fragment NAME` (and give it no sink or task)")
+            continue
+        _visit(ctx, imported, str(target), target, root, seen, out, [*stack, target])
+        out.append((imported, str(target)))
+
+
+def _resolve(text: str, importer: Path | None, root: Path | None):
+    if text.startswith("std/"):
+        base = stdlib_dir().resolve()
+        target = (base / text[4:]).resolve()
+        if not target.is_relative_to(base):
+            return None, ("GSR011", f"import `{text}` leaves the stdlib folder", "outside stdlib/", None)
+    else:
+        if importer is None:
+            return None, ("GSR010", f"cannot import `{text}` from a document without a file path",
+                          "relative import", "save the file first, or import from `std/`")
+        target = (importer.parent / text).resolve()
+        if not target.is_relative_to(root):
+            return None, ("GSR011", f"import `{text}` leaves the rubric's folder", "outside the folder tree",
+                          f"imports are confined to {root} and the stdlib (`std/...`)")
+    if not target.is_file():
+        return None, ("GSR010", f"imported file `{text}` not found", "no such file",
+                      f"looked for {target}")
+    return target, None
+
+
+def _load(ctx: Context, item: ast.ImportDecl, target: Path, shown_path):
+    from gsrlang.syntax.parser import decode_source, parse
+
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        ctx.error("GSR010", f"cannot read imported file `{item.path.value}`: {exc.strerror}", item.path.span,
+                  path=shown_path)
+        return None
+    text, problem = decode_source(data)
+    if problem:
+        ctx.diagnostics.append(_relocate(problem, str(target)))
+        return None
+    result = parse(text)
+    for d in result.diagnostics:
+        ctx.diagnostics.append(_relocate(d, str(target)))
+    return result.module if not result.diagnostics else None
+
+
+def _relocate(d, path):
+    import attrs
+
+    return attrs.evolve(d, primary=attrs.evolve(d.primary, path=path))

@@ -1,0 +1,219 @@
+"""Build the graph: every call becomes an operator node, its arguments bound to named ports and parameters.
+
+Reports unknown operators and names, unknown, missing and repeated ports and
+parameters, and arity violations (an empty list port, a list where one value goes,
+a `per` parameter whose length differs from its port's slots).
+"""
+
+from __future__ import annotations
+
+from gsrlang.catalog import OperatorSig
+from gsrlang.check.context import Context, Decl, GNode, declared_here, did_you_mean
+from gsrlang.diagnostics import Fix
+from gsrlang.syntax import ast
+
+SINK_ID = "sink"
+
+
+def build_graph(ctx: Context) -> None:
+    for name, decl in ctx.decls.items():
+        if isinstance(decl.item, ast.CriterionDecl):
+            ctx.nodes[name] = GNode(name, "criterion", decl.item.name.span, decl.path, True)
+    for name, decl in ctx.decls.items():
+        if isinstance(decl.item, ast.NodeDecl):
+            value = decl.item.value
+            if isinstance(value, ast.Ref):
+                ctx.aliases[name] = value.name.name  # `node x = y` names y's value again
+                if value.name.name not in ctx.decls:
+                    _unknown_name(ctx, value, decl.path)
+                continue
+            _expr_node(ctx, value, name, decl.path, named=True, decl_span=decl.item.name.span)
+    for sink in ctx.sinks[:1]:
+        if isinstance(sink.value, ast.Ref):
+            target = sink.value.name.name
+            if target not in ctx.decls:
+                _unknown_name(ctx, sink.value, None)
+            else:
+                ctx.sink_id = resolve_alias(ctx, target)
+        else:
+            sid = SINK_ID if SINK_ID not in ctx.decls else "(sink)"
+            if _expr_node(ctx, sink.value, sid, None, named=False, decl_span=sink.value.span):
+                ctx.sink_id = sid
+
+
+def resolve_alias(ctx: Context, name: str) -> str:
+    seen = set()
+    while name in ctx.aliases and name not in seen:
+        seen.add(name)
+        name = ctx.aliases[name]
+    return name
+
+
+def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
+    name = ref.name.name
+    ops = ctx.catalog.operators
+    help_ = did_you_mean(name, ctx.decls)
+    fixes = ()
+    if help_:
+        fixes = (Fix(f"rename to `{help_.split('`')[1]}`", ref.name.span, help_.split("`")[1]),)
+    elif name in ops:
+        help_ = f"`{name}` is an operator: call it, e.g. `{name}(...)`"
+    ctx.error("GSR101", f"unknown name `{name}`", ref.name.span, "not declared", path=path, help=help_,
+              fixes=fixes)
+
+
+def _expr_node(ctx: Context, expr, node_id: str, path, named: bool, decl_span=None) -> bool:
+    """Create the node for a declaration's or argument's expression. False if it could not be built."""
+    if isinstance(expr, ast.Call):
+        return _call_node(ctx, expr, node_id, path, named)
+    if isinstance(expr, (ast.Number, ast.BoolLit)):
+        ctx.nodes[node_id] = GNode(node_id, "const", expr.span, path, named, value=expr.value)
+        return True
+    ctx.error("GSR301", "this value cannot be a judgment", expr.span, "not a node", path=path,
+              help="a node is an operator call, e.g. `mean(items: [a, b])`; a judgment is a criterion")
+    return False
+
+
+def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) -> bool:
+    sig = ctx.catalog.operator(call.op.name)
+    node = GNode(node_id, "transform", call.span, path, named, op=call.op.name, call=call)
+    ctx.nodes[node_id] = node
+    if sig is None:
+        _unknown_operator(ctx, call, path)
+        node.kind = "unknown"
+        return False
+    node.kind = sig.kind
+    given: dict[str, ast.Arg] = {}
+    ports = list(sig.ports)
+    positional = [a for a in call.args if a.name is None]
+    ok = True
+    seen_keyword = False
+    for index, arg in enumerate(call.args):
+        if arg.name is None:
+            if seen_keyword:
+                ctx.error("GSR206", "a positional argument follows a named one", arg.span, path=path,
+                          help="name it: `port: value`")
+                ok = False
+                continue
+            pos = positional.index(arg)
+            if pos >= len(ports):
+                ctx.error("GSR206", f"`{sig.name}` takes {len(ports)} port{'s' if len(ports) != 1 else ''}; "
+                          f"this is argument {pos + 1}", arg.span, "one too many", path=path,
+                          help=f"name parameters explicitly: {sig.signature()}")
+                ok = False
+                continue
+            key = ports[pos].name
+        else:
+            seen_keyword = True
+            key = arg.name.name
+            if sig.port(key) is None and sig.param(key) is None:
+                names = [p.name for p in sig.ports] + [p.name for p in sig.params]
+                suggestion = did_you_mean(key, names)
+                fixes = (Fix(f"rename to `{suggestion.split('`')[1]}`", arg.name.span, suggestion.split("`")[1]),) \
+                    if suggestion else ()
+                ctx.error("GSR201", f"`{sig.name}` has no port or parameter `{key}`", arg.name.span, "unknown",
+                          path=path, help=suggestion or f"signature: {sig.signature()}", fixes=fixes)
+                ok = False
+                continue
+        if key in given:
+            ctx.error("GSR203", f"`{key}` is given twice", (arg.name or arg.value).span, "given again", path=path,
+                      secondary=[declared_here(given[key].span, path, "first given here")])
+            ok = False
+            continue
+        given[key] = arg
+    for port in sig.ports:
+        arg = given.get(port.name)
+        if arg is None:
+            ctx.error("GSR202", f"`{sig.name}` is missing its `{port.name}` port", call.op.span,
+                      f"needs `{port.name}: {port.pattern}`", path=path, help=f"signature: {sig.signature()}")
+            ok = False
+            continue
+        ok &= _bind_port(ctx, node, sig, port, arg, path)
+    for param in sig.params:
+        arg = given.get(param.name)
+        if arg is None:
+            if param.required:
+                ctx.error("GSR202", f"`{sig.name}` is missing its `{param.name}` parameter", call.op.span,
+                          f"needs `{param.name}: {param.pattern}`", path=path, help=f"signature: {sig.signature()}")
+                ok = False
+            continue
+        node.params[param.name] = (arg.value, arg.span)
+        if param.per and isinstance(arg.value, ast.ListExpr):
+            port_arg = given.get(param.per)
+            if port_arg is not None and isinstance(port_arg.value, ast.ListExpr):
+                n_slots, n_values = len(port_arg.value.items), len(arg.value.items)
+                if n_slots != n_values:
+                    ctx.error("GSR205", f"`{param.name}` has {n_values} entr{'y' if n_values == 1 else 'ies'} but "
+                              f"`{param.per}` has {n_slots} slot{'s' if n_slots != 1 else ''}", arg.value.span,
+                              f"{n_values} here", path=path,
+                              secondary=[declared_here(port_arg.value.span, path, f"{n_slots} slots here")],
+                              help=f"give one `{param.name}` entry per slot of `{param.per}`, in the same order")
+                    ok = False
+    return ok
+
+
+def _bind_port(ctx: Context, node: GNode, sig: OperatorSig, port, arg: ast.Arg, path) -> bool:
+    value = arg.value
+    if port.is_list:
+        if not isinstance(value, ast.ListExpr):
+            ctx.error("GSR207", f"port `{port.name}` takes a list of slots", value.span, "one value",
+                      path=path, help=f"write `{port.name}: [...]`")
+            return False
+        if not value.items:
+            ctx.error("GSR204", f"port `{port.name}` of `{sig.name}` has no slots", value.span, "empty list",
+                      path=path, help="give it at least one input")
+            return False
+        ok = True
+        for slot, item in enumerate(value.items):
+            ok &= _input(ctx, node, port.name, slot, item, f"{node.id}.{port.name}[{slot}]", path)
+        return ok
+    if isinstance(value, ast.ListExpr):
+        ctx.error("GSR207", f"port `{port.name}` takes one value, not a list", value.span, "a list",
+                  path=path, help="combine the values with a reducer first, e.g. `mean(items: [...])`")
+        return False
+    return _input(ctx, node, port.name, None, value, f"{node.id}.{port.name}", path)
+
+
+def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, path) -> bool:
+    if isinstance(value, ast.Ref):
+        name = value.name.name
+        if name not in ctx.decls:
+            if name in ctx.catalog.operators:
+                ctx.error("GSR101", f"`{name}` is an operator, not a value", value.span, "not called", path=path,
+                          help=f"call it: `{name}(...)`")
+            else:
+                _unknown_name(ctx, value, path)
+            return False
+        node.inputs.append((port, slot, name, value.span))
+        return True
+    if isinstance(value, ast.Call):
+        if not _call_node(ctx, value, child_id, path, named=False):
+            node.inputs.append((port, slot, child_id, value.span))
+            return False
+        node.inputs.append((port, slot, child_id, value.span))
+        return True
+    if isinstance(value, (ast.Number, ast.BoolLit)):
+        ctx.nodes[child_id] = GNode(child_id, "const", value.span, path, False, value=value.value)
+        node.inputs.append((port, slot, child_id, value.span))
+        return True
+    ctx.error("GSR301", f"port `{port}` takes a judgment, not a {type(value).__name__.lower().replace('expr', '')}",
+              value.span, "not a judgment", path=path,
+              help="ports take criteria, nodes or operator calls; literal settings are parameters")
+    return False
+
+
+def _unknown_operator(ctx: Context, call: ast.Call, path) -> None:
+    name = call.op.name
+    help_ = did_you_mean(name, ctx.catalog.operators)
+    fixes = ()
+    if help_:
+        fixes = (Fix(f"rename to `{help_.split('`')[1]}`", call.op.span, help_.split("`")[1]),)
+    elif name in ctx.catalog.rules:
+        help_ = f"rules are criterion procedures: `criterion NAME: Bool = rule.{name}(...)`"
+    elif name in ctx.decls:
+        help_ = f"`{name}` is declared in this program; refer to it by name, without `(...)`"
+    ctx.error("GSR102", f"unknown operator `{name}`", call.op.span, "not in the catalogue", path=path,
+              help=help_ or "operators: " + ", ".join(sorted(ctx.catalog.operators)), fixes=fixes)
+
+
+__all__ = ["build_graph", "resolve_alias", "Decl", "SINK_ID"]

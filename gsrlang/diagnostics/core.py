@@ -1,0 +1,79 @@
+"""Diagnostics are data: a code, a severity, a one-line message, labelled spans, help and fixes.
+
+Checker passes return them and never raise on a user's mistake; renderers (see
+`render.py`) turn them into text for people and tools.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from gsrlang.span import Span
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@attrs.frozen
+class Label:
+    """A span with a short message. `path` is None for the file being checked."""
+
+    span: Span
+    message: str = ""
+    path: str | None = None
+
+
+@attrs.frozen
+class Fix:
+    """A machine-applicable edit: replace `span` (in the primary file) by `replacement`."""
+
+    title: str
+    span: Span
+    replacement: str
+
+
+@attrs.frozen
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    primary: Label
+    secondary: tuple[Label, ...] = ()
+    notes: tuple[str, ...] = ()
+    help: str | None = None
+    fixes: tuple[Fix, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    @property
+    def span(self) -> Span:
+        return self.primary.span
+
+
+def error(code: str, message: str, span: Span, label: str = "", *, path: str | None = None,
+          secondary=(), notes=(), help: str | None = None, fixes=()) -> Diagnostic:
+    return Diagnostic(code, Severity.ERROR, message, Label(span, label, path), tuple(secondary),
+                      tuple(notes), help, tuple(fixes))
+
+
+def warning(code: str, message: str, span: Span, label: str = "", *, path: str | None = None,
+            secondary=(), notes=(), help: str | None = None, fixes=()) -> Diagnostic:
+    return Diagnostic(code, Severity.WARNING, message, Label(span, label, path), tuple(secondary),
+                      tuple(notes), help, tuple(fixes))
+
+
+def has_errors(diagnostics) -> bool:
+    return any(d.is_error for d in diagnostics)
+
+
+def sort_key(d: Diagnostic):
+    return (d.primary.path or "", d.primary.span.start, d.code)

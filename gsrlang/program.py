@@ -1,0 +1,218 @@
+"""The checked program: a typed, acyclic evaluation graph plus its readout contract.
+
+This is what the rest of the system consumes (runtime, replay, render, export, LSP).
+Nodes are kept in a topological order; every edge names the port (and slot, for a
+list port) it enters. `Program.to_json()` is the declarative JSON form (see
+docs/program.schema.json) and `Program.content_hash` identifies the program's
+meaning, not its layout: reformatting or re-commenting a file keeps the hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Iterator
+
+import attrs
+
+from gsrlang.catalog import Symbol
+from gsrlang.span import Span
+from gsrlang.types import JType
+
+JSON_FORMAT_VERSION = 1
+
+
+@attrs.frozen
+class Input:
+    """An edge: the output of node `source` enters port `port` (at `slot` for a list port)."""
+
+    port: str
+    source: str
+    slot: int | None = None
+
+
+@attrs.frozen
+class LevelSpec:
+    key: str
+    text: str
+    value: float | None  # the level's value in [0, 1] (None for Nominal labels)
+
+
+@attrs.frozen
+class ExampleSpec:
+    text: str
+    verdict: object
+    reason: str | None = None
+
+
+@attrs.frozen
+class ProcedureSpec:
+    kind: str  # "llm" | "rule" | "human" | "verifier"
+    name: str  # rule name, verifier name, or "" for llm / human
+    args: dict = attrs.field(factory=dict, hash=False)
+
+    def describe(self) -> str:
+        head = {"llm": "llm", "human": "human", "verifier": "verifier"}.get(self.kind, f"rule.{self.name}")
+        if self.kind == "verifier":
+            return f'verifier("{self.name}")'
+        if not self.args:
+            return head
+        from gsrlang.catalog import format_literal
+
+        return head + "(" + ", ".join(f"{k}: {format_literal(v)}" for k, v in self.args.items()) + ")"
+
+
+@attrs.frozen
+class EnsembleSpec:
+    judges: tuple[ProcedureSpec, ...]  # one per vote (a sample count repeats the procedure)
+    aggregate: str
+    args: dict = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen
+class CriterionSpec:
+    ask: str
+    levels: tuple[LevelSpec, ...]
+    examples: tuple[ExampleSpec, ...]
+    procedure: ProcedureSpec
+    ensemble: EnsembleSpec | None = None
+
+
+@attrs.frozen
+class Node:
+    id: str
+    kind: str  # "criterion" | "transform" | "reduce" | "gate" | "const"
+    type: JType
+    op: str | None = None
+    params: dict = attrs.field(factory=dict, hash=False)
+    inputs: tuple[Input, ...] = ()
+    criterion: CriterionSpec | None = None
+    value: object = None  # for "const" nodes
+    named: bool = True  # declared with a name (criterion / node), not a nested call or literal
+    span: Span = attrs.field(default=Span(0, 0), eq=False)
+    path: str | None = attrs.field(default=None, eq=False)  # the file it was declared in (None: the main file)
+
+    def port_inputs(self, port: str) -> list[Input]:
+        return [i for i in self.inputs if i.port == port]
+
+
+@attrs.frozen
+class PointwiseReadout:
+    lo: float
+    hi: float
+    quantize: str  # "round" | "floor" | "ceil" | "thresholds" | "none"
+    thresholds: tuple[float, ...] = ()
+
+
+@attrs.frozen
+class PairwiseReadout:
+    epsilon: float = 0.0
+    on_tie: str = "tie"  # "tie" | "abstain" | "first" | "second"
+
+
+@attrs.frozen
+class Readout:
+    pointwise: PointwiseReadout | None = None
+    pairwise: PairwiseReadout | None = None
+
+
+@attrs.frozen
+class Program:
+    name: str
+    description: str
+    nodes: tuple[Node, ...]  # in topological order: every node after its inputs
+    sink: str
+    readout: Readout
+    path: str | None = attrs.field(default=None, eq=False)
+    _by_id: dict = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self):
+        object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
+
+    def node(self, node_id: str) -> Node:
+        return self._by_id[node_id]
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self._by_id
+
+    @property
+    def criteria(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.kind == "criterion")
+
+    @property
+    def operators(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.kind not in ("criterion", "const"))
+
+    def edges(self) -> Iterator[tuple[str, str, Input]]:
+        for n in self.nodes:
+            for i in n.inputs:
+                yield i.source, n.id, i
+
+    # ---- the JSON form ----------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "format": "gsr-program",
+            "version": JSON_FORMAT_VERSION,
+            "name": self.name,
+            "description": self.description,
+            "nodes": [_node_json(n) for n in self.nodes],
+            "sink": self.sink,
+            "readout": _readout_json(self.readout),
+        }
+
+    @property
+    def content_hash(self) -> str:
+        canonical = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def json_value(value):
+    """Parameter values as JSON: enum members become {"enum": name}."""
+    if isinstance(value, Symbol):
+        return {"enum": value.name}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    return value
+
+
+def _node_json(n: Node) -> dict:
+    out: dict = {"id": n.id, "kind": n.kind, "type": n.type.to_json()}
+    if n.op:
+        out["op"] = n.op
+    if n.params:
+        out["params"] = json_value(n.params)
+    if n.inputs:
+        out["inputs"] = [{"port": i.port, "slot": i.slot, "source": i.source} for i in n.inputs]
+    if n.kind == "const":
+        out["value"] = n.value
+    if not n.named:
+        out["anonymous"] = True
+    if n.criterion:
+        c = n.criterion
+        crit: dict = {"ask": c.ask, "procedure": _procedure_json(c.procedure)}
+        if c.levels:
+            crit["levels"] = [{"key": lv.key, "text": lv.text, "value": lv.value} for lv in c.levels]
+        if c.examples:
+            crit["examples"] = [{"text": e.text, "verdict": json_value(e.verdict), "reason": e.reason}
+                                for e in c.examples]
+        if c.ensemble:
+            crit["ensemble"] = {"judges": [_procedure_json(j) for j in c.ensemble.judges],
+                                "aggregate": c.ensemble.aggregate, "args": json_value(c.ensemble.args)}
+        out["criterion"] = crit
+    return out
+
+
+def _procedure_json(p: ProcedureSpec) -> dict:
+    return {"kind": p.kind, "name": p.name, "args": json_value(p.args)}
+
+
+def _readout_json(r: Readout) -> dict:
+    out = {}
+    if r.pointwise:
+        p = r.pointwise
+        out["pointwise"] = {"scale": [p.lo, p.hi], "quantize": p.quantize, "thresholds": list(p.thresholds)}
+    if r.pairwise:
+        out["pairwise"] = {"epsilon": r.pairwise.epsilon, "on_tie": r.pairwise.on_tie}
+    return out
