@@ -1,0 +1,558 @@
+"""Streaming readers for evaluation data: JSONL, CSV/TSV and small JSON arrays.
+
+A data file holds one item per row. A :class:`ColumnMap` says which fields of a
+row hold the input, the response(s) to judge, and optionally an id, a gold
+label and a reference text. Field names may be dotted paths into nested JSON
+objects (``scores.overall``); see :func:`get_path`.
+
+:func:`read_items` turns the rows of a file into :class:`Item` objects, one at a
+time. A row that cannot become an item does not stop the stream: it comes out
+as an :class:`ItemError` that says what is wrong and where, so a caller can
+report it and carry on. Only problems with the file as a whole (missing file,
+unsupported extension, bytes that are not UTF-8, a CSV header that lacks a
+required column) raise :class:`DataError`.
+
+JSONL and CSV files are read line by line and never held in memory whole, so
+files of any length can be streamed with flat memory. A ``.json`` file must be
+a single top-level array and is loaded whole.
+
+This module is pure: it does no network access and needs only the standard
+library and ``attrs``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import string
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+__all__ = [
+    "Candidate",
+    "ColumnMap",
+    "DataError",
+    "Item",
+    "ItemError",
+    "MissingFieldError",
+    "SUPPORTED_EXTENSIONS",
+    "get_path",
+    "parse_pairwise_label",
+    "parse_pointwise_label",
+    "read_items",
+]
+
+#: File extensions :func:`read_items` understands (matched case-insensitively).
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".ndjson", ".csv", ".tsv", ".json")
+
+_CANDIDATE_IDS = string.ascii_uppercase
+_MAX_LISTED_KEYS = 20
+
+
+class DataError(Exception):
+    """A data file cannot be read at all (as opposed to one bad row).
+
+    The message always names the file.
+    """
+
+
+class MissingFieldError(KeyError):
+    """Raised by :func:`get_path` when a (dotted) field is absent from a record.
+
+    It is a :class:`KeyError`, so ``except KeyError`` catches it; unlike a plain
+    ``KeyError`` its ``str()`` is a readable sentence rather than a quoted repr.
+
+    Attributes:
+        path: the field path that was asked for, e.g. ``"scores.overall"``.
+        detail: what exactly is missing and which keys were available there.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(path)
+        self.path = path
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"missing field {self.path!r} ({self.detail})"
+
+
+# --------------------------------------------------------------------------- records
+
+
+@attrs.frozen
+class Candidate:
+    """One response to be judged. ``id`` is ``"A"``, ``"B"``, ... in column order."""
+
+    id: str
+    text: str
+
+
+@attrs.frozen
+class Item:
+    """One row of a data file, ready to be judged.
+
+    Attributes:
+        id: the value of the id column as text, or else the 1-based row number
+            (the line number for JSONL, the data-row number for CSV, the
+            position in the array for JSON).
+        line: where the row is: its 1-based line in a JSONL file, the line on
+            which the row starts in a CSV file (the header is line 1), or its
+            1-based position in a JSON array.
+        input: the text the responses answer (prompt, conversation, ...).
+        candidates: the responses, ``A`` first; one for pointwise data, two for
+            pairwise data.
+        reference: the reference text, or None when no reference column is
+            configured or its value is null (an empty cell in CSV).
+        label: the gold label exactly as stored in the row (not parsed; see
+            :func:`parse_pointwise_label` and :func:`parse_pairwise_label`), or
+            None when no label column is configured or its value is null (an
+            empty cell in CSV).
+        record: the whole raw row, for judges that read further fields.
+    """
+
+    id: str
+    line: int
+    input: str
+    candidates: tuple[Candidate, ...]
+    reference: str | None
+    label: object | None = attrs.field(hash=False)
+    record: dict = attrs.field(hash=False, repr=False)
+
+
+@attrs.frozen
+class ItemError:
+    """A row that cannot become an :class:`Item`.
+
+    Attributes:
+        id: the row's id when it could be determined (the id column's value, or
+            the row number when no id column is configured), else None.
+        line: where the row is, as for :attr:`Item.line`.
+        reason: a complete sentence naming the place and the problem, e.g.
+            ``"line 17: missing column 'response' (available: id, context)"``.
+    """
+
+    id: str | None
+    line: int
+    reason: str
+
+
+def _response_fields(value: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def _check_response_fields(instance: ColumnMap, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not value:
+        raise ValueError("response_fields must name at least one column")
+    if len(value) > len(_CANDIDATE_IDS):
+        raise ValueError(f"at most {len(_CANDIDATE_IDS)} response fields are supported, got {len(value)}")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"response field names must be non-empty strings, got {name!r}")
+    duplicates = sorted({name for name in value if value.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"response fields are repeated: {', '.join(map(repr, duplicates))}")
+
+
+def _check_field_name(instance: ColumnMap, attribute: attrs.Attribute, value: str | None) -> None:
+    if value is None and attribute.name != "input_field":
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
+
+
+@attrs.frozen
+class ColumnMap:
+    """Which fields of a row hold what.
+
+    Every name may be a dotted path into nested JSON objects (see
+    :func:`get_path`). ``response_fields`` lists one column for pointwise data
+    or two for pairwise data (more are allowed); a single string is accepted as
+    a one-column tuple. Optional columns left as None are not read.
+    """
+
+    input_field: str = attrs.field(default="input", validator=_check_field_name)
+    response_fields: tuple[str, ...] = attrs.field(
+        default=("response",), converter=_response_fields, validator=_check_response_fields
+    )
+    id_field: str | None = attrs.field(default=None, validator=_check_field_name)
+    label_field: str | None = attrs.field(default=None, validator=_check_field_name)
+    reference_field: str | None = attrs.field(default=None, validator=_check_field_name)
+
+    def required_fields(self) -> tuple[str, ...]:
+        """Every configured column, in the order rows are checked."""
+        optional = (self.id_field, self.label_field, self.reference_field)
+        return (self.input_field, *self.response_fields, *(f for f in optional if f is not None))
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _kind(value: object) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return type(value).__name__
+
+
+def _list_keys(mapping: Mapping) -> str:
+    keys = [str(k) for k in mapping]
+    if not keys:
+        return "it is empty"
+    shown = ", ".join(keys[:_MAX_LISTED_KEYS])
+    if len(keys) > _MAX_LISTED_KEYS:
+        shown += f", ... ({len(keys) - _MAX_LISTED_KEYS} more)"
+    return f"available: {shown}"
+
+
+def get_path(record: Mapping, path: str) -> object:
+    """Return the value at ``path`` in ``record``.
+
+    A key that exists verbatim wins (so a CSV column literally named
+    ``scores.overall`` is found). Otherwise the path is split on dots and
+    followed through nested objects; a purely numeric part may also index into
+    an array (``turns.0``).
+
+    Raises:
+        MissingFieldError: (a ``KeyError``) when some part of the path is
+            absent or leads through a value that is not an object; the message
+            says which part and lists the keys available at that point.
+    """
+    if path in record:
+        return record[path]
+    current: object = record
+    walked: list[str] = []
+    for part in path.split("."):
+        where = ".".join(walked)
+        if isinstance(current, Mapping):
+            if part not in current:
+                if walked:
+                    raise MissingFieldError(path, f"{where!r} has no key {part!r}; {_list_keys(current)}")
+                raise MissingFieldError(path, _list_keys(current))
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit():
+            index = int(part)
+            if index >= len(current):
+                raise MissingFieldError(path, f"{where!r} has only {len(current)} elements")
+            current = current[index]
+        else:
+            raise MissingFieldError(path, f"{where!r} is {_kind(current)}, not an object")
+        walked.append(part)
+    return current
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def _as_integer(value: object) -> int | None:
+    """An int for integral numbers and numeric strings, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+    return None
+
+
+def parse_pairwise_label(value: object, response_fields: Sequence[str]) -> str:
+    """Normalise a pairwise gold label to ``"first"``, ``"second"`` or ``"tie"``.
+
+    Accepted spellings, in the order they are tried:
+
+    * the name of one of the two response fields (exact match);
+    * ``1`` / ``2`` (ints, integral floats or numeric strings) for first/second,
+      and ``0`` for a tie;
+    * ``"A"`` / ``"B"`` and ``"tie"`` (any case, surrounding spaces ignored);
+    * the already normal forms ``"first"`` / ``"second"`` (any case).
+
+    Raises:
+        ValueError: for anything else (including None and booleans), or when
+            ``response_fields`` does not hold exactly two names.
+    """
+    fields = _response_fields(response_fields)
+    if len(fields) != 2:
+        raise ValueError(f"pairwise labels need exactly two response fields, got {len(fields)}: {fields!r}")
+    if isinstance(value, str) and value in fields:
+        return "first" if value == fields[0] else "second"
+    number = _as_integer(value)
+    if number is not None:
+        if number in (0, 1, 2):
+            return ("tie", "first", "second")[number]
+    elif isinstance(value, str):
+        word = value.strip().lower()
+        named = {"a": "first", "b": "second", "first": "first", "second": "second", "tie": "tie"}
+        if word in named:
+            return named[word]
+    raise ValueError(
+        f"cannot read {value!r} as a pairwise label: expected 1 or 2 (0 for a tie), "
+        f"'A' or 'B', 'tie', or a response field name ({fields[0]!r} or {fields[1]!r})"
+    )
+
+
+def parse_pointwise_label(value: object) -> float:
+    """Read a pointwise gold label (a number, or a numeric string) as a float.
+
+    Raises:
+        ValueError: for None, booleans, non-numeric strings, NaN and infinities.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise ValueError(f"cannot read {value!r} as a pointwise label: expected a number") from None
+    else:
+        raise ValueError(f"cannot read {value!r} as a pointwise label: expected a number, got {_kind(value)}")
+    if not math.isfinite(number):
+        raise ValueError(f"cannot read {value!r} as a pointwise label: it is not a finite number")
+    return number
+
+
+# --------------------------------------------------------------------------- rows to items
+
+
+class _RowProblem(Exception):
+    """Internal: why one row cannot become an item (message without location)."""
+
+
+def _field(record: Mapping, name: str) -> object:
+    try:
+        return get_path(record, name)
+    except MissingFieldError as error:
+        raise _RowProblem(f"missing column {name!r} ({error.detail})") from None
+
+
+def _as_text(value: object, name: str) -> str:
+    """The value of a text column: strings as they are, numbers as text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise _RowProblem(f"column {name!r} must be text, got {_kind(value)}")
+
+
+def _text(record: Mapping, name: str) -> str:
+    return _as_text(_field(record, name), name)
+
+
+def _optional(value: object, empty_is_none: bool) -> object | None:
+    if value is None or (empty_is_none and value == ""):
+        return None
+    return value
+
+
+def _build_item(
+    record: object,
+    columns: ColumnMap,
+    line: int,
+    where: str,
+    fallback_id: str,
+    empty_is_none: bool,
+) -> Item | ItemError:
+    """Turn one parsed row into an Item, or an ItemError saying what is wrong."""
+    item_id: str | None = fallback_id if columns.id_field is None else None
+    try:
+        if not isinstance(record, dict):
+            raise _RowProblem(f"expected a JSON object, got {_kind(record)}")
+        if columns.id_field is not None:
+            item_id = _text(record, columns.id_field)
+        text = _text(record, columns.input_field)
+        candidates = tuple(
+            Candidate(id=letter, text=_text(record, name))
+            for letter, name in zip(_CANDIDATE_IDS, columns.response_fields)
+        )
+        reference = None
+        if columns.reference_field is not None:
+            value = _optional(_field(record, columns.reference_field), empty_is_none)
+            if value is not None:
+                reference = _as_text(value, columns.reference_field)
+        label = None
+        if columns.label_field is not None:
+            label = _optional(_field(record, columns.label_field), empty_is_none)
+    except _RowProblem as problem:
+        return ItemError(id=item_id, line=line, reason=f"{where}: {problem}")
+    assert item_id is not None
+    return Item(
+        id=item_id,
+        line=line,
+        input=text,
+        candidates=candidates,
+        reference=reference,
+        label=label,
+        record=record,
+    )
+
+
+# --------------------------------------------------------------------------- file formats
+
+
+def _decode(raw: bytes, path: Path, line: int) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = f"byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line"
+        raise DataError(f"{path}: line {line} is not valid UTF-8 ({bad})") from None
+    if line == 1:
+        text = text.removeprefix("\ufeff")
+    return text
+
+
+def _describe_json_error(error: json.JSONDecodeError, text: str) -> str:
+    """Say what is wrong with one line of JSON, spotting lines that were cut off.
+
+    ``text`` is the line without its line ending, so the error position is the
+    column in that line.
+    """
+    message = error.msg[:1].lower() + error.msg[1:]
+    column = error.pos + 1
+    if error.msg.startswith("Unterminated string"):
+        # JSON strings cannot hold a raw newline, so the line ended inside one.
+        return f"truncated JSON (unterminated string starting at column {column})"
+    if error.pos >= len(text.rstrip()):
+        return f"truncated JSON (the line ends at column {column}, {message})"
+    return f"invalid JSON at column {column}: {message}"
+
+
+def _jsonl_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
+    with path.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            text = _decode(raw, path, line).rstrip("\r\n")
+            if not text.strip():
+                continue
+            where = f"line {line}"
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                fallback = str(line) if columns.id_field is None else None
+                yield ItemError(id=fallback, line=line, reason=f"{where}: {_describe_json_error(error, text)}")
+                continue
+            yield _build_item(record, columns, line, where, str(line), empty_is_none=False)
+
+
+def _decoded_lines(handle, path: Path) -> Iterator[str]:
+    """Decode a binary file line by line (so a bad byte is pinned to its line)."""
+    for line, raw in enumerate(handle, start=1):
+        yield _decode(raw, path, line)
+
+
+def _csv_items(path: Path, columns: ColumnMap, delimiter: str) -> Iterator[Item | ItemError]:
+    with path.open("rb") as handle:
+        reader = csv.reader(_decoded_lines(handle, path), delimiter=delimiter)
+        header: list[str] | None = None
+        row_number = 0
+        while True:
+            start = reader.line_num + 1  # a quoted cell may span several lines
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:
+                raise DataError(f"{path}: line {reader.line_num}: {error}") from None
+            if not cells:  # blank line
+                continue
+            if header is None:
+                header = cells
+                missing = [name for name in columns.required_fields() if name not in header]
+                if missing:
+                    raise DataError(
+                        f"{path}: the header has no column {', '.join(map(repr, missing))} "
+                        f"(columns: {', '.join(header)}); CSV column names must match exactly"
+                    )
+                continue
+            row_number += 1
+            where = f"line {start}"
+            if len(cells) != len(header):
+                yield ItemError(
+                    id=str(row_number) if columns.id_field is None else None,
+                    line=start,
+                    reason=f"{where}: row has {len(cells)} fields but the header has {len(header)}",
+                )
+                continue
+            row = dict(zip(header, cells))
+            yield _build_item(row, columns, start, where, str(row_number), empty_is_none=True)
+
+
+def _json_array_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise DataError(f"{path}: line {line} is not valid UTF-8 (byte 0x{raw[error.start]:02x})") from None
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as error:
+        hint = ""
+        if error.msg == "Extra data":
+            hint = " (a file with one JSON object per line should be named .jsonl)"
+        raise DataError(
+            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}{hint}"
+        ) from None
+    if not isinstance(rows, list):
+        raise DataError(f"{path}: expected a top-level JSON array of objects, got {_kind(rows)}")
+    for position, record in enumerate(rows, start=1):
+        yield _build_item(record, columns, position, f"item {position}", str(position), empty_is_none=False)
+
+
+def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
+    """Read the rows of a data file as :class:`Item` or :class:`ItemError`, in order.
+
+    Formats, by extension (case-insensitive):
+
+    * ``.jsonl`` / ``.ndjson``: one JSON object per line, streamed. Blank lines
+      are skipped but still counted, so ``line`` is the physical line number.
+    * ``.csv`` / ``.tsv``: a header row, then one row per item (comma or tab
+      separated), streamed. Every value is a string; an empty label or
+      reference cell reads as None. Dotted names match header names verbatim.
+    * ``.json``: one top-level array of objects, loaded whole.
+
+    Candidates get ids ``A``, ``B``, ... in the order of
+    ``columns.response_fields``. Text columns (input, responses, id,
+    reference) must hold strings; numbers are converted to text, while null,
+    booleans, objects and arrays make the row an :class:`ItemError`. Labels are
+    kept as stored.
+
+    Raises:
+        DataError: at once, when the file does not exist or its extension is
+            not supported; during iteration, when a line is not valid UTF-8,
+            when a CSV header lacks a configured column, when CSV cannot be
+            parsed, or when a ``.json`` file is not a valid JSON array.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_EXTENSIONS:
+        raise DataError(
+            f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
+            f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
+    if suffix in (".jsonl", ".ndjson"):
+        return _jsonl_items(path, columns)
+    if suffix in (".csv", ".tsv"):
+        return _csv_items(path, columns, "\t" if suffix == ".tsv" else ",")
+    return _json_array_items(path, columns)
