@@ -58,6 +58,7 @@ class Context:
     criterion_specs: dict = attrs.Factory(dict)
     aliases: dict[str, str] = attrs.Factory(dict)
     source_text: str | None = None
+    on_cycle: set[str] = attrs.Factory(set)
     file_end: int = 0
 
     def error(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):

@@ -123,10 +123,11 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
         ensemble = _ensemble(ctx, ensembles[0], t, path, procedures[0] if procedures else None)
         if procedure is None and ensemble is not None:
             procedure = ensemble.judges[0]
+    failed = procedure is None and bool(procedures or ensembles)  # already reported
     if procedure is None:
         procedure = ProcedureSpec("llm", "", {})
     ask = asks[0].text.value if asks else ""
-    if procedure.kind == "llm" and not ask:
+    if procedure.kind == "llm" and not ask and not failed:
         ctx.error("GSR602", f"criterion `{decl.name}` is judged by a model but has no `ask`", item.name.span,
                   "no question for the judge", path=path,
                   help='add `ask "..."` with the question the judge must answer, or give a procedure '

@@ -82,6 +82,7 @@ def _report_cycle(ctx: Context, cycle: list[str]) -> None:
                 labels.append(Label(span, f"`{_named(ctx, consumer)}` uses `{_named(ctx, source)}` here",
                                     ctx.nodes[consumer].path))
                 break
+    ctx.on_cycle.update(_named(ctx, n) for n in cycle)
     primary, *rest = labels or [Label(ctx.nodes[cycle[0]].span, "")]
     ctx.error("GSR401", "cycle: " + " -> ".join(names), primary.span, primary.message, path=primary.path,
               secondary=rest, help="an evaluation graph is acyclic: break the cycle by removing one of these uses")

@@ -70,17 +70,16 @@ def check_module(ctx: Context, module: ast.Module, path: str | None) -> Program 
         sink.check_sink_count(ctx)
     criteria.check_criteria(ctx)
     ports.build_graph(ctx)
-    if not cycles.check_cycles(ctx):
-        return None
-    typecheck.infer_types(ctx)
+    acyclic = cycles.check_cycles(ctx)
+    typecheck.infer_types(ctx)  # nodes on a cycle get no type, and nothing downstream of them is reported
     if is_fragment:
         lints.check_lints(ctx, set(ctx.nodes))
         return None
     sink.check_sink_type(ctx)
     readout = sink.check_readout(ctx)
-    reach = sink.check_reachability(ctx)
+    reach = sink.check_reachability(ctx, ctx.on_cycle)
     lints.check_lints(ctx, reach)
-    if has_errors(ctx.diagnostics) or ctx.sink_id is None:
+    if not acyclic or has_errors(ctx.diagnostics) or ctx.sink_id is None:
         return None
     nodes = tuple(_program_node(ctx, nid) for nid in ctx.order if nid in reach)
     header = ctx.header

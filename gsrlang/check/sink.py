@@ -157,7 +157,7 @@ def _pairwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PairwiseReado
     return PairwiseReadout(epsilon, on_tie) if ok else None
 
 
-def check_reachability(ctx: Context) -> set[str]:
+def check_reachability(ctx: Context, on_cycle: set[str] = frozenset()) -> set[str]:
     """Nodes that reach the sink; a declared node of the main file that does not is an error (GSR402)."""
     if ctx.sink_id is None or ctx.sink_id not in ctx.nodes:
         return set()
@@ -170,7 +170,7 @@ def check_reachability(ctx: Context) -> set[str]:
                 reach.add(source)
                 todo.append(source)
     for name, decl in ctx.decls.items():
-        if decl.path is None and name not in reach and name not in ctx.aliases:
+        if decl.path is None and name not in reach and name not in ctx.aliases and name not in on_cycle:
             kind = "criterion" if isinstance(decl.item, ast.CriterionDecl) else "node"
             ctx.error("GSR402", f"{kind} `{name}` does not reach the sink", decl.item.name.span,
                       "its value is never used",

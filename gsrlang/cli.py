@@ -1,0 +1,90 @@
+"""The `gsr` command: argument parsing and exit codes only; each subcommand lives in gsrlang/commands/.
+
+Exit codes: 0 clean, 1 problems found in the user's input (diagnostics, failed items,
+a replay that differs), 2 the tool itself failed (or was used wrongly).
+Heavy imports (openai, graphviz, pygls) happen inside the subcommands that need them,
+so `gsr check` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from gsrlang import __version__
+
+# name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
+COMMANDS = {
+    "check": "check",
+    "fmt": "fmt",
+    "explain": "explain",
+    "export": "export",
+    "import": "import_",
+    "run": "run",
+    "replay": "replay",
+    "metrics": "metrics",
+    "compile": "compile",
+    "render": "render",
+    "lsp": "lsp",
+}
+
+EPILOG = """\
+exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the tool failed.
+Run `gsr COMMAND --help` for a command's options, `gsr explain GSR301` for a diagnostic."""
+
+
+class UsageError(Exception):
+    """A command was used wrongly (exit 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gsr",
+        description="gsrlang: compile rubrics into typed evaluation graphs; check, run, trace and replay them.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gsr {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"gsrlang.commands.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"gsrlang.commands.{module_name}":
+                continue  # not built yet
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug in gsr itself, never a user's mistake
+        if os.environ.get("GSR_DEBUG"):
+            raise
+        print(f"gsr {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+              "this is a bug in gsr; rerun with GSR_DEBUG=1 for a traceback and report it", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `gsr` subcommand: HELP, add_arguments(parser), run(args) -> exit code."""

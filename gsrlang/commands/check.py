@@ -1,0 +1,53 @@
+"""gsr check: parse and check programs, print diagnostics."""
+
+from __future__ import annotations
+
+import sys
+
+from gsrlang import __version__
+from gsrlang.commands.common import DiagnosticPrinter, add_format_arguments, collect_files, read_error, use_color
+
+HELP = "check .gsr programs (files or folders) and report diagnostics"
+DESCRIPTION = """\
+Check .gsr rubric programs before anything runs: syntax, names, ports and arity,
+types and abstention, cycles, the sink and the readout. Folders are searched for
+*.gsr files. Fragments (files that start with `fragment`) are checked on their own.
+
+examples:
+  gsr check examples/
+  gsr check rubric.gsr --format sarif > gsr.sarif
+  gsr check rubric.gsr --format github   # annotations in GitHub Actions"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".gsr files or folders")
+    add_format_arguments(p)
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors (exit 1 on warnings)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+
+
+def run(args) -> int:
+    from gsrlang.check.driver import analyze_file
+
+    printer = DiagnosticPrinter(args.format, use_color(args.color), __version__)
+    files = 0
+    for path, problem in collect_files(args.paths):
+        files += 1
+        if problem:
+            printer.add(path, None, [read_error(path, problem)])
+            continue
+        try:
+            analysis = analyze_file(path)
+        except OSError as exc:
+            printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
+            continue
+        printer.add(path, analysis.text, analysis.diagnostics)
+    printer.finish()
+    if not args.quiet and args.format in ("full", "concise"):
+        status = "ok" if printer.errors == 0 else "failed"
+        print(f"checked {files} file{'s' if files != 1 else ''}: {printer.errors} error"
+              f"{'s' if printer.errors != 1 else ''}, {printer.warnings} warning"
+              f"{'s' if printer.warnings != 1 else ''} ({status})", file=sys.stderr)
+    if printer.errors or (args.werror and printer.warnings):
+        return 1
+    return 0

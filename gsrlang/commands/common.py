@@ -1,0 +1,75 @@
+"""Helpers shared by subcommands: collecting .gsr files, reading them, printing diagnostics."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from gsrlang.diagnostics import Diagnostic, error
+from gsrlang.diagnostics.render import FORMATS, Sources, render_concise, render_full, render_github, render_json, render_sarif
+from gsrlang.span import SourceText, Span
+
+
+def add_format_arguments(parser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="full",
+                        help="diagnostics format: full (snippets, default), concise (path:line:col: CODE message), "
+                             "json, sarif (2.1.0) or github (workflow commands)")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the full format (auto: when writing to a terminal)")
+
+
+def use_color(choice: str, stream=sys.stdout) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def collect_files(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
+    """(path, problem) for each .gsr file named or found under a named folder; problem for a missing path."""
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.gsr") if q.is_file())
+            if not found:
+                yield raw, f"no .gsr files in folder `{raw}`"
+            for q in found:
+                yield str(q), None
+        elif p.exists():
+            yield raw, None
+        else:
+            yield raw, f"no such file or folder: `{raw}`"
+
+
+def read_error(path: str, message: str) -> Diagnostic:
+    return error("GSR005", message, Span(0, 0), help=None)
+
+
+class DiagnosticPrinter:
+    """Accumulates (sources, diagnostics) per file and prints them in the chosen format."""
+
+    def __init__(self, fmt: str, color: bool, version: str):
+        self.fmt, self.color, self.version = fmt, color, version
+        self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
+        self.errors = self.warnings = 0
+
+    def add(self, path: str, text: str | None, diagnostics: Sequence[Diagnostic]) -> None:
+        sources = Sources(SourceText(path, text if text is not None else ""))
+        self.errors += sum(d.is_error for d in diagnostics)
+        self.warnings += sum(not d.is_error for d in diagnostics)
+        if self.fmt in ("full", "concise", "github") and diagnostics:
+            render = {"full": lambda ds, s: render_full(ds, s, self.color), "concise": render_concise,
+                      "github": render_github}[self.fmt]
+            sys.stdout.write(render(diagnostics, sources))
+            sys.stdout.flush()
+        else:
+            self.batches.append((sources, diagnostics))
+
+    def finish(self) -> None:
+        if self.fmt == "json":
+            sys.stdout.write(render_json(self.batches))
+        elif self.fmt == "sarif":
+            sys.stdout.write(render_sarif(self.batches, self.version))
