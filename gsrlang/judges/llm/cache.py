@@ -1,0 +1,171 @@
+"""A persistent judgment cache: SQLite, one row per model answer.
+
+``JudgmentCache(path)`` stores JSON-able dicts under string keys (the client
+uses :meth:`ChatRequest.cache_key`, a sha256 of everything that determines the
+answer).  Table ``judgments(key TEXT PRIMARY KEY, value TEXT, created REAL)``.
+
+* **Durability**: WAL journal with ``synchronous=NORMAL`` and autocommit; every
+  :meth:`put` is its own committed transaction, written to the WAL before
+  ``put`` returns, so killing the process (even ``kill -9``) right afterwards
+  loses nothing.  (A power cut may lose the last commits; that is the
+  WAL/NORMAL trade-off, fine for a cache.)
+* **Concurrency**: calls are short and synchronous; use it directly from an
+  asyncio event loop.  Several processes may share one file (WAL readers never
+  block, writers wait up to ``busy_timeout_s``).  A lock makes one instance safe
+  to share between threads too.  WAL needs a local file system (not NFS).
+* **Errors**: a corrupt or unreadable file raises :class:`CacheError` naming the
+  path, with the hint to delete it (and its ``-wal``/``-shm`` companions);
+  the cache is rebuilt empty on the next run.
+
+Nothing secret is written: values are model answers and metadata, never
+requests or keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import LLMError
+
+__all__ = ["JudgmentCache", "CacheError"]
+
+SCHEMA_VERSION = 1
+
+
+class CacheError(LLMError):
+    """The judgment cache file cannot be used."""
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class JudgmentCache:
+    """SQLite-backed ``key -> dict`` store for model answers (see module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            if self.path.parent and not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._error(f"cannot create its directory: {exc.strerror or exc}", hint=False) from None
+        try:
+            conn = sqlite3.connect(
+                str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise self._error(f"cannot open: {exc}") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"cannot switch to WAL journal mode (got {mode!r})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise CacheError(
+                    f"judgment cache {self.path} was written by a newer gsrlang (schema {version}); "
+                    f"upgrade gsrlang or use another cache file",
+                    path=self.path,
+                )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS judgments ("
+                " key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("SELECT count(*) FROM judgments LIMIT 1").fetchone()
+        except CacheError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._error(f"cannot open: {exc}") from None
+        self._conn = conn
+
+    # ------------------------------------------------------------------ helpers
+
+    def _error(self, what: str, *, hint: bool = True) -> CacheError:
+        msg = f"judgment cache {self.path}: {what}"
+        if hint:
+            msg += (
+                f". If the file is corrupt or not a gsrlang cache, delete it"
+                f" (and {self.path.name}-wal / {self.path.name}-shm next to it); it is rebuilt on the next run"
+            )
+        return CacheError(msg, path=self.path)
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise CacheError(f"judgment cache {self.path} is closed", path=self.path)
+        return self._conn
+
+    def _wrap(self, exc: sqlite3.Error) -> CacheError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return self._error(f"{text} (another process holds a write lock)", hint=False)
+        return self._error(text)
+
+    # ------------------------------------------------------------------ API
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The dict stored under ``key``, or None."""
+        with self._lock:
+            try:
+                row = self._db().execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                raise self._wrap(exc) from None
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None  # a damaged row is a miss; the next put overwrites it
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        """Store ``value`` under ``key`` and commit before returning."""
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        with self._lock:
+            try:
+                self._db().execute(
+                    "INSERT OR REPLACE INTO judgments (key, value, created) VALUES (?, ?, ?)",
+                    (key, text, time.time()),
+                )
+            except sqlite3.Error as exc:
+                raise self._wrap(exc) from None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            try:
+                return int(self._db().execute("SELECT count(*) FROM judgments").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise self._wrap(exc) from None
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> "JudgmentCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"JudgmentCache({str(self.path)!r}, {state})"

@@ -1,0 +1,732 @@
+"""The model-call transport used by LLM judges.
+
+:class:`LLMClient` sends a :class:`ChatRequest` to any OpenAI-compatible chat
+completions endpoint (OpenAI, vLLM, Ollama, llama.cpp server, LM Studio)
+through ``openai.AsyncOpenAI`` and returns a :class:`ChatResult` whose
+``data`` is the JSON object parsed from the answer.
+
+Behaviour
+---------
+* **Concurrency**: at most ``config.concurrency`` HTTP requests in flight per
+  client (one ``asyncio.Semaphore``, held per attempt, released while backing
+  off).
+* **Retries**: the SDK's own retries are off (``max_retries=0``).  On 429, 408,
+  409, 5xx, timeouts, connection errors and malformed (non-JSON) response
+  bodies the client retries up to ``config.max_retries`` times (so at most
+  ``max_retries + 1`` attempts), waiting with exponential backoff and full
+  jitter (``uniform(0, min(cap, base * 2**n))``, base 0.5 s, cap 20 s by
+  default, injectable).  A ``Retry-After`` (or ``retry-after-ms``) header is
+  honoured instead (capped at ``retry_after_cap``); after a 429 with
+  ``Retry-After`` every request of the client waits until that moment.  Other
+  4xx fail at once.  Failure raises :class:`JudgeCallError` (status, shortened
+  server message, attempts; never the key).
+* **Structured output**: ``config.structured`` selects how JSON is asked for:
+  ``json_schema`` (``response_format`` with the request's schema,
+  ``strict: False``), ``json_object`` (``response_format={"type":
+  "json_object"}`` plus an appended instruction describing the schema), or
+  ``off`` (only the appended instruction).  ``auto`` starts with
+  ``json_schema`` and, when the server answers 400/422 about
+  ``response_format``, remembers that *for this client* and falls back to
+  ``json_object``, then to ``off`` (fallbacks are not counted as retries).
+  A request without a schema skips ``json_schema``.  In every mode the answer
+  is parsed with :func:`extract_json`; a non-JSON answer raises
+  :class:`AnswerFormatError` carrying the raw text (retrying it is the
+  caller's job: vary ``seed`` or ``sample`` to get a different answer).
+  The instruction is appended to the last user message (or added as a new
+  user message), because several local chat templates reject a system
+  message that is not first.
+* **max_tokens**: sent as ``max_tokens``; if the server asks for
+  ``max_completion_tokens`` instead (OpenAI reasoning models), the client
+  switches for good.
+* **Cache**: with a :class:`JudgmentCache`, a request whose
+  :meth:`ChatRequest.cache_key` is stored returns without any HTTP call
+  (``cached=True``, zero tokens, ``attempts=0``); each successful answer is
+  stored (committed) before ``complete`` returns.  Format errors are not stored.
+* **Counters**: ``client.usage`` (:class:`Usage`): calls, cache_hits,
+  http_requests, prompt/completion tokens actually spent (including on answers
+  that failed to parse), retries, failures, format_errors, fallbacks.
+
+Cache key
+---------
+sha256 over canonical JSON (sorted keys, no whitespace) of: a format version,
+``model``, the effective ``base_url`` (the OpenAI URL when unset) -- the same
+model name on two servers is two different judges (quantisation, templates,
+versions), so their answers must not be mixed -- ``messages``, ``schema``,
+``schema_name``, the effective ``temperature``, ``seed`` and ``max_tokens``,
+the *configured* ``structured`` mode (the effective one is only known after
+talking to the server) and the request's ``sample`` index.  Never the key,
+the timeout, retries or concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import logging
+import random
+import time
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import attrs
+import openai
+from openai.types.chat import ChatCompletion
+
+from .cache import JudgmentCache
+from .config import JudgeConfig, JudgeSettings, LLMError
+from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
+
+__all__ = [
+    "ChatRequest",
+    "ChatResult",
+    "Usage",
+    "LLMClient",
+    "ClientPool",
+    "JudgeCallError",
+    "CACHE_KEY_VERSION",
+]
+
+log = logging.getLogger("gsrlang.judges.llm")
+
+CACHE_KEY_VERSION = "gsr-judge/1"
+NO_KEY_PLACEHOLDER = "not-needed"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class JudgeCallError(LLMError):
+    """A model call failed for good (after retries, or at once for other 4xx).
+
+    Attributes: ``status`` (HTTP status or None), ``kind`` (``"http"``,
+    ``"timeout"``, ``"connection"`` or ``"malformed"``), ``server_message``
+    (shortened, key-free), ``attempts``, ``retryable`` (whether the last error
+    was of a transient kind, i.e. retries were exhausted) and ``model``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        kind: str = "http",
+        server_message: str | None = None,
+        attempts: int = 0,
+        retryable: bool = False,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.server_message = server_message
+        self.attempts = attempts
+        self.retryable = retryable
+        self.model = model
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _to_messages(messages: Iterable[Mapping[str, Any]]) -> tuple[dict, ...]:
+    if isinstance(messages, (str, bytes)) or isinstance(messages, Mapping):
+        raise TypeError("messages must be a sequence of {'role': ..., 'content': ...} dicts")
+    out = tuple(dict(m) for m in messages)
+    for m in out:
+        if "role" not in m:
+            raise ValueError(f"message without a role: {m!r:.80}")
+    return out
+
+
+@attrs.frozen
+class ChatRequest:
+    """One chat completion to ask for.
+
+    ``schema`` is a JSON Schema for the answer (or None); ``temperature``,
+    ``seed`` and ``max_tokens`` override the config's when not None.
+    ``sample`` is the index of an independent sample of the same request: it
+    is part of the cache key but not sent, so repeated sampling does not
+    return one cached answer N times.
+    """
+
+    messages: tuple[dict, ...] = attrs.field(converter=_to_messages)
+    schema: dict | None = None
+    schema_name: str = "judgment"
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    sample: int = 0
+
+    def effective(self, config: JudgeConfig) -> dict[str, Any]:
+        """temperature/seed/max_tokens after applying the config's defaults."""
+        return {
+            "temperature": float(config.temperature if self.temperature is None else self.temperature),
+            "seed": config.seed if self.seed is None else self.seed,
+            "max_tokens": config.max_tokens if self.max_tokens is None else self.max_tokens,
+        }
+
+    def cache_key(self, config: JudgeConfig) -> str:
+        """sha256 hex of everything that determines the answer (see module doc)."""
+        payload = {
+            "v": CACHE_KEY_VERSION,
+            "model": config.model,
+            "base_url": config.effective_base_url,
+            "messages": list(self.messages),
+            "schema": self.schema,
+            "schema_name": self.schema_name,
+            "structured": config.structured,
+            "sample": self.sample,
+            **self.effective(config),
+        }
+        canon = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class ChatResult:
+    """A parsed answer.  ``latency_s`` is the duration of the successful HTTP
+    request (0 for a cache hit); ``attempts`` counts HTTP requests made for
+    this call (retries and structured-output fallbacks included; 0 when
+    cached); tokens are those spent by this call (0 when cached);
+    ``structured`` is the mode that produced the answer."""
+
+    text: str
+    data: object
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int
+    cached: bool
+    model: str
+    structured: str
+    finish_reason: str | None = None
+
+
+@attrs.define
+class Usage:
+    """Counters of one client (or a sum of several)."""
+
+    calls: int = 0  # complete() calls
+    cache_hits: int = 0
+    http_requests: int = 0  # HTTP requests sent, retries and fallbacks included
+    prompt_tokens: int = 0  # tokens actually spent (cache hits spend none)
+    completion_tokens: int = 0
+    retries: int = 0  # re-sends after transient errors
+    failures: int = 0  # complete() calls that raised JudgeCallError
+    format_errors: int = 0  # answers with no parseable JSON (incl. refusals)
+    fallbacks: int = 0  # structured-output downgrades
+
+    def as_dict(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{k: v + getattr(other, k) for k, v in self.as_dict().items()})
+
+    def copy(self) -> "Usage":
+        return Usage(**self.as_dict())
+
+
+# --------------------------------------------------------------------------- client
+
+
+class _Failure(Exception):
+    """One failed attempt, classified."""
+
+    def __init__(
+        self,
+        kind: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        server_message: str | None = None,
+        retryable: bool,
+        retry_after: float | None = None,
+        format_rejected: bool = False,
+        wants_max_completion_tokens: bool = False,
+    ) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.status = status
+        self.server_message = server_message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.format_rejected = format_rejected
+        self.wants_max_completion_tokens = wants_max_completion_tokens
+
+
+def _origin(url: str) -> str:
+    """scheme://host[:port] -- no userinfo, path or query (they may hold secrets)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"
+    except ValueError:
+        return "<invalid url>"
+
+
+def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        if isinstance(body.get("message"), str):
+            return body["message"]
+        if isinstance(body.get("detail"), str):  # FastAPI-style servers
+            return body["detail"]
+        return json.dumps(body)[:500]
+    if isinstance(body, str) and body.strip():
+        return body
+    return exc.message or ""
+
+
+_FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "json schema",
+                 "structured output", "guided_json", "guided decoding")
+
+
+def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict]:
+    out = [dict(m) for m in messages]
+    if out and out[-1].get("role") == "user":
+        content = out[-1].get("content")
+        if isinstance(content, str):
+            out[-1]["content"] = f"{content}\n\n{instruction}"
+            return out
+        if isinstance(content, list):
+            out[-1]["content"] = [*content, {"type": "text", "text": instruction}]
+            return out
+    out.append({"role": "user", "content": instruction})
+    return out
+
+
+def _schema_instruction(schema: dict | None) -> str:
+    if schema is None:
+        return "Respond with a single JSON object only."
+    return (
+        "Respond with a single JSON object only (no other text) that conforms to this JSON Schema:\n"
+        + json.dumps(schema, ensure_ascii=False, sort_keys=True)
+    )
+
+
+def _mentions_json(messages: Sequence[dict]) -> bool:
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str) and "json" in content.lower():
+            return True
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping) and "json" in str(part.get("text", "")).lower():
+                    return True
+    return False
+
+
+class LLMClient:
+    """Calls one judge model; see the module docstring for the behaviour.
+
+    ``backoff_base``/``backoff_cap`` (seconds) shape the retry backoff,
+    ``retry_after_cap`` bounds a server's ``Retry-After``, ``rng`` makes the
+    jitter reproducible, ``http_client`` is passed to ``AsyncOpenAI``.
+    """
+
+    def __init__(
+        self,
+        config: JudgeConfig,
+        cache: JudgmentCache | None = None,
+        *,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 20.0,
+        retry_after_cap: float = 60.0,
+        rng: random.Random | None = None,
+        http_client: Any = None,
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.usage = Usage()
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.retry_after_cap = retry_after_cap
+        self._rng = rng or random.Random()
+        self._sem = asyncio.Semaphore(config.concurrency)
+        self._secrets = tuple(s for s in [config.api_key.reveal() if config.api_key else ""] if len(s) >= 4)
+        self._origin = _origin(config.effective_base_url)
+        # auto mode: response_format types the server rejected
+        self._rejected: set[str] = set()
+        self._max_tokens_param = "max_tokens"
+        self._pause_until = 0.0
+        self._closed = False
+        self._client = openai.AsyncOpenAI(
+            base_url=config.effective_base_url,
+            api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
+            max_retries=0,
+            timeout=config.timeout_s,
+            http_client=http_client,
+        )
+
+    _LADDER = ("json_schema", "json_object", "off")
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.config.model!r}, base_url={self._origin!r}, structured={self.structured_mode!r})"
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def structured_mode(self) -> str:
+        """The mode used now for requests with a schema (after any fallback)."""
+        if self.config.structured != "auto":
+            return self.config.structured
+        return next(m for m in self._LADDER if m not in self._rejected)
+
+    @property
+    def rejected_modes(self) -> frozenset[str]:
+        """Structured-output modes this client's server rejected (auto mode)."""
+        return frozenset(self._rejected)
+
+    def _mode_for(self, request: ChatRequest) -> str:
+        if self.config.structured != "auto":
+            mode = self.config.structured
+            return "json_object" if mode == "json_schema" and request.schema is None else mode
+        for mode in self._LADDER:
+            if mode in self._rejected or (mode == "json_schema" and request.schema is None):
+                continue
+            return mode
+        return "off"
+
+    def _scrub(self, text: str) -> str:
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return text
+
+    # ------------------------------------------------------------------ request
+
+    def _build(self, request: ChatRequest, mode: str) -> dict[str, Any]:
+        eff = request.effective(self.config)
+        messages: list[dict] = list(request.messages)
+        kwargs: dict[str, Any] = {"model": self.config.model, "temperature": eff["temperature"]}
+        if mode == "json_schema":
+            name = "".join(c if c.isalnum() or c in "_-" else "_" for c in request.schema_name)[:64] or "judgment"
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": request.schema, "strict": False},
+            }
+        elif mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+            if request.schema is not None or not _mentions_json(messages):
+                messages = _append_instruction(messages, _schema_instruction(request.schema))
+        elif request.schema is not None:  # off
+            messages = _append_instruction(messages, _schema_instruction(request.schema))
+        kwargs["messages"] = messages
+        if eff["seed"] is not None:
+            kwargs["seed"] = eff["seed"]
+        if eff["max_tokens"] is not None:
+            kwargs[self._max_tokens_param] = eff["max_tokens"]
+        return kwargs
+
+    async def _post(self, kwargs: dict[str, Any]) -> tuple[ChatCompletion, float]:
+        async with self._sem:
+            self.usage.http_requests += 1
+            t0 = time.monotonic()
+            try:
+                resp = await self._client.chat.completions.create(**kwargs)
+            except openai.APITimeoutError:
+                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s", retryable=True) from None
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc.__context__
+                why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+                raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
+            except openai.APIStatusError as exc:
+                raise self._classify_status(exc, kwargs) from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a malformed body
+                raise _Failure("malformed", f"malformed response body ({type(exc).__name__}: {exc})"[:300],
+                               retryable=True) from None
+            latency = time.monotonic() - t0
+        if not isinstance(resp, ChatCompletion) or not getattr(resp, "choices", None):
+            shown = excerpt(resp if isinstance(resp, str) else repr(resp), 120)
+            raise _Failure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
+                           retryable=True)
+        return resp, latency
+
+    def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> _Failure:
+        status = exc.status_code
+        message = self._scrub(_server_message(exc))
+        short = " ".join(message.split())
+        if len(short) > 300:
+            short = short[:299] + "\u2026"
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        lowered = message.lower()
+        format_rejected = (
+            status in (400, 422)
+            and "response_format" in kwargs
+            and (getattr(exc, "param", None) == "response_format" or any(w in lowered for w in _FORMAT_WORDS))
+        )
+        wants_mct = (
+            status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
+        )
+        detail = f"HTTP {status}: {short}" if short else f"HTTP {status}"
+        return _Failure(
+            "http",
+            detail,
+            status=status,
+            server_message=short,
+            retryable=retryable,
+            retry_after=_parse_retry_after(exc.response.headers if exc.response is not None else None),
+            format_rejected=format_rejected,
+            wants_max_completion_tokens=wants_mct,
+        )
+
+    def _backoff(self, retry_number: int) -> float:
+        ceiling = min(self.backoff_cap, self.backoff_base * (2 ** (retry_number - 1)))
+        return self._rng.uniform(0.0, max(0.0, ceiling))
+
+    async def _respect_pause(self) -> None:
+        delay = self._pause_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def _fail(self, failure: _Failure, attempts: int) -> JudgeCallError:
+        self.usage.failures += 1
+        if failure.retryable:
+            how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        else:
+            how = f"(HTTP {failure.status} is not retried)"
+        hint = ""
+        if failure.status in (401, 403):
+            hint = " -- check the API key (OPENAI_API_KEY or the role's key)"
+        elif failure.status == 404:
+            hint = " -- check the model name, and that base_url ends with /v1"
+        elif failure.kind == "connection":
+            hint = " -- is the server running at that base_url?"
+        msg = self._scrub(
+            f"judge call to model {self.config.model!r} at {self._origin} failed {how}: {failure.detail}{hint}"
+        )
+        return JudgeCallError(
+            msg,
+            status=failure.status,
+            kind=failure.kind,
+            server_message=failure.server_message,
+            attempts=attempts,
+            retryable=failure.retryable,
+            model=self.config.model,
+        )
+
+    # ------------------------------------------------------------------ API
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        """Ask the model; return the parsed answer (see module docstring).
+
+        Raises :class:`JudgeCallError` when the call fails for good and
+        :class:`AnswerFormatError` (or :class:`RefusalError`) when the answer
+        holds no JSON object.
+        """
+        if self._closed:
+            raise LLMError("LLMClient is closed")
+        self.usage.calls += 1
+        key: str | None = None
+        if self.cache is not None:
+            t0 = time.monotonic()
+            key = request.cache_key(self.config)
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("text"), str) and "data" in hit:
+                self.usage.cache_hits += 1
+                return ChatResult(
+                    text=hit["text"],
+                    data=hit["data"],
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    latency_s=time.monotonic() - t0,
+                    attempts=0,
+                    cached=True,
+                    model=str(hit.get("model") or self.config.model),
+                    structured=str(hit.get("structured") or self.config.structured),
+                    finish_reason=hit.get("finish_reason"),
+                )
+
+        attempts = 0
+        retries = 0
+        adaptations = 0
+        while True:
+            mode = self._mode_for(request)
+            kwargs = self._build(request, mode)
+            await self._respect_pause()
+            attempts += 1
+            try:
+                resp, latency = await self._post(kwargs)
+                break
+            except _Failure as failure:
+                if adaptations < 4 and failure.format_rejected and self.config.structured == "auto" and mode != "off":
+                    adaptations += 1
+                    if mode not in self._rejected:
+                        self._rejected.add(mode)
+                        self.usage.fallbacks += 1
+                        log.warning(
+                            "%s at %s rejected response_format %s (%s); falling back to %s for this client",
+                            self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
+                        )
+                    continue
+                if adaptations < 4 and failure.wants_max_completion_tokens and self._max_tokens_param == "max_tokens":
+                    adaptations += 1
+                    self._max_tokens_param = "max_completion_tokens"
+                    log.info("%s at %s wants max_completion_tokens; switching", self.config.model, self._origin)
+                    continue
+                if not failure.retryable or retries >= self.config.max_retries:
+                    raise self._fail(failure, attempts) from None
+                retries += 1
+                self.usage.retries += 1
+                if failure.retry_after is not None:
+                    delay = min(failure.retry_after, self.retry_after_cap)
+                    if failure.status == 429:
+                        self._pause_until = max(self._pause_until, time.monotonic() + delay)
+                else:
+                    delay = self._backoff(retries)
+                log.info(
+                    "judge call to %s at %s: %s; retry %d/%d in %.2fs",
+                    self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
+                )
+                await asyncio.sleep(delay)
+
+        return self._finish(request, resp, latency, attempts, mode, key)
+
+    def _finish(
+        self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str, key: str | None
+    ) -> ChatResult:
+        choice = resp.choices[0]
+        message = choice.message
+        usage = resp.usage
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
+        ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage is not None else 0
+        self.usage.prompt_tokens += pt
+        self.usage.completion_tokens += ct
+        model = resp.model or self.config.model
+        finish_reason = getattr(choice, "finish_reason", None)
+        details = {
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct},
+            "model": model,
+            "structured": mode,
+            "finish_reason": finish_reason,
+        }
+        text = message.content
+        if text is None:
+            self.usage.format_errors += 1
+            refusal = getattr(message, "refusal", None)
+            if refusal:
+                raise RefusalError(f"the model refused to answer: {excerpt(refusal)}", refusal, **details)
+            raise AnswerFormatError(
+                f"the model returned no content (finish_reason={finish_reason!r})", text=None, **details
+            )
+        try:
+            data = extract_json(text)
+        except AnswerFormatError as exc:
+            self.usage.format_errors += 1
+            msg = str(exc)
+            if finish_reason == "length":
+                msg += " (the answer was cut off at max_tokens)"
+            raise AnswerFormatError(msg, text=text, **details) from None
+        result = ChatResult(
+            text=text,
+            data=data,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            latency_s=latency,
+            attempts=attempts,
+            cached=False,
+            model=model,
+            structured=mode,
+            finish_reason=finish_reason,
+        )
+        if self.cache is not None and key is not None:
+            self.cache.put(
+                key,
+                {
+                    "text": text,
+                    "data": data,
+                    "model": model,
+                    "structured": mode,
+                    "finish_reason": finish_reason,
+                    "prompt_tokens": pt,
+                    "completion_tokens": ct,
+                    "latency_s": latency,
+                },
+            )
+        return result
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (the cache belongs to the caller)."""
+        if not self._closed:
+            self._closed = True
+            await self._client.close()
+
+    async def __aenter__(self) -> "LLMClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class ClientPool:
+    """One :class:`LLMClient` per distinct judge config of a :class:`JudgeSettings`.
+
+    Roles resolving to the same config share a client (and its concurrency
+    bound and structured-output fallback state).  Extra keyword arguments go
+    to every :class:`LLMClient`.
+    """
+
+    def __init__(self, settings: JudgeSettings, cache: JudgmentCache | None = None, **client_kwargs: Any) -> None:
+        self.settings = settings
+        self.cache = cache
+        self._kwargs = client_kwargs
+        self._clients: dict[JudgeConfig, LLMClient] = {}
+
+    def for_role(self, role: str | None = None) -> LLMClient:
+        config = self.settings.for_role(role)
+        client = self._clients.get(config)
+        if client is None:
+            client = self._clients[config] = LLMClient(config, self.cache, **self._kwargs)
+        return client
+
+    @property
+    def clients(self) -> tuple[LLMClient, ...]:
+        return tuple(self._clients.values())
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for client in self._clients.values():
+            total = total + client.usage
+        return total
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    async def __aenter__(self) -> "ClientPool":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

@@ -1,0 +1,518 @@
+"""Judge model configuration: which model, where, how, and per named role.
+
+A :class:`JudgeConfig` says how to call one model.  :class:`JudgeSettings`
+holds the default config plus named *roles* (a program can bind criteria to a
+role, e.g. ``llm(role: "strong")``).  :func:`resolve_settings` builds the
+settings from four layers.
+
+Precedence (highest first)
+--------------------------
+1. **flags** -- a dict from the command line (or a caller): any
+   :class:`JudgeConfig` field name (``model``, ``base_url``, ``api_key``,
+   ``temperature``, ``max_tokens``, ``timeout_s``, ``max_retries``,
+   ``concurrency``, ``seed``, ``structured``) and ``roles``, a dict
+   ``{role: {field: value}}``.  ``None`` values mean "not given".
+2. **environment** -- ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``GSR_MODEL``,
+   ``GSR_TEMPERATURE``, ``GSR_CONCURRENCY`` (and also ``GSR_MAX_TOKENS``,
+   ``GSR_TIMEOUT_S``, ``GSR_MAX_RETRIES``, ``GSR_SEED``, ``GSR_STRUCTURED``);
+   per role ``GSR_ROLE_<NAME>_MODEL``, ``GSR_ROLE_<NAME>_BASE_URL`` (and
+   ``GSR_ROLE_<NAME>_API_KEY``).  ``<NAME>`` is the role name upper-cased; it
+   maps to the role of that name in any case, or to the lower-cased name.
+   Empty variables count as unset.
+3. **project file** -- ``gsr.toml`` in the working directory or the nearest
+   parent (or an explicit ``config_path``), tables ``[judge]`` and
+   ``[judge.roles.NAME]`` with the same field names except ``api_key``:
+   keys do not belong in project files, so the file may instead name the
+   environment variable that holds the key, ``api_key_env = "MY_KEY_VAR"``.
+   Other top-level tables are ignored (they belong to other tools).
+4. **defaults** -- ``temperature=0.0``, ``max_tokens=None``, ``timeout_s=60``,
+   ``max_retries=5``, ``concurrency=8``, ``seed=None``, ``structured="auto"``,
+   ``base_url=None`` (the OpenAI API).  There is no default model.
+
+Roles
+-----
+A role starts from the fully resolved default config and overrides the fields
+it sets; a role-specific value (from any layer) beats a default-level value
+(from any layer), and among role-specific values the layer order above holds.
+One exception protects the key: a role that points at a *different* base_url
+than the default does not inherit the default's API key (that key belongs to
+another server); it uses its own (``roles.NAME.api_key`` flag,
+``GSR_ROLE_<NAME>_API_KEY`` or ``api_key_env``) or none.
+
+Keys
+----
+The key is wrapped in :class:`Secret`, whose ``str``/``repr`` is ``***``; call
+``.reveal()`` only where the key is handed to the HTTP client.  A missing key
+is fine when a base_url is set (local servers need none); for the OpenAI API
+itself a missing key is a :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+try:  # Python >= 3.11
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = [
+    "LLMError",
+    "ConfigError",
+    "Secret",
+    "JudgeConfig",
+    "JudgeSettings",
+    "resolve_settings",
+    "find_config_file",
+    "STRUCTURED_MODES",
+    "CONFIG_FILE_NAME",
+]
+
+CONFIG_FILE_NAME = "gsr.toml"
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+NO_MODEL_MESSAGE = "no judge model configured: pass --model, set GSR_MODEL, or set [judge] model in gsr.toml"
+
+
+class LLMError(Exception):
+    """Base class of every error raised by :mod:`gsrlang.judges.llm`."""
+
+
+class ConfigError(LLMError):
+    """Invalid or missing judge configuration."""
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+# --------------------------------------------------------------------------- Secret
+
+
+class Secret:
+    """An API key that never shows itself: ``str``, ``repr`` and ``format`` give ``***``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if isinstance(value, Secret):
+            value = value.reveal()
+        if not isinstance(value, str):
+            raise TypeError("Secret wraps a str")
+        object.__setattr__(self, "_value", value)
+
+    def reveal(self) -> str:
+        """The key itself; only for handing to the HTTP client."""
+        return self._value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Secret is immutable")
+
+    def __repr__(self) -> str:
+        return "***"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __reduce__(self) -> Any:  # picklable (for worker processes) without exposing it in repr
+        return (Secret, (self._value,))
+
+
+def _to_secret(value: Any) -> Secret | None:
+    if value is None or isinstance(value, Secret):
+        return value
+    if isinstance(value, str):
+        return Secret(value) if value else None
+    raise ConfigError(f"api_key must be a string, not {type(value).__name__}")
+
+
+def _norm_base_url(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"base_url must be a string, not {type(value).__name__}")
+    value = value.strip().rstrip("/")
+    return value or None
+
+
+# --------------------------------------------------------------------------- JudgeConfig
+
+
+@attrs.frozen(kw_only=True)
+class JudgeConfig:
+    """How to call one judge model (any OpenAI-compatible server)."""
+
+    model: str
+    base_url: str | None = attrs.field(default=None, converter=_norm_base_url)
+    api_key: Secret | None = attrs.field(default=None, converter=_to_secret)
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 5
+    concurrency: int = 8
+    seed: int | None = None
+    structured: str = "auto"
+
+    def __attrs_post_init__(self) -> None:
+        for name, value in attrs.asdict(self, recurse=False).items():
+            if name != "api_key":
+                _check_value(name, value, "JudgeConfig")
+
+    @property
+    def effective_base_url(self) -> str:
+        """``base_url``, or the OpenAI API's URL when unset."""
+        return self.base_url or OPENAI_DEFAULT_BASE_URL
+
+    def public_dict(self) -> dict[str, Any]:
+        """The config as plain data for traces and logs; the key shows as ``***``/None."""
+        d = attrs.asdict(self, recurse=False)
+        d["api_key"] = None if self.api_key is None else "***"
+        return d
+
+    def replace(self, **changes: Any) -> "JudgeConfig":
+        return attrs.evolve(self, **changes)
+
+
+FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(JudgeConfig))
+DEFAULTS: dict[str, Any] = {
+    a.name: a.default for a in attrs.fields(JudgeConfig) if a.default is not attrs.NOTHING
+}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _check_value(name: str, value: Any, where: str) -> None:
+    """Validate an already-typed field value; raise ConfigError naming ``where``."""
+    bad: str | None = None
+    if name == "model":
+        if not isinstance(value, str) or not value.strip():
+            bad = "a non-empty model name"
+    elif name == "base_url":
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            bad = "an http:// or https:// URL (e.g. http://localhost:8000/v1)"
+    elif name == "temperature":
+        if not _is_num(value) or not 0 <= value <= 2:
+            bad = "a number between 0 and 2"
+    elif name == "max_tokens":
+        if value is not None and (not _is_int(value) or value < 1):
+            bad = "a positive integer"
+    elif name == "timeout_s":
+        if not _is_num(value) or value <= 0:
+            bad = "a positive number of seconds"
+    elif name == "max_retries":
+        if not _is_int(value) or value < 0:
+            bad = "an integer >= 0"
+    elif name == "concurrency":
+        if not _is_int(value) or value < 1:
+            bad = "an integer >= 1"
+    elif name == "seed":
+        if value is not None and not _is_int(value):
+            bad = "an integer"
+    elif name == "structured":
+        if value not in STRUCTURED_MODES:
+            bad = "one of " + ", ".join(repr(m) for m in STRUCTURED_MODES)
+    if bad is not None:
+        shown = "***" if name == "api_key" else repr(value)
+        raise ConfigError(f"{where}: {name} must be {bad}, got {shown}")
+
+
+# --------------------------------------------------------------------------- JudgeSettings
+
+
+@attrs.frozen(kw_only=True)
+class JudgeSettings:
+    """The default judge config plus fully resolved named roles."""
+
+    default: JudgeConfig
+    roles: Mapping[str, JudgeConfig] = attrs.field(factory=dict)
+    config_file: Path | None = None
+
+    def for_role(self, name: str | None = None) -> JudgeConfig:
+        """The config for role ``name``; ``None`` (or ``"default"`` when no role
+        has that name) gives the default config."""
+        if name is None:
+            return self.default
+        if name in self.roles:
+            return self.roles[name]
+        if name == "default":
+            return self.default
+        if self.roles:
+            known = ", ".join(repr(r) for r in sorted(self.roles))
+            raise ConfigError(f"unknown judge role {name!r}; known roles: {known}")
+        raise ConfigError(
+            f"unknown judge role {name!r}; no roles are configured "
+            f"(add [judge.roles.{name}] to gsr.toml or set GSR_ROLE_{_env_name(name)}_MODEL)"
+        )
+
+    @property
+    def role_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.roles))
+
+    @classmethod
+    def build(
+        cls,
+        default: JudgeConfig,
+        roles: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        config_file: Path | None = None,
+    ) -> "JudgeSettings":
+        """Settings from a default config and per-role *overrides* (partial
+        field dicts) that inherit the rest from ``default``."""
+        resolved = {name: _derive_role(default, name, dict(over)) for name, over in (roles or {}).items()}
+        return cls(default=default, roles=resolved, config_file=config_file)
+
+
+def _derive_role(default: JudgeConfig, name: str, over: dict[str, Any]) -> JudgeConfig:
+    unknown = set(over) - set(FIELDS)
+    if unknown:
+        raise ConfigError(f"role {name!r}: unknown setting(s) {', '.join(sorted(unknown))}")
+    values = attrs.asdict(default, recurse=False)
+    if "base_url" in over and "api_key" not in over:
+        if _norm_base_url(over["base_url"]) != default.base_url:
+            values["api_key"] = None  # never send the default server's key elsewhere
+    values.update(over)
+    try:
+        return JudgeConfig(**values)
+    except ConfigError as exc:
+        raise ConfigError(f"role {name!r}: {exc}") from None
+
+
+def _env_name(role: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", role).upper()
+
+
+# --------------------------------------------------------------------------- resolution
+
+_ENV_DEFAULT = {
+    "OPENAI_API_KEY": "api_key",
+    "OPENAI_BASE_URL": "base_url",
+    "GSR_MODEL": "model",
+    "GSR_TEMPERATURE": "temperature",
+    "GSR_CONCURRENCY": "concurrency",
+    "GSR_MAX_TOKENS": "max_tokens",
+    "GSR_TIMEOUT_S": "timeout_s",
+    "GSR_MAX_RETRIES": "max_retries",
+    "GSR_SEED": "seed",
+    "GSR_STRUCTURED": "structured",
+}
+_ENV_ROLE = re.compile(r"^GSR_ROLE_(?P<name>[A-Za-z0-9_]+?)_(?P<field>MODEL|BASE_URL|API_KEY)$")
+
+_INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed"}
+_FLOAT_FIELDS = {"temperature", "timeout_s"}
+_STR_FIELDS = {"model", "base_url", "structured"}
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """Turn a layer's raw value into the field's type (strings are parsed)."""
+    if name == "api_key":
+        if isinstance(value, (str, Secret)):
+            return _to_secret(value)
+        raise ConfigError(f"{where}: api_key must be a string")
+    if isinstance(value, str) and name in _INT_FIELDS | _FLOAT_FIELDS:
+        text = value.strip()
+        try:
+            value = int(text) if name in _INT_FIELDS else float(text)
+        except ValueError:
+            kind = "an integer" if name in _INT_FIELDS else "a number"
+            raise ConfigError(f"{where}: {name} must be {kind}, got {value!r}") from None
+    elif name in _FLOAT_FIELDS and _is_int(value):
+        value = float(value)
+    elif name in _STR_FIELDS and isinstance(value, str):
+        value = value.strip()
+        if name == "base_url":
+            value = _norm_base_url(value)
+    _check_value(name, value, where)
+    return value
+
+
+def _typed(name: str, value: Any, where: str) -> Any:
+    """Like _coerce, but for typed sources (TOML): no parsing of strings into numbers."""
+    if name in _INT_FIELDS and not _is_int(value):
+        raise ConfigError(f"{where}: {name} must be an integer, got {value!r}")
+    if name in _FLOAT_FIELDS and not _is_num(value):
+        raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
+    if name in _STR_FIELDS and not isinstance(value, str):
+        raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
+    return _coerce(name, value, where)
+
+
+def find_config_file(cwd: Path) -> Path | None:
+    """``gsr.toml`` in ``cwd`` or its nearest parent that has one."""
+    cwd = Path(cwd).resolve()
+    for directory in (cwd, *cwd.parents):
+        candidate = directory / CONFIG_FILE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_Layer = tuple[dict[str, Any], dict[str, dict[str, Any]]]
+
+
+def _file_layer(path: Path, env: Mapping[str, str]) -> _Layer:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}", path=path) from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: config file is not UTF-8 text ({exc.reason})", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}", path=path) from None
+    judge = doc.get("judge")
+    if judge is None:
+        return {}, {}
+    if not isinstance(judge, dict):
+        raise ConfigError(f"{path}: 'judge' must be a table ([judge])", path=path)
+    allowed = (set(FIELDS) - {"api_key"}) | {"api_key_env"}
+
+    def table(tbl: dict[str, Any], where: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in tbl.items():
+            if key == "api_key":
+                raise ConfigError(
+                    f"{path}: {where}: API keys do not belong in {CONFIG_FILE_NAME} (it is usually committed); "
+                    f"set OPENAI_API_KEY, or name the variable holding the key with api_key_env = \"VAR\"",
+                    path=path,
+                )
+            if key not in allowed:
+                raise ConfigError(
+                    f"{path}: {where}: unknown setting {key!r}; known settings: {', '.join(sorted(allowed))}",
+                    path=path,
+                )
+            if key == "api_key_env":
+                if not isinstance(value, str) or not value:
+                    raise ConfigError(f"{path}: {where}: api_key_env must be an environment variable name", path=path)
+                secret = env.get(value)
+                if secret:
+                    out["api_key"] = Secret(secret)
+                continue
+            try:
+                out[key] = _typed(key, value, where)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}", path=path) from None
+        return out
+
+    roles_tbl = judge.get("roles", {})
+    if not isinstance(roles_tbl, dict):
+        raise ConfigError(f"{path}: [judge] roles must be a table of tables ([judge.roles.NAME])", path=path)
+    default = table({k: v for k, v in judge.items() if k != "roles"}, "[judge]")
+    roles: dict[str, dict[str, Any]] = {}
+    for name, tbl in roles_tbl.items():
+        if not isinstance(tbl, dict):
+            raise ConfigError(f"{path}: [judge.roles.{name}] must be a table, got {tbl!r}", path=path)
+        roles[name] = table(tbl, f"[judge.roles.{name}]")
+    return default, roles
+
+
+def _env_layer(env: Mapping[str, str], known_roles: Iterable[str]) -> _Layer:
+    default: dict[str, Any] = {}
+    for var, name in _ENV_DEFAULT.items():
+        value = env.get(var)
+        if value:
+            default[name] = _coerce(name, value, f"environment variable {var}")
+    by_upper = {_env_name(r): r for r in known_roles}
+    roles: dict[str, dict[str, Any]] = {}
+    for var in sorted(env):
+        m = _ENV_ROLE.match(var)
+        value = env.get(var)
+        if not m or not value:
+            continue
+        role = by_upper.get(m["name"].upper(), m["name"].lower())
+        name = m["field"].lower()
+        roles.setdefault(role, {})[name] = _coerce(name, value, f"environment variable {var}")
+    return default, roles
+
+
+def _flags_layer(flags: Mapping[str, Any]) -> _Layer:
+    default: dict[str, Any] = {}
+    roles: dict[str, dict[str, Any]] = {}
+    for key, value in flags.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if key == "roles":
+            if not isinstance(value, Mapping):
+                raise ConfigError("flags: roles must be a mapping {role: {setting: value}}")
+            for role, over in value.items():
+                if not isinstance(over, Mapping):
+                    raise ConfigError(f"flags: roles[{role!r}] must be a mapping of settings")
+                for k, v in over.items():
+                    if k not in FIELDS:
+                        raise ConfigError(f"flags: roles[{role!r}]: unknown setting {k!r}")
+                    if v is not None and not (isinstance(v, str) and not v.strip()):
+                        roles.setdefault(role, {})[k] = _coerce(k, v, f"flag roles.{role}.{k}")
+            continue
+        if key not in FIELDS:
+            raise ConfigError(f"flags: unknown judge setting {key!r}; known settings: {', '.join(FIELDS + ('roles',))}")
+        default[key] = _coerce(key, value, f"flag --{key.replace('_', '-')}")
+    return default, roles
+
+
+def _check_key(cfg: JudgeConfig, who: str) -> None:
+    if cfg.api_key is None and cfg.base_url is None:
+        raise ConfigError(
+            f"{who}: no API key for the OpenAI API: set OPENAI_API_KEY, or set a base_url "
+            f"(--base-url, OPENAI_BASE_URL or [judge] base_url) to use a local OpenAI-compatible server, "
+            f"which needs no key"
+        )
+
+
+def resolve_settings(
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    cwd: Path | None = None,
+) -> JudgeSettings:
+    """Resolve judge settings: flags > environment > gsr.toml > defaults (see module doc)."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    if config_path is not None:
+        path: Path | None = Path(config_path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found", path=path)
+    else:
+        path = find_config_file(cwd)
+
+    file_default, file_roles = _file_layer(path, env) if path is not None else ({}, {})
+    flag_default, flag_roles = _flags_layer(flags or {})
+    env_default, env_roles = _env_layer(env, [*file_roles, *flag_roles])
+
+    merged = {**DEFAULTS, **file_default, **env_default, **flag_default}
+    if not merged.get("model"):
+        raise ConfigError(NO_MODEL_MESSAGE)
+    default = JudgeConfig(**merged)
+    _check_key(default, "default judge")
+
+    role_overrides: dict[str, dict[str, Any]] = {}
+    for layer in (file_roles, env_roles, flag_roles):
+        for role, over in layer.items():
+            role_overrides.setdefault(role, {}).update(over)
+    settings = JudgeSettings.build(default, role_overrides, config_file=path)
+    for name, cfg in settings.roles.items():
+        _check_key(cfg, f"judge role {name!r}")
+    return settings

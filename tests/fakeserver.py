@@ -1,0 +1,572 @@
+"""A fake OpenAI-compatible chat-completions server for tests and benchmarks.
+
+It speaks just enough of the OpenAI HTTP API for :mod:`gsrlang.judges.llm`
+(and the ``openai`` package's ``AsyncOpenAI`` client) to talk to it over real
+HTTP on ``127.0.0.1``; no network, no key, no model.
+
+Usage::
+
+    from fakeserver import FakeOpenAI, Fault, Reply, scripted
+
+    with FakeOpenAI(responder=fn, latency=0.0) as server:
+        server.base_url            # "http://127.0.0.1:PORT/v1"
+        server.requests            # chat-completion requests received (see below)
+        server.enqueue(Fault.status(429, retry_after=1), Fault.status(500),
+                       Fault.reset(), Fault.timeout(5), Fault.malformed(),
+                       Fault.refusal("I can't"))
+        server.reject_json_schema = True   # 400 for response_format json_schema
+        server.reject_json_object = True   # 400 for response_format json_object
+        server.max_in_flight       # peak number of chat requests handled at once
+
+Endpoints: ``POST /v1/chat/completions`` (non-streaming; ``stream: true`` gets a
+400) and ``GET /v1/models``.  Anything else is a 404.
+
+``responder(body: dict) -> str | dict | Reply`` computes the answer to a chat
+request whose faults queue is empty.  A ``str`` is the assistant message
+content, a ``dict`` is JSON-encoded into the content, a :class:`Reply` gives full
+control (HTTP status, headers, content, usage, refusal, finish_reason).  If the
+responder raises, the server answers ``400`` with the exception in the error
+message (a 400 is not retried, so a broken test fails fast) and also records it
+in ``server.errors``.  The default responder answers with an instance of the
+``json_schema`` sent in ``response_format`` (see :func:`schema_example`), or
+``{"answer": "ok"}`` when there is none.
+
+:func:`scripted` builds a responder from a table keyed by substrings of the
+prompt (all message contents joined), e.g. per (criterion, candidate)::
+
+    scripted({
+        ("clarity", "cand-1"): {"score": 4},
+        ("clarity", "cand-2"): ["not json", {"score": 2}],   # successive answers
+        "tone": lambda body: {"score": 3},
+    }, default={"score": 0})
+
+A key is a substring or a tuple of substrings that must all occur; when several
+keys match, the most specific one (most substrings, then longest) wins.
+
+``server.requests`` is a thread-safe list of :class:`Received` records, one per
+chat-completion request (including ones answered with a fault).  A ``Received``
+*is* the decoded JSON body (a ``dict`` subclass) with extra attributes
+``headers`` (lower-cased names), ``path``, ``time`` (``time.monotonic()`` at
+arrival), ``fault`` (the name of the fault served, or ``None``) and ``prompt``
+(all message texts joined by newlines).
+
+Faults (served FIFO, one per chat request, before normal answers):
+
+* ``Fault.status(code, retry_after=None, message=None)`` -- an HTTP error with an
+  OpenAI-style JSON error body and an optional ``Retry-After`` header (seconds);
+* ``Fault.reset()`` -- close the connection without any response (TCP RST);
+* ``Fault.timeout(seconds)`` -- wait ``seconds`` (longer than the client timeout),
+  then drop the connection; cut short when the server shuts down;
+* ``Fault.malformed(body=...)`` -- ``200`` with a body that is not JSON;
+* ``Fault.refusal(text)`` -- ``200`` whose message has ``content: null`` and a
+  ``refusal`` field.
+
+``usage`` is realistic-ish: ``prompt_tokens = ceil(len(prompt chars) / 4)``,
+``completion_tokens = ceil(len(content) / 4)`` (at least 1 each).
+
+``latency`` (seconds, or a callable ``body -> seconds``) delays every normal
+answer; it runs in the handling thread, so concurrent requests overlap.  The
+server is a ``ThreadingHTTPServer`` with HTTP/1.1 keep-alive and one daemon
+thread per connection; it sustains dozens of concurrent slow requests at
+several hundred requests per second.  ``close()`` (or leaving the ``with``
+block) stops the server, wakes sleeping handlers and closes open connections.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import socket
+import struct
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+__all__ = [
+    "FakeOpenAI",
+    "Fault",
+    "Reply",
+    "Received",
+    "scripted",
+    "schema_example",
+    "prompt_text",
+]
+
+
+# --------------------------------------------------------------------------- replies
+
+
+@dataclass
+class Reply:
+    """A full answer: ``content`` (str, dict -> JSON, or None), HTTP ``status``
+    (non-200 makes an OpenAI-style error whose message is ``content``),
+    extra ``headers``, optional ``usage`` override, ``refusal`` text,
+    ``finish_reason`` and the ``model`` reported back."""
+
+    content: Union[str, dict, None] = ""
+    status: int = 200
+    headers: dict = field(default_factory=dict)
+    usage: Union[dict, None] = None
+    refusal: Union[str, None] = None
+    finish_reason: str = "stop"
+    model: Union[str, None] = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A misbehaviour served instead of a normal answer (see module docstring)."""
+
+    kind: str
+    status_code: int = 0
+    retry_after: Union[float, None] = None
+    message: Union[str, None] = None
+    seconds: float = 0.0
+    body: bytes = b""
+
+    @classmethod
+    def status(cls, code: int, retry_after: Union[float, None] = None, message: Union[str, None] = None) -> "Fault":
+        return cls("status", status_code=code, retry_after=retry_after, message=message)
+
+    @classmethod
+    def reset(cls) -> "Fault":
+        return cls("reset")
+
+    @classmethod
+    def timeout(cls, seconds: float = 5.0) -> "Fault":
+        return cls("timeout", seconds=seconds)
+
+    @classmethod
+    def malformed(cls, body: bytes = b"<html>502 Bad Gateway? this is not JSON") -> "Fault":
+        return cls("malformed", body=body)
+
+    @classmethod
+    def refusal(cls, text: str = "I'm sorry, but I can't help with that.") -> "Fault":
+        return cls("refusal", message=text)
+
+    @property
+    def name(self) -> str:
+        return f"status {self.status_code}" if self.kind == "status" else self.kind
+
+
+class Received(dict):
+    """One received chat request: the JSON body plus metadata attributes."""
+
+    headers: dict
+    path: str
+    time: float
+    fault: Union[str, None]
+    prompt: str
+
+    def __init__(self, body: dict, *, headers: dict, path: str, time: float, fault: Union[str, None] = None):
+        super().__init__(body)
+        self.headers = headers
+        self.path = path
+        self.time = time
+        self.fault = fault
+        self.prompt = prompt_text(body)
+
+    @property
+    def body(self) -> dict:
+        return dict(self)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def prompt_text(body: Mapping[str, Any]) -> str:
+    """All message texts of a chat body, joined by newlines (text parts only)."""
+    parts: list[str] = []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+    return "\n".join(parts)
+
+
+def schema_example(schema: Any) -> Any:
+    """A small instance of a JSON Schema (enough for typical judgment schemas)."""
+    if not isinstance(schema, Mapping):
+        return {}
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return schema_example(schema[key][0])
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "null")
+    if typ == "object" or (typ is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        return {name: schema_example(sub) for name, sub in props.items()}
+    if typ == "array":
+        n = int(schema.get("minItems", 0) or 0)
+        return [schema_example(schema.get("items", {})) for _ in range(n)]
+    if typ == "string":
+        return "example"
+    if typ == "integer":
+        return int(schema.get("minimum", 0) or 0)
+    if typ == "number":
+        return float(schema.get("minimum", 0) or 0)
+    if typ == "boolean":
+        return True
+    if typ == "null":
+        return None
+    return {}
+
+
+def _default_responder(body: dict) -> Any:
+    fmt = body.get("response_format") or {}
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        return schema_example(schema)
+    return {"answer": "ok"}
+
+
+Answer = Union[str, dict, Reply, Callable[[dict], Any], Sequence[Any]]
+
+
+def scripted(script: Mapping[Union[str, tuple], Answer], default: Any = None) -> Callable[[dict], Any]:
+    """Build a responder from ``{substring-or-tuple-of-substrings: answer}``.
+
+    An answer is a str, dict, :class:`Reply`, a callable ``body -> answer``, or
+    a list of those served one after another for successive matching requests
+    (the last one repeats).  With no matching key, ``default`` is used (same
+    forms); with no default the server answers 400 naming the unmatched prompt.
+    """
+    entries = []
+    for order, (key, answer) in enumerate(script.items()):
+        parts = (key,) if isinstance(key, str) else tuple(key)
+        entries.append(((-len(parts), -sum(map(len, parts)), order), parts, answer))
+    entries.sort(key=lambda e: e[0])
+    counters: dict[int, itertools.count] = {}
+    lock = threading.Lock()
+
+    def resolve(answer: Any, ident: int, body: dict) -> Any:
+        if isinstance(answer, list):
+            with lock:
+                n = next(counters.setdefault(ident, itertools.count()))
+            answer = answer[min(n, len(answer) - 1)]
+        if callable(answer) and not isinstance(answer, Reply):
+            answer = answer(body)
+        return answer
+
+    def responder(body: dict) -> Any:
+        prompt = prompt_text(body)
+        for _, parts, answer in entries:
+            if all(p in prompt for p in parts):
+                return resolve(answer, id(parts), body)
+        if default is not None:
+            return resolve(default, -1, body)
+        raise LookupError(f"no scripted answer matches prompt {prompt[:200]!r}")
+
+    return responder
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    fake: "FakeOpenAI"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body are separate writes: without NODELAY, Nagle + delayed
+        # ACK would add ~40 ms to every response
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    # ---- plumbing
+
+    def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _error(self, status: int, message: str, headers: Mapping[str, str] | None = None, param: str | None = None) -> None:
+        etype = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            404: "not_found_error",
+            429: "rate_limit_exceeded",
+        }.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        self._send(status, {"error": {"message": message, "type": etype, "param": param, "code": None}}, headers)
+
+    def _drop(self, rst: bool = True) -> None:
+        """Close the connection without sending anything."""
+        self.close_connection = True
+        try:
+            if rst:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # ---- endpoints
+
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        if self.path.rstrip("/") == "/v1/models":
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fakeserver"} for m in fake.models]
+            self._send(200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"fakeserver: no route GET {self.path}")
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"fakeserver: no route POST {self.path}")
+            return
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            self._error(400, f"fakeserver: request body is not JSON: {exc}")
+            return
+        fake._serve_chat(self, body)
+
+
+class FakeOpenAI:
+    """A fake OpenAI-compatible server on 127.0.0.1 (see module docstring)."""
+
+    def __init__(
+        self,
+        responder: Callable[[dict], Any] | None = None,
+        latency: float | Callable[[dict], float] = 0.0,
+        *,
+        models: Iterable[str] = ("fake-model",),
+        require_key: str | None = None,
+    ) -> None:
+        self.responder = responder or _default_responder
+        self.latency = latency
+        self.models = list(models)
+        self.require_key = require_key
+        self.reject_json_schema = False
+        self.reject_json_object = False
+        self.requests: list[Received] = []
+        self.errors: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._ids = itertools.count(1)
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle
+
+    def start(self) -> "FakeOpenAI":
+        if self._httpd is not None:
+            return self
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.fake = self
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fakeopenai", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- public API
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    url = base_url
+
+    def enqueue(self, *faults: Fault | Reply) -> None:
+        """Queue faults (or explicit Replies) served FIFO before normal answers."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    @property
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults)
+
+    def reset(self) -> None:
+        """Forget received requests, errors, queued faults and the in-flight peak."""
+        with self._lock:
+            self.requests.clear()
+            self.errors.clear()
+            self._faults.clear()
+            self.max_in_flight = self.in_flight
+
+    # ---- internals
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._conns.add if add else self._conns.discard)(conn)
+
+    def _serve_chat(self, h: _Handler, body: dict) -> None:
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self._lock:
+            fault = self._faults.popleft() if self._faults else None
+            rec = Received(body, headers=headers, path=h.path, time=time.monotonic(),
+                           fault=fault.name if isinstance(fault, Fault) else None)
+            self.requests.append(rec)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._answer(h, body, headers, fault)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, h: _Handler, body: dict, headers: dict, fault: Fault | Reply | None) -> None:
+        if self.require_key is not None and headers.get("authorization") != f"Bearer {self.require_key}":
+            h._error(401, "Incorrect API key provided.")
+            return
+        if isinstance(fault, Fault):
+            if fault.kind == "status":
+                extra = {} if fault.retry_after is None else {"Retry-After": _fmt_seconds(fault.retry_after)}
+                h._error(fault.status_code, fault.message or f"fakeserver: injected HTTP {fault.status_code}", extra)
+                return
+            if fault.kind == "reset":
+                h._drop(rst=True)
+                return
+            if fault.kind == "timeout":
+                self._stop.wait(fault.seconds)
+                h._drop(rst=False)
+                return
+            if fault.kind == "malformed":
+                h._send(200, None, raw=fault.body)
+                return
+            if fault.kind == "refusal":
+                self._complete(h, body, Reply(content=None, refusal=fault.message))
+                return
+        if body.get("stream"):
+            h._error(400, "fakeserver: streaming is not supported", param="stream")
+            return
+        fmt = body.get("response_format")
+        if isinstance(fmt, Mapping):
+            if fmt.get("type") == "json_schema" and self.reject_json_schema:
+                h._error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+                         param="response_format")
+                return
+            if fmt.get("type") == "json_object" and self.reject_json_object:
+                h._error(400, "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model.",
+                         param="response_format")
+                return
+        if isinstance(fault, Reply):
+            answer: Any = fault
+        else:
+            delay = self.latency(body) if callable(self.latency) else self.latency
+            if delay and delay > 0:
+                self._stop.wait(delay)
+            try:
+                answer = self.responder(body)
+            except Exception as exc:  # a test bug: fail fast with a non-retryable 400
+                msg = f"fakeserver responder failed: {type(exc).__name__}: {exc}"
+                with self._lock:
+                    self.errors.append(msg + "\n" + traceback.format_exc())
+                h._error(400, msg)
+                return
+        if not isinstance(answer, Reply):
+            answer = Reply(content=answer)
+        if answer.status != 200:
+            content = answer.content if isinstance(answer.content, str) else json.dumps(answer.content)
+            h._error(answer.status, content or f"HTTP {answer.status}", answer.headers)
+            return
+        self._complete(h, body, answer)
+
+    def _complete(self, h: _Handler, body: dict, reply: Reply) -> None:
+        content = reply.content
+        if isinstance(content, (dict, list)):
+            content = json.dumps(content)
+        usage = reply.usage or {
+            "prompt_tokens": _tokens(prompt_text(body)),
+            "completion_tokens": _tokens(content or reply.refusal or ""),
+        }
+        usage = {**usage, "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)}
+        payload = {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply.model or body.get("model") or "fake-model",
+            "system_fingerprint": "fp_fake",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": reply.refusal},
+                "logprobs": None,
+                "finish_reason": reply.finish_reason,
+            }],
+            "usage": usage,
+        }
+        h._send(200, payload, reply.headers)
+
+
+def _fmt_seconds(s: float) -> str:
+    return str(int(s)) if float(s).is_integer() else repr(float(s))
