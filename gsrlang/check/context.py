@@ -59,6 +59,7 @@ class Context:
     aliases: dict[str, str] = attrs.Factory(dict)
     source_text: str | None = None
     on_cycle: set[str] = attrs.Factory(set)
+    import_failed: bool = False  # then unknown names may be the missing import's: not reported
     file_end: int = 0
 
     def error(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):

@@ -31,19 +31,23 @@ def _visit(ctx, module, shown_path, real_path, root, seen, out, stack):
             continue
         target, problem = _resolve(item.path.value, real_path, root)
         if problem:
+            ctx.import_failed = True
             ctx.error(problem[0], problem[1], item.path.span, problem[2], path=shown_path, help=problem[3])
             continue
         if target in stack or target == real_path:
             chain = " -> ".join(p.name for p in [*stack, target])
             ctx.error("GSR012", f"import cycle: {chain}", item.path.span, "imported again here", path=shown_path)
+            ctx.import_failed = True
             continue
         if target in seen:
             continue
         seen.add(target)
         imported = _load(ctx, item, target, shown_path)
         if imported is None:
+            ctx.import_failed = True
             continue
         if not any(isinstance(i, ast.Header) and i.kind == "fragment" for i in imported.items):
+            ctx.import_failed = True
             ctx.error("GSR011", f"`{item.path.value}` is not a fragment", item.path.span,
                       "only fragments can be imported", path=shown_path,
                       help="start the imported file with `fragment NAME` (and give it no sink or task)")

@@ -50,6 +50,8 @@ def resolve_alias(ctx: Context, name: str) -> str:
 
 
 def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
+    if ctx.import_failed:
+        return  # the name may come from the import that failed; that error is the one to fix
     name = ref.name.name
     ops = ctx.catalog.operators
     help_ = did_you_mean(name, ctx.decls)

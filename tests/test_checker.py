@@ -1,0 +1,206 @@
+"""The checker's output: the Program graph (ids, order, types, parameters), imports, aliases and readouts.
+
+Every diagnostic code has a golden case in tests/cases/check/; these tests pin the
+structure the runtime consumes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gsrlang.check.driver import analyze
+from gsrlang.catalog import Symbol
+
+
+def check(src: str, path=None):
+    return analyze(textwrap.dedent(src), path)
+
+
+def codes(src: str, path=None):
+    return [d.code for d in check(src, path).diagnostics]
+
+
+BASE = """
+rubric r "d"
+task pointwise { scale = 1..5 }
+criterion a: Ordinal[1..5] { ask "a?" }
+criterion b: Bool { ask "b?" }
+criterion u: Bool? { ask "u?" }
+"""
+
+
+def test_program_graph_structure():
+    result = check(BASE + """
+node body = weighted_mean(items: [normalize(a), normalize(b)], weights: [0.7, 0.3])
+node final = cap(base: body, trigger: default(u, value: false), at: 0.25)
+sink final
+""")
+    assert result.ok, result.diagnostics
+    p = result.program
+    ids = [n.id for n in p.nodes]
+    # every node after its inputs
+    for n in p.nodes:
+        for i in n.inputs:
+            assert ids.index(i.source) < ids.index(n.id)
+    assert p.sink == "final"
+    body = p.node("body")
+    assert body.kind == "reduce" and body.op == "weighted_mean"
+    assert [(i.port, i.slot, i.source) for i in body.inputs] == [
+        ("items", 0, "body.items[0]"), ("items", 1, "body.items[1]")]
+    assert body.params == {"weights": [0.7, 0.3], "on_abstain": Symbol("fail")}
+    assert p.node("final.trigger").op == "default"
+    assert str(p.node("final.trigger").type) == "Bool"
+    assert str(p.node("a").type) == "Ordinal[1..5]"
+    assert p.readout.pointwise.lo == 1 and p.readout.pointwise.quantize == "round"
+
+
+def test_defaults_filled_and_level_values_folded_in():
+    result = check("""
+    rubric r
+    task pointwise { scale = 1..3 }
+    criterion s: Ordinal{low, mid, high} { ask "?" level mid "m" = 0.8 }
+    node t = threshold(normalize(s))
+    sink normalize(t)
+    """)
+    assert result.ok, result.diagnostics
+    p = result.program
+    assert p.node("t").params == {"at": 0.5}
+    assert p.node("s").type.values == (0.0, 0.8, 1.0)
+    assert p.sink == "sink"
+
+
+def test_transform_propagates_abstention_and_reducer_needs_policy():
+    assert codes(BASE + "node m = mean(items: [normalize(u), normalize(a), normalize(b)])\nsink m") == ["GSR302"]
+    result = check(BASE + "node m = mean(items: [normalize(u), normalize(a), normalize(b)], on_abstain: skip)\nsink m")
+    assert result.ok
+    assert result.program.node("m.items[0]").type.optional
+    assert not result.program.node("m").type.optional
+
+
+def test_gate_and_sink_refuse_abstention():
+    assert codes(BASE + "node c = cap(base: normalize(a), trigger: u, at: 0.2)\nsink veto(base: c, trigger: b)") == ["GSR302"]
+    assert codes(BASE + "sink normalize(u)") == ["GSR402", "GSR402", "GSR503"]
+    assert check(BASE + "sink min(items: [default(normalize(u), value: 0.5), normalize(a), normalize(b)])").ok
+
+
+def test_mask_introduces_abstention():
+    result = check(BASE + """
+node masked = mask(base: normalize(a), trigger: b)
+sink mean(items: [masked, normalize(b), normalize(u)], on_abstain: skip)
+""")
+    assert result.ok, result.diagnostics
+    assert str(result.program.node("masked").type) == "Score?"
+
+
+def test_no_silent_coercions_with_fixes():
+    result = check(BASE + "node m = mean(items: [a, normalize(b), default(normalize(u), value: 0)])\nsink m")
+    (d,) = result.diagnostics
+    assert d.code == "GSR301" and "Ordinal[1..5]" in d.message and "normalize" in d.help
+    assert d.fixes[0].replacement == "normalize(a)"
+    scaled = check(BASE + "criterion s: Score[0..10] = human(field: \"x\")\nsink mean(items: [s, normalize(a), normalize(b), default(normalize(u), value: 0)])")
+    assert [x.code for x in scaled.diagnostics] == ["GSR301"]
+    assert "scale(" in scaled.diagnostics[0].help
+
+
+def test_alias_names_the_same_node():
+    result = check(BASE + "node body = mean(items: [normalize(a), normalize(b), default(normalize(u), value: 0)])\nnode final = body\nsink final")
+    assert result.ok, result.diagnostics
+    assert result.program.sink == "body"
+
+
+def test_content_hash_ignores_layout_and_comments():
+    one = check(BASE + "node m = mean(items: [normalize(a), normalize(b), default(normalize(u), value: 0)])\nsink m")
+    two = check("# a comment\n" + BASE.replace("\n", "\n\n") +
+                "node m = mean(\n  items: [normalize(a), normalize(b), default(normalize(u), value: 0)],\n)\nsink m  # end")
+    assert one.program.content_hash == two.program.content_hash
+    three = check(BASE + "node m = mean(items: [normalize(b), normalize(a), default(normalize(u), value: 0)])\nsink m")
+    assert three.program.content_hash != one.program.content_hash
+
+
+def test_pairwise_readout_and_wrong_mode_settings():
+    ok = check("""
+    rubric p
+    task pairwise { epsilon = 0.05 on_tie = first }
+    criterion a: Bool { ask "?" }
+    sink normalize(a)
+    """)
+    assert ok.ok and ok.program.readout.pairwise.on_tie == "first"
+    assert codes("""
+    task pairwise { scale = 1..5 }
+    criterion a: Bool { ask "?" }
+    sink normalize(a)
+    """) == ["GSR504"]
+
+
+def test_thresholds_quantization():
+    ok = check("""
+    task pointwise { scale = 1..3 quantize = thresholds(0.3, 0.7) }
+    criterion a: Bool { ask "?" }
+    sink normalize(a)
+    """)
+    assert ok.ok and ok.program.readout.pointwise.thresholds == (0.3, 0.7)
+    assert codes("""
+    task pointwise { scale = 1..3 quantize = thresholds(0.3) }
+    criterion a: Bool { ask "?" }
+    sink normalize(a)
+    """) == ["GSR507"]
+
+
+def test_imports_are_confined_and_must_be_fragments(tmp_path):
+    (tmp_path / "frag.gsr").write_text('fragment f\ncriterion shared: Bool { ask "?" }\nnode unused = not(shared)\n')
+    (tmp_path / "notfrag.gsr").write_text('rubric g\ncriterion x: Bool { ask "?" }\n')
+    main = tmp_path / "sub" / "main.gsr"
+    main.parent.mkdir()
+    src = 'import "../frag.gsr"\ntask pointwise { scale = 1..5 }\nsink normalize(shared)\n'
+    main.write_text(src)
+    assert codes(src, main) == ["GSR011"]  # ../ leaves the main file's folder tree
+    top = tmp_path / "main.gsr"
+    result = check('import "frag.gsr"\ntask pointwise { scale = 1..5 }\nsink normalize(shared)\n', top)
+    assert result.ok, result.diagnostics
+    assert "unused" not in result.program  # imported but unused: pruned, no diagnostic
+    assert codes('import "notfrag.gsr"\ntask pointwise { scale = 1..5 }\ncriterion a: Bool { ask "?" }\nsink normalize(a)\n', top) == ["GSR011"]
+    assert codes('import "missing.gsr"\ntask pointwise { scale = 1..5 }\ncriterion a: Bool { ask "?" }\nsink normalize(a)\n', top) == ["GSR010"]
+
+
+def test_stdlib_fragment_import():
+    result = check("""
+    import "std/fragments/safety.gsr"
+    task pointwise { scale = 1..5 }
+    criterion good: Ordinal[1..5] { ask "?" }
+    sink cap(base: normalize(good), trigger: unsafe_flag, at: 0.2)
+    """, "/tmp/x.gsr")
+    assert result.ok, result.diagnostics
+    assert str(result.program.node("unsafe").type) == "Bool?"
+
+
+def test_import_cycle(tmp_path):
+    (tmp_path / "a.gsr").write_text('fragment a\nimport "b.gsr"\ncriterion x: Bool { ask "?" }\n')
+    (tmp_path / "b.gsr").write_text('fragment b\nimport "a.gsr"\ncriterion y: Bool { ask "?" }\n')
+    main = tmp_path / "main.gsr"
+    assert "GSR012" in codes('import "a.gsr"\ntask pointwise { scale = 1..5 }\nsink normalize(x)\n', main)
+
+
+def test_cycle_is_reported_once_with_every_edge():
+    result = check(BASE + """
+node x = mean(items: [y, normalize(a)])
+node y = mean(items: [x, normalize(b), default(normalize(u), value: 0)])
+sink x
+""")
+    cyc = [d for d in result.diagnostics if d.code == "GSR401"]
+    assert len(cyc) == 1
+    assert cyc[0].message in ("cycle: x -> y -> x", "cycle: y -> x -> y")
+    assert len(cyc[0].secondary) == 1
+    assert not [d for d in result.diagnostics if d.code == "GSR402"]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in __import__("pathlib").Path(__file__).resolve().parents[1].joinpath("examples").rglob("*.gsr")))
+def test_every_example_checks_clean(example):
+    from pathlib import Path
+
+    (path,) = [p for p in Path(__file__).resolve().parents[1].joinpath("examples").rglob("*.gsr") if p.name == example][:1]
+    from gsrlang.check.driver import analyze_file
+
+    result = analyze_file(path)
+    assert result.ok and not result.diagnostics, [f"{d.code} {d.message}" for d in result.diagnostics]
