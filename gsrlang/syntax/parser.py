@@ -19,7 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from gsrlang.diagnostics import Diagnostic, error
 from gsrlang.resources import grammar_path
-from gsrlang.span import Span
+from gsrlang.span import SourceText, Span
 from gsrlang.syntax import ast
 
 MAX_SOURCE_CHARS = 8_000_000
@@ -129,24 +129,23 @@ def _parse_piece(text: str, base: int) -> ast.Module:
 
 
 def _attach_docs(module: ast.Module, text: str, base: int) -> ast.Module:
-    """Comment lines directly above a signature become its documentation."""
+    """Comment lines directly above a signature (no blank line between) become its documentation."""
     if not module.comments:
         return module
-    by_end = {c.span.end: c for c in module.comments}
+    src = SourceText("", text)
+    own_line: dict[int, str] = {}  # line -> text of a comment that is alone on its line
+    for c in module.comments:
+        line, col = src.line_col(c.span.start - base)
+        if not src.line_text(line)[:col].strip():
+            own_line[line] = c.text.lstrip("#").strip()
     items = []
     for item in module.items:
         if isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.EnumDecl)):
-            lines, pos = [], item.span.start
-            while True:
-                line_start = text.rfind("\n", 0, pos - base - 1) + 1 + base  # start of the previous line
-                prev_end = pos - 1  # the newline before this line
-                comment = by_end.get(prev_end) or by_end.get(prev_end - 1)
-                if comment is None or comment.span.start < line_start:
-                    break
-                lines.append(comment.text.lstrip("#").strip())
-                pos = comment.span.start
-                if text[pos - base - 1: pos - base] != "\n" and pos != base:
-                    break
+            line = src.line_col(item.span.start - base)[0] - 1
+            lines = []
+            while line in own_line:
+                lines.append(own_line[line])
+                line -= 1
             item = attrs.evolve(item, doc="\n".join(reversed(lines)))
         items.append(item)
     return attrs.evolve(module, items=tuple(items))
