@@ -1,0 +1,95 @@
+"""gsr render: draw a program's graph (and optionally one traced item) with Graphviz."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+from gsrlang import __version__
+from gsrlang.commands.common import DiagnosticPrinter, use_color
+
+HELP = "draw a program's evaluation graph (svg, png, pdf or dot), optionally with one traced item"
+DESCRIPTION = """\
+Draw a checked .gsr program as a graph: one box per node with its name, kind,
+type and parameters (criteria show their procedure), one cell per named port with
+each edge entering the port it feeds, the sink and the readout, and a legend.
+The format comes from the output's extension (.svg, .png, .pdf, .dot) or --format.
+Without -o the DOT source is written to standard output.
+
+With --trace and --item, the picture is the audit of one executed item: every
+node's value per candidate, the gates that fired, abstentions, and the decision
+path to the readout drawn thick.
+
+DOT needs nothing else; svg, png and pdf need Graphviz's `dot` program.
+
+examples:
+  gsr render examples/helpsteer2/helpfulness.gsr -o helpfulness.svg
+  gsr render rubric.gsr --trace runs/trace.jsonl --item 42 -o item42.svg
+  gsr render rubric.gsr | dot -Tpng > graph.png"""
+
+
+def add_arguments(p) -> None:
+    from gsrlang.commands.common import add_format_arguments
+
+    p.add_argument("program", metavar="PROGRAM", help="the .gsr program to draw")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the picture (default: DOT to stdout)")
+    p.add_argument("-T", "--type", dest="image_format", choices=("svg", "png", "pdf", "dot"),
+                   help="output format (default: the output file's extension)")
+    p.add_argument("--trace", metavar="TRACE", help="a JSONL trace written by `gsr run`")
+    p.add_argument("--item", metavar="ID", help="the traced item to overlay (with --trace)")
+    p.add_argument("--direction", choices=("TB", "LR"), default="TB",
+                   help="TB: criteria on top, the sink below (default); LR: left to right")
+    p.add_argument("--no-legend", action="store_true", help="leave out the legend")
+    add_format_arguments(p)  # how diagnostics are printed when the program does not check
+
+
+def run(args) -> int:
+    from gsrlang.check.driver import analyze_file
+    from gsrlang.cli import UsageError
+
+    if (args.trace is None) != (args.item is None):
+        raise UsageError("--trace and --item go together: name the trace file and the item to overlay")
+    fmt = args.image_format
+    if args.output is not None and fmt is None:
+        fmt = Path(args.output).suffix.lstrip(".").lower() or None
+        if fmt not in ("svg", "png", "pdf", "dot"):
+            raise UsageError(f"cannot tell the format from `{args.output}`: name it .svg, .png, .pdf or .dot, "
+                             "or pass --type")
+    if args.output is None and fmt not in (None, "dot"):
+        raise UsageError(f"{fmt} output is binary or large: write it to a file with -o")
+    try:
+        analysis = analyze_file(args.program)
+    except OSError as exc:
+        raise UsageError(f"cannot read `{args.program}`: {exc.strerror}") from exc
+    if analysis.program is None:
+        printer = DiagnosticPrinter(args.format, use_color(args.color, sys.stderr), __version__)
+        with contextlib.redirect_stdout(sys.stderr):  # diagnostics never mix with DOT on stdout
+            printer.add(args.program, analysis.text, analysis.diagnostics)
+            printer.finish()
+        print(f"gsr render: `{args.program}` has errors; nothing drawn", file=sys.stderr)
+        return 1
+
+    from gsrlang import render
+
+    trace = None
+    if args.trace is not None:
+        try:
+            trace = render.read_trace_item(args.trace, args.item)
+        except render.TraceError as exc:
+            raise UsageError(str(exc)) from exc
+        if trace.program_hash and trace.program_hash != analysis.program.content_hash:
+            print(f"gsr render: warning: the trace was recorded for another version of the program "
+                  f"({trace.program_hash[:19]}...); nodes are matched by id", file=sys.stderr)
+    options = render.RenderOptions(legend=not args.no_legend, direction=args.direction)
+    if args.output is None:
+        sys.stdout.write(render.to_dot(analysis.program, trace, options))
+        return 0
+    try:
+        written = render.render(analysis.program, args.output, fmt, trace, options)
+    except render.GraphvizMissing as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"cannot write `{args.output}`: {exc.strerror or exc}") from exc
+    print(f"wrote {written}", file=sys.stderr)
+    return 0
