@@ -1,0 +1,199 @@
+"""Hover: what a name, operator, port, parameter, rule or keyword under the cursor is, in Markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, format_literal
+from gsrlang.lsp import knowledge
+from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
+from gsrlang.lsp.positions import PositionMap
+from gsrlang.span import SourceText
+from gsrlang.syntax import ast
+
+MAX_DEFINITION_LINES = 12
+
+
+def hover(model: DocumentModel, offset: int, positions: PositionMap, files: Files) -> types.Hover | None:
+    target = model.target_at(offset)
+    if target is None:
+        return None
+    text = None
+    if target.kind in ("name", "declaration"):
+        decl = model.declarations.get(target.name)
+        text = describe_declaration(model, decl, files) if decl else None
+    elif target.kind == "operator":
+        sig = model.catalog.operator(target.name)
+        text = describe_operator(sig) if sig else None
+    elif target.kind == "argument":
+        sig = model.argument_sig(target.node, target.name)
+        if sig is not None:
+            text = describe_argument(model, target.node, sig)
+    elif target.kind == "rule":
+        rule = model.catalog.rules.get(target.name)
+        text = describe_rule(rule) if rule else None
+    elif target.kind == "procedure":
+        text = _procedure_text(target.name)
+    elif target.kind == "member":
+        text = _member_text(model, target)
+    elif target.kind == "setting":
+        if target.name in knowledge.SETTINGS:
+            form, mode, about = knowledge.SETTINGS[target.name]
+            text = _code(form) + f"\n{mode} readout setting: {about}"
+    elif target.kind == "task":
+        if target.name in knowledge.TASKS:
+            text = _code(f"task {target.name} {{ ... }}") + "\n" + knowledge.TASKS[target.name]
+    elif target.kind == "type":
+        if target.name in knowledge.TYPES:
+            form, about = knowledge.TYPES[target.name]
+            text = _code(form) + "\n" + about
+    elif target.kind == "import":
+        resolved = dict((d.path.value, p) for d, p in model.imports()).get(target.name)
+        text = f"imports `{resolved}`" if resolved else f"`{target.name}` is not found"
+    if not text:
+        return None
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                       range=positions.range(target.span))
+
+
+# ---- texts (also used by completion) ---------------------------------------------------------------------
+def _code(text: str) -> str:
+    return f"```gsr\n{text}\n```\n"
+
+
+def describe_operator(sig: OperatorSig) -> str:
+    return _code(sig.signature()) + (f"\n{sig.doc}" if sig.doc else "")
+
+
+def describe_rule(rule: RuleSig) -> str:
+    return _code(rule.signature()) + (f"\n{rule.doc}" if rule.doc else "") + \
+        f"\n\nUse: `criterion NAME: Bool = rule.{rule.name}(...)`"
+
+
+def describe_argument(model: DocumentModel, owner, sig: PortSig | ParamSig) -> str:
+    owner_name = owner.op.name if isinstance(owner, ast.Call) else owner.dotted if owner is not None else "?"
+    if isinstance(sig, PortSig):
+        what = "a list port (its slots are in order)" if sig.is_list else "a port"
+        text = _code(f"(port) {sig.name}: {sig.pattern}") + f"\n{what} of `{owner_name}`: a graph input"
+    else:
+        text = _code(f"(parameter) {param_text(sig)}") + f"\nparameter of `{owner_name}`: a literal fixed when " \
+                                                          "the program is written"
+        if sig.per:
+            text += f"; one entry per slot of `{sig.per}`"
+        enum = _enum_of(model, sig)
+        if enum is not None:
+            text += f"\n\none of: {', '.join(f'`{m}`' for m in enum.members)}" + (f"\n\n{enum.doc}" if enum.doc else "")
+    return text
+
+
+def param_text(p: ParamSig) -> str:
+    text = f"{p.name}: {p.pattern}"
+    if p.per:
+        text += f" per {p.per}"
+    if not p.required:
+        text += f" = {format_literal(p.default)}"
+    return text
+
+
+def _enum_of(model: DocumentModel, sig: ParamSig) -> EnumSig | None:
+    pattern = sig.pattern
+    return model.catalog.enums.get(pattern.name) if pattern.kind == "enum" else None
+
+
+def _procedure_text(name: str) -> str | None:
+    if name in knowledge.PROCEDURES:
+        form, about = knowledge.PROCEDURES[name]
+        return _code(form) + "\n" + about
+    if name in knowledge.AGGREGATES:
+        return _code(f"aggregate {name}") + "\nensemble aggregation. " + knowledge.AGGREGATES[name]
+    return None
+
+
+def _member_text(model: DocumentModel, target) -> str | None:
+    node = target.node
+    if isinstance(node, ast.Setting):
+        values = knowledge.SETTING_VALUES.get(node.key.name, {})
+        if target.name in values:
+            return _code(f"{node.key.name} = {target.name}") + "\n" + values[target.name]
+        return None
+    call, arg = node
+    sig = model.catalog.operator(call.op.name)
+    param = sig.param(arg.name.name) if sig else None
+    enum = _enum_of(model, param) if param else None
+    if enum is None or target.name not in enum.members:
+        return None
+    return _code(f"{enum.name}.{target.name}") + (f"\n{enum.doc}" if enum.doc else "")
+
+
+def describe_declaration(model: DocumentModel, decl: DeclInfo, files: Files) -> str:
+    jtype = model.semantic.type_of(decl.name)
+    item = decl.item
+    source = model.text if decl.path is None else files.text(decl.path)
+    where = _where(model, decl, source)
+    if decl.kind == "criterion":
+        type_text = str(jtype) if jtype is not None else _slice(source, item.type.span if item else None) or "?"
+        head = _code(f"criterion {decl.name}: {type_text}")
+        spec = model.semantic.ctx.criterion_specs.get(decl.name) if model.semantic.ctx else None
+        lines = [f"**criterion** \u00b7 {where}"]
+        if spec is not None:
+            lines[0] = f"**criterion** judged by `{spec.procedure.describe()}` \u00b7 {where}"
+            if spec.ask:
+                lines.append("> " + " ".join(spec.ask.split()))
+            if spec.levels:
+                lines.append("levels: " + "; ".join(f"`{lv.key}` {lv.text}" + (f" (= {lv.value:g})" if lv.value
+                                                                                 is not None else "")
+                                                     for lv in spec.levels))
+        return head + "\n" + "\n\n".join(lines) + "\n" + _definition(source, item)
+    op = model.semantic.op_of(decl.name)
+    if jtype is None and op and model.catalog.operator(op):
+        from gsrlang.types import substitute
+
+        jtype = substitute(model.catalog.operator(op).result, {})  # what the operator gives, when fixed
+    type_text = str(jtype) if jtype is not None else "type unknown until the errors are fixed"
+    kind = ""
+    if op:
+        sig = model.catalog.operator(op)
+        kind = f"**{sig.kind}** `{op}` \u00b7 " if sig else ""
+    return _code(f"node {decl.name}: {type_text}") + f"\n{kind}{where}\n" + _definition(source, item)
+
+
+def _where(model: DocumentModel, decl: DeclInfo, source: str | None) -> str:
+    line = SourceText("", source).position(decl.name_span.start)[0] if source is not None else None
+    if decl.path is None:
+        return f"line {line}" if line else "this file"
+    shown = _shown_path(decl.path, model.path)
+    return f"from `{shown}`" + (f", line {line}" if line else "")
+
+
+def _shown_path(path: str, importer: str | None) -> str:
+    from gsrlang.resources import stdlib_dir
+
+    p = Path(path)
+    try:
+        return "std/" + p.relative_to(stdlib_dir().resolve()).as_posix()
+    except ValueError:
+        pass
+    if importer:
+        try:
+            return p.relative_to(Path(importer).resolve().parent).as_posix()
+        except ValueError:
+            pass
+    return p.name
+
+
+def _slice(source: str | None, span) -> str | None:
+    if source is None or span is None:
+        return None
+    return source[span.start:span.end]
+
+
+def _definition(source: str | None, item) -> str:
+    text = _slice(source, item.span if item is not None else None)
+    if not text:
+        return ""
+    lines = text.splitlines()
+    if len(lines) > MAX_DEFINITION_LINES:
+        lines = lines[:MAX_DEFINITION_LINES] + ["  ..."]
+    return "\n" + _code("\n".join(lines))

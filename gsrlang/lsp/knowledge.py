@@ -1,0 +1,88 @@
+"""What the language server says about the language's own words (the catalogue covers operators and rules).
+
+Short texts taken from docs/language.md; hover and completion both read them.
+"""
+
+from __future__ import annotations
+
+KEYWORDS = {
+    "rubric": ("rubric NAME \"description\"", "The program's header (optional; at most one)."),
+    "fragment": ("fragment NAME \"description\"", "The header of an importable fragment: criteria and nodes, "
+                 "no task and no sink."),
+    "import": ("import \"path.gsr\"", "Merge a fragment's criteria and nodes into this program. Paths are "
+               "relative to this file; `std/...` names the stdlib folder."),
+    "task": ("task pointwise { ... } | task pairwise { ... }", "A readout contract: how the sink's Score "
+             "becomes the task's answer."),
+    "criterion": ("criterion NAME: TYPE [= PROCEDURE] [{ ... }]", "A criterion node: a judgment of each "
+                  "candidate, made by an llm judge, a rule, a human field or a verifier."),
+    "node": ("node NAME = EXPR", "A named operator node."),
+    "sink": ("sink EXPR", "The program's unique sink: a `Score` in [0, 1] that the readout reads."),
+}
+
+BODY_KEYWORDS = {
+    "ask": ("ask \"question\"", "The question the judge answers (required for llm criteria)."),
+    "level": ("level KEY \"description\" [= value]", "An anchor for a level; `= v` sets an ordinal level's "
+              "value in [0, 1]."),
+    "example": ("example \"response\" -> VERDICT [because \"why\"]", "A worked example shown to the judge."),
+    "judge": ("judge PROCEDURE", "The procedure, as an alternative to `= PROCEDURE`."),
+    "judges": ("judges N aggregate AGG | judges [P1, P2] aggregate AGG", "An ensemble of judges."),
+}
+
+TASKS = {
+    "pointwise": "One candidate per item. The sink's Score s is mapped onto the native scale "
+                 "(`lo + s*(hi-lo)`) and quantized. Settings: `scale`, `quantize`.",
+    "pairwise": "Two candidates per item. A wins when `s_A > s_B + epsilon`, B when `s_B > s_A + epsilon`, "
+                "otherwise `on_tie` decides. Settings: `epsilon`, `on_tie`.",
+}
+
+SETTINGS = {
+    "scale": ("scale = lo..hi", "pointwise", "The native score range the sink's [0, 1] is mapped onto."),
+    "quantize": ("quantize = round | floor | ceil | none | thresholds(c1, ...)", "pointwise",
+                 "How the mapped score becomes a native score: rounded, floored, ceiled, kept as a real, "
+                 "or cut at explicit sink scores (one cut point between each two native scores)."),
+    "epsilon": ("epsilon = 0.05", "pairwise", "The margin in [0, 1) one candidate's score must exceed the "
+                "other's by to win."),
+    "on_tie": ("on_tie = tie | abstain | first | second", "pairwise", "The verdict when neither candidate "
+               "wins by more than epsilon."),
+}
+
+SETTING_VALUES = {
+    "quantize": {"round": "round to the nearest native score", "floor": "round down", "ceil": "round up",
+                 "none": "keep the real value"},
+    "on_tie": {"tie": "declare a tie", "abstain": "record no verdict", "first": "prefer candidate A",
+               "second": "prefer candidate B"},
+}
+
+PROCEDURES = {
+    "llm": ("llm(role: \"...\", temperature: 0.0, joint: false, shuffle: true, evidence: false, seed: 7)",
+            "The default procedure: one model call per candidate (or one for both with `joint: true`). "
+            "The prompt is built from `ask`, the `level` anchors and the `example`s."),
+    "human": ("human(field: \"scores.x\")", "A judgment read from a column of the data (a dotted path "
+              "into the record), converted to the declared type."),
+    "verifier": ("verifier(\"name\")", "A Python function registered under the `gsrlang.verifiers` "
+                 "entry point."),
+}
+
+AGGREGATES = {
+    "majority": "Bool ensembles: the majority vote.",
+    "weighted": "Bool ensembles: a weighted vote, `weighted(weights: [...])` with one weight per judge.",
+    "unanimous": "Bool ensembles: true only when every judge says true.",
+    "any": "Bool ensembles: true when any judge says true.",
+    "mean": "Ordinal and Score ensembles: the mean.",
+    "median": "Ordinal and Score ensembles: the median.",
+    "mode": "Ordinal, Score and Nominal ensembles: the most frequent answer.",
+    "min": "Ordinal and Score ensembles: the lowest answer.",
+    "max": "Ordinal and Score ensembles: the highest answer.",
+}
+
+TYPES = {
+    "Bool": ("Bool", "true or false: flags and triggers. Reaches a Score port through `normalize`."),
+    "Score": ("Score | Score[a..b]", "A real in [0, 1] (the quality type), or in another closed interval "
+              "[a, b], which reaches a Score port through `scale`."),
+    "Ordinal": ("Ordinal[1..k] | Ordinal{l1, l2, ...}", "Ordered levels, each with a value in [0, 1] "
+                "(linear by default). Reaches a Score port through `normalize` or `map`."),
+    "Nominal": ("Nominal{a, b, c}", "Unordered labels; reaches a Score port only through `map`."),
+}
+
+JUDGMENT_TYPE_SNIPPETS = ("Bool", "Bool?", "Score", "Score[0..10]", "Ordinal[1..5]", "Ordinal{poor, fair, good}",
+                          "Nominal{a, b}")

@@ -1,0 +1,295 @@
+"""The protocol side of `gsr lsp` (pygls 2, stdio): documents, debounced diagnostics, and the requests.
+
+Choices, as mature servers (rust-analyzer, ruff) make them:
+
+- Diagnostics are pushed (`textDocument/publishDiagnostics`) with the document version
+  they were computed for: at once when a document opens or is saved, and
+  `debounce` seconds (150 ms by default) after the last change while it is being typed.
+  A newer change cancels a pending run, and a result that arrives after the document
+  changed again is dropped, so stale diagnostics are never published.
+- The analysis runs on a worker thread so requests keep being answered while a large
+  document is checked; requests use the analysis of the current version (computing
+  it at once when the debounced run has not happened yet).
+- Saving any document re-checks every open document: another file's fragment may have
+  changed. Imported files are read from the editor's buffer when open, else from disk.
+- No request or notification ever takes the server down: each handler is guarded, an
+  unexpected error is logged (`window/logMessage`) and answered with an empty result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from gsrlang import __version__
+from gsrlang.lsp import completion, diagnostics, hover, navigation
+from gsrlang.lsp.model import DocumentModel, Files
+from gsrlang.lsp.positions import PositionMap
+
+DEFAULT_DEBOUNCE = 0.150
+logger = logging.getLogger("gsrlang.lsp")
+
+
+class GsrLanguageServer(LanguageServer):
+    def __init__(self, debounce: float = DEFAULT_DEBOUNCE):
+        super().__init__("gsr", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.debounce = debounce
+        self.models: dict[str, DocumentModel] = {}
+        self.pending: dict[str, asyncio.Task] = {}
+        self.files = Files(self._open_text)
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gsr-analysis")
+        self._lock = threading.Lock()
+
+    # ---- documents and their models ---------------------------------------------------------------------
+    def _open_text(self, path: str) -> str | None:
+        uri = Path(path).resolve().as_uri()
+        try:
+            doc = self.workspace.text_documents.get(uri)
+        except Exception:
+            return None
+        return doc.source if doc is not None else None
+
+    @property
+    def encoding(self) -> str:
+        enc = getattr(self.workspace, "position_encoding", None)
+        return str(getattr(enc, "value", enc) or "utf-16")
+
+    def model(self, uri: str) -> DocumentModel | None:
+        """The model of the document's current version (built now if the debounced run has not happened)."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return None
+        return self._model_for(uri, doc.source, doc.version)
+
+    def _model_for(self, uri: str, text: str, version: int | None) -> DocumentModel:
+        with self._lock:
+            cached = self.models.get(uri)
+            if cached is not None and cached.version == version and cached.text == text:
+                return cached
+        model = DocumentModel(uri, text, version, _path_of(uri))
+        if model.internal_error:
+            self.log(f"internal error while checking {uri}:\n{model.internal_error}", types.MessageType.Error)
+        with self._lock:
+            current = self.models.get(uri)
+            if current is None or current.version is None or version is None or current.version <= version:
+                self.models[uri] = model
+        return model
+
+    def positions(self, model: DocumentModel) -> PositionMap:
+        return PositionMap(model.text, self.encoding)
+
+    # ---- diagnostics ---------------------------------------------------------------------------------------------
+    def schedule(self, uri: str, delay: float) -> None:
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        self.pending[uri] = asyncio.get_running_loop().create_task(self._publish_later(uri, delay))
+
+    async def _publish_later(self, uri: str, delay: float) -> None:
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None:
+                return
+            text, version = doc.source, doc.version
+            loop = asyncio.get_running_loop()
+            model = await loop.run_in_executor(self.worker, self._model_for, uri, text, version)
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None or doc.version != version:
+                return  # the document changed while it was being checked: a newer run will publish
+            found = diagnostics.to_lsp(model, self.positions(model), self.files)
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=found))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log(f"diagnostics for {uri} failed:\n{traceback.format_exc()}", types.MessageType.Error)
+        finally:
+            if self.pending.get(uri) is asyncio.current_task():
+                del self.pending[uri]
+
+    def forget(self, uri: str) -> None:
+        task = self.pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        with self._lock:
+            self.models.pop(uri, None)
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        try:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        except Exception:  # the connection may be gone
+            logger.exception("cannot log to the client")
+
+
+def _path_of(uri: str) -> str | None:
+    if not uri.startswith("file:"):
+        return None
+    try:
+        return to_fs_path(uri)
+    except Exception:
+        return None
+
+
+def _guarded(default=None):
+    """Never let a handler's exception reach pygls: log it and answer `default` (a request stays answered)."""
+
+    def wrap(f):
+        if asyncio.iscoroutinefunction(f):
+            @functools.wraps(f)
+            async def run_async(ls, params):
+                try:
+                    return await f(ls, params)
+                except Exception:
+                    ls.log(f"{f.__name__} failed:\n{traceback.format_exc()}", types.MessageType.Error)
+                    return default() if callable(default) else default
+            return run_async
+
+        @functools.wraps(f)
+        def run(ls, params):
+            try:
+                return f(ls, params)
+            except Exception:
+                ls.log(f"{f.__name__} failed:\n{traceback.format_exc()}", types.MessageType.Error)
+                return default() if callable(default) else default
+        return run
+
+    return wrap
+
+
+def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
+    server = GsrLanguageServer(debounce)
+
+    @server.feature(types.INITIALIZE)
+    @_guarded()
+    def initialize(ls: GsrLanguageServer, params: types.InitializeParams):
+        options = params.initialization_options
+        if isinstance(options, dict) and isinstance(options.get("debounceMs"), (int, float)):
+            ls.debounce = max(0.0, float(options["debounceMs"]) / 1000)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @_guarded()
+    def did_open(ls: GsrLanguageServer, params: types.DidOpenTextDocumentParams):
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @_guarded()
+    def did_change(ls: GsrLanguageServer, params: types.DidChangeTextDocumentParams):
+        ls.schedule(params.text_document.uri, ls.debounce)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    @_guarded()
+    def did_save(ls: GsrLanguageServer, params: types.DidSaveTextDocumentParams):
+        for uri in list(ls.workspace.text_documents):
+            if uri != params.text_document.uri:
+                with ls._lock:
+                    ls.models.pop(uri, None)  # an imported fragment may have changed on disk
+            ls.schedule(uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @_guarded()
+    def did_close(ls: GsrLanguageServer, params: types.DidCloseTextDocumentParams):
+        ls.forget(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @_guarded()
+    def on_hover(ls: GsrLanguageServer, params: types.HoverParams):
+        model = ls.model(params.text_document.uri)
+        if model is None:
+            return None
+        positions = ls.positions(model)
+        return hover.hover(model, positions.offset(params.position), positions, ls.files)
+
+    @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    @_guarded(list)
+    def on_definition(ls: GsrLanguageServer, params: types.DefinitionParams):
+        model = ls.model(params.text_document.uri)
+        if model is None:
+            return []
+        positions = ls.positions(model)
+        return navigation.definition(model, positions.offset(params.position), positions, ls.files)
+
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_guarded(list)
+    def on_symbols(ls: GsrLanguageServer, params: types.DocumentSymbolParams):
+        model = ls.model(params.text_document.uri)
+        return navigation.document_symbols(model, ls.positions(model)) if model else []
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION,
+                    types.CompletionOptions(trigger_characters=[".", "(", ",", ":", "[", "=", " ", '"']))
+    @_guarded(list)
+    def on_completion(ls: GsrLanguageServer, params: types.CompletionParams):
+        model = ls.model(params.text_document.uri)
+        if model is None:
+            return []
+        positions = ls.positions(model)
+        snippets = _snippets(ls)
+        items = completion.complete(model, positions.offset(params.position), positions, snippets)
+        return types.CompletionList(is_incomplete=False, items=items)
+
+    @server.feature(types.TEXT_DOCUMENT_FORMATTING)
+    @_guarded(list)
+    def on_formatting(ls: GsrLanguageServer, params: types.DocumentFormattingParams):
+        doc = ls.workspace.text_documents.get(params.text_document.uri)
+        if doc is None:
+            return []
+        return format_edits(ls, doc.source)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @_guarded(list)
+    def on_code_action(ls: GsrLanguageServer, params: types.CodeActionParams):
+        model = ls.model(params.text_document.uri)
+        if model is None:
+            return []
+        only = params.context.only
+        if only and not any(str(k.value if hasattr(k, "value") else k).startswith("quickfix") for k in only):
+            return []
+        positions = ls.positions(model)
+        return diagnostics.code_actions(model, positions.span(params.range), positions, ls.files,
+                                        list(params.context.diagnostics or ()))
+
+    return server
+
+
+def _snippets(ls: GsrLanguageServer) -> bool:
+    try:
+        item = ls.client_capabilities.text_document.completion.completion_item
+        return bool(item and item.snippet_support)
+    except AttributeError:
+        return False
+
+
+def format_edits(ls: GsrLanguageServer, text: str) -> list[types.TextEdit]:
+    """One edit replacing the whole document with the formatter's output; none when it cannot format."""
+    try:
+        from gsrlang.syntax.formatter import FormatError, format_source
+    except ImportError:
+        ls.log("formatting is unavailable: gsrlang.syntax.formatter is missing", types.MessageType.Warning)
+        return []
+    try:
+        formatted = format_source(text)
+    except FormatError as exc:  # a syntax error: the diagnostics already show it
+        ls.log(f"not formatted: {exc}", types.MessageType.Info)
+        return []
+    if formatted == text:
+        return []
+    positions = PositionMap(text, ls.encoding)
+    end = positions.position(len(text))
+    return [types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=end),
+                           new_text=formatted)]
+
+
+def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
+    create_server(debounce).start_io()
