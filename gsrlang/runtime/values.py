@@ -1,0 +1,123 @@
+"""Runtime values: what one candidate's judgment is while a program runs.
+
+A judgment of type `Bool` is a Python `bool`, a `Score[lo..hi]` a finite `float` in
+[lo, hi], an `Ordinal` or `Nominal` the label `str`, and an abstention ("cannot
+assess", only for a `T?`) the `ABSTAIN` sentinel. In JSON (results, traces) an
+abstention is `null`, every other value is itself; floats round-trip exactly
+because `json` writes them with `repr`.
+
+`value_problem(value, type)` is the one domain check used everywhere: on every
+judge's answer and on every operator's output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from gsrlang.types import JType
+
+__all__ = ["ABSTAIN", "Abstain", "RuntimeFailure", "checker", "format_value", "value_from_json",
+           "value_problem", "value_to_json"]
+
+
+class Abstain:
+    """The type of `ABSTAIN`, the one value that means "the judge could not assess this"."""
+
+    _instance: "Abstain | None" = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSTAIN"
+
+    def __reduce__(self):
+        return (Abstain, ())
+
+
+ABSTAIN = Abstain()
+
+
+class RuntimeFailure(Exception):
+    """A value or an operator went wrong while one item was evaluated: that item is invalid.
+
+    The message is a complete sentence, shown to the user as the item's reason.
+    """
+
+
+def _number_text(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def format_value(value) -> str:
+    """A value as a person reads it: `true`, `0.75`, `good`, `abstained`."""
+    if value is ABSTAIN:
+        return "abstained"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _number_text(value) if value.is_integer() else f"{value:.6g}"
+    return str(value)
+
+
+def value_problem(value, t: JType) -> str | None:
+    """Why `value` is not a value of type `t` (None when it is)."""
+    if value is ABSTAIN:
+        return None if t.optional else f"it abstained, but `{t}` cannot abstain"
+    kind = t.kind
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"{value!r} is not a Bool"
+    if kind == "score":
+        if isinstance(value, bool) or not isinstance(value, float):
+            return f"{value!r} is not a number"
+        if not math.isfinite(value):
+            return f"{value!r} is not a finite number"
+        if not t.lo <= value <= t.hi:
+            return f"{format_value(value)} is outside {t.required()}"
+        return None
+    if not isinstance(value, str):
+        return f"{value!r} is not a label of {t.required()}"
+    if value not in t.labels:
+        return f"`{value}` is not a label of {t.required()}"
+    return None
+
+
+def checker(t: JType) -> Callable[[object], bool]:
+    """A fast yes/no version of `value_problem` for one type (used on every operator output)."""
+    optional = t.optional
+    if t.kind == "score":
+        lo, hi = t.lo, t.hi
+
+        def check(v):  # NaN fails both comparisons; +-inf fail the range
+            return (type(v) is float and lo <= v <= hi) or (optional and v is ABSTAIN)
+    elif t.kind == "bool":
+        def check(v):
+            return type(v) is bool or (optional and v is ABSTAIN)
+    else:
+        labels = frozenset(t.labels)
+
+        def check(v):
+            return (type(v) is str and v in labels) or (optional and v is ABSTAIN)
+    return check
+
+
+def value_to_json(value):
+    """The JSON form of a value: `null` for an abstention, the value itself otherwise."""
+    return None if value is ABSTAIN else value
+
+
+def value_from_json(data, t: JType):
+    """Read a value back from JSON for type `t`; raises RuntimeFailure when it does not fit."""
+    if data is None:
+        value = ABSTAIN
+    elif t.kind == "score" and isinstance(data, int) and not isinstance(data, bool):
+        value = float(data)
+    else:
+        value = data
+    problem = value_problem(value, t)
+    if problem:
+        raise RuntimeFailure(problem)
+    return value
