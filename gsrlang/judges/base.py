@@ -1,0 +1,113 @@
+"""The judge interface: how a criterion node gets its judgment for a candidate.
+
+Every procedure (`rule.NAME`, `human(field: ...)`, `verifier("name")`, `llm`) is
+served by a `Judge`. The executor calls it once per (criterion, candidate)::
+
+    judgment = await judge.judge(node, item, candidate)
+
+where `node` is the criterion's `gsrlang.program.Node` (its declared type is
+`node.type`, its procedure, question, levels and examples are `node.criterion`),
+`item` is the `gsrlang.data.Item` (task input, reference, every candidate, the raw
+row in `item.record`) and `candidate` is the `gsrlang.data.Candidate` to judge.
+
+A judge returns a `Judgment`; it should not raise for a bad answer (return
+`Judgment.invalid(reason)` instead). If it raises anyway (a network failure after
+retries, a bug), the executor records the exception as an invalid judgment and
+the item becomes invalid with that reason; the run goes on.
+
+Optional parts of the protocol (looked up with `getattr`):
+
+- `async judge_joint(node, item) -> tuple[Judgment, ...]`: judge every candidate
+  of the item in one call (pairwise joint judging), one Judgment per candidate in
+  `item.candidates` order. The executor uses it only for criteria whose procedure
+  asks for it (`llm(joint: true)`) and items with more than one candidate.
+- `validate(node) -> str | None`: called once per criterion before any item runs;
+  return a sentence saying why this judge cannot serve the node (an unknown
+  verifier, a missing field mapping), or None.
+- `inline: bool`: True for judges that do no I/O and answer at once (rules, human
+  annotations): the executor awaits them in sequence instead of scheduling a task
+  per call, which makes runs over 100k items several times faster.
+- `async aclose()`: called once when the run ends (close HTTP clients, caches).
+
+Values: a `Judgment.value` is a Python value of the criterion's declared type:
+`bool` for Bool, `float` for Score[lo..hi] (within the interval), the level's or
+label's `str` for Ordinal / Nominal (numbered ordinals use "1", "2", ...), and
+`ABSTAIN` when the judge could not assess (status "abstained"). The executor checks
+every value against the declared type; a value that does not fit makes the
+judgment invalid.
+
+Provenance is free-form JSON (it goes into the trace as is). Keys the trace and
+the decision path know: `procedure` (e.g. "rule.word_count(above: 600)"), `model`,
+`seed`, `tokens` ({"prompt": n, "completion": n}), `latency_s`, `cached`, `votes`
+(an ensemble's individual answers), `field` (human annotations).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+from gsrlang.runtime.values import ABSTAIN, Abstain
+
+if TYPE_CHECKING:
+    from gsrlang.data import Candidate, Item
+    from gsrlang.program import Node
+
+__all__ = ["ABSTAIN", "Judge", "JudgeConfigError", "Judgment", "STATUSES"]
+
+STATUSES = ("ok", "abstained", "invalid")
+
+
+def _check_status(instance, attribute, value):
+    if value not in STATUSES:
+        raise ValueError(f"a judgment's status is one of {', '.join(STATUSES)}, got {value!r}")
+
+
+@attrs.frozen
+class Judgment:
+    """One judge's answer for one (criterion, candidate).
+
+    value: the judgment (bool | float | str), ABSTAIN when abstained, None when invalid.
+    status: "ok" | "abstained" | "invalid".
+    reason: the judge's short justification (ok), or why it could not answer.
+    raw: the judge's raw answer text, when there is one (model output, a cell's value).
+    provenance: JSON-able facts about how it was obtained (see the module docstring).
+    """
+
+    value: bool | float | str | Abstain | None
+    status: str = attrs.field(default="ok", validator=_check_status)
+    reason: str | None = None
+    raw: str | None = None
+    provenance: dict = attrs.field(factory=dict, hash=False)
+
+    @classmethod
+    def ok(cls, value, reason: str | None = None, raw: str | None = None, **provenance) -> "Judgment":
+        return cls(value, "ok", reason, raw, provenance)
+
+    @classmethod
+    def abstained(cls, reason: str | None = None, raw: str | None = None, **provenance) -> "Judgment":
+        return cls(ABSTAIN, "abstained", reason, raw, provenance)
+
+    @classmethod
+    def invalid(cls, reason: str, raw: str | None = None, **provenance) -> "Judgment":
+        return cls(None, "invalid", reason, raw, provenance)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Serves one procedure kind: one async call per (criterion, candidate)."""
+
+    async def judge(self, node: "Node", item: "Item", candidate: "Candidate") -> Judgment:
+        ...
+
+
+class JudgeConfigError(Exception):
+    """The judges cannot serve the program (no model configured, an unknown verifier).
+
+    Raised before any item runs; `problems` holds one sentence per criterion.
+    """
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)

@@ -1,0 +1,156 @@
+"""Which judge serves which procedure kind, and the checks made before any item runs.
+
+    registry = default_registry()                 # rule, human, verifier
+    registry = default_registry(llm=my_llm_judge) # ... and model judges
+    registry.check(program)                       # JudgeConfigError: one sentence per problem
+
+A procedure kind is "rule", "human", "verifier" or "llm" (`ProcedureSpec.kind`).
+
+The LLM judge lives in `gsrlang.judges.llm` (it talks to a network, so the
+deterministic core never imports it). `load_llm_judge(options)` is the one hook the
+CLI and the demo use to build it: it calls `gsrlang.judges.llm.judge.create_judge(
+options)` when that module defines it, else builds its `LLMJudge(resolve_settings(
+options), cache=JudgmentCache(".gsr-cache/judgments.sqlite"))`; `options` holds the
+command-line settings (`model`, `base_url`, `concurrency`, ... as for
+`resolve_settings`, plus `cache`: a path, or None for no cache). It returns None when no model is configured (neither `--model` nor
+`GSR_MODEL` nor a project file says which).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Mapping
+
+from gsrlang.judges.base import Judge, JudgeConfigError
+from gsrlang.judges.human import HumanJudge
+from gsrlang.judges.rules import RuleJudge
+from gsrlang.judges.verifier import VerifierJudge
+
+__all__ = ["JudgeRegistry", "default_registry", "llm_judge_available", "load_llm_judge"]
+
+LLM_HOOK = "gsrlang.judges.llm.judge"
+DEFAULT_CACHE = ".gsr-cache/judgments.sqlite"
+NO_MODEL_HELP = ("configure one with --model MODEL (or the GSR_MODEL environment variable; OPENAI_BASE_URL "
+                 "for a local OpenAI-compatible server), or judge it with `rule.*`, `human(field: ...)` "
+                 "or `verifier(...)` instead")
+
+
+class JudgeRegistry:
+    """A mapping from procedure kind to the Judge that serves it."""
+
+    def __init__(self, judges: Mapping[str, Judge] | None = None):
+        self._judges: dict[str, Judge] = dict(judges or {})
+
+    def register(self, kind: str, judge: Judge) -> None:
+        self._judges[kind] = judge
+
+    def get(self, kind: str) -> Judge | None:
+        return self._judges.get(kind)
+
+    def judges(self) -> list[Judge]:
+        return list(self._judges.values())
+
+    def judge_for(self, node) -> Judge:
+        judge = self._judges.get(node.criterion.procedure.kind)
+        if judge is None:
+            raise JudgeConfigError([self._missing(node.criterion.procedure.kind, [node.id])])
+        return judge
+
+    @staticmethod
+    def _missing(kind: str, names: list[str]) -> str:
+        which = ", ".join(f"`{n}`" for n in names)
+        plural = len(names) > 1
+        if kind == "llm":
+            return f"criteri{'a' if plural else 'on'} {which} {'are' if plural else 'is'} judged by a model: {NO_MODEL_HELP}"
+        return f"no judge is configured for `{kind}` procedures (criteri{'a' if plural else 'on'} {which})"
+
+    def problems(self, program) -> list[str]:
+        """Why these judges cannot serve `program` (empty when they can)."""
+        missing: dict[str, list[str]] = {}
+        out = []
+        for node in program.criteria:
+            kind = node.criterion.procedure.kind
+            judge = self._judges.get(kind)
+            if judge is None:
+                missing.setdefault(kind, []).append(node.id)
+                continue
+            validate = getattr(judge, "validate", None)
+            problem = validate(node) if validate else None
+            if problem:
+                out.append(problem)
+        return [self._missing(kind, names) for kind, names in missing.items()] + out
+
+    def check(self, program) -> None:
+        """Raise JudgeConfigError (before any item runs) if some criterion cannot be judged."""
+        problems = self.problems(program)
+        if problems:
+            raise JudgeConfigError(problems)
+
+    async def aclose(self) -> None:
+        for judge in self._judges.values():
+            close = getattr(judge, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def default_registry(llm: Judge | None = None) -> JudgeRegistry:
+    """Rule, human and verifier judges, plus `llm` when one is given."""
+    judges: dict[str, Judge] = {"rule": RuleJudge(), "human": HumanJudge(), "verifier": VerifierJudge()}
+    if llm is not None:
+        judges["llm"] = llm
+    return JudgeRegistry(judges)
+
+
+def llm_judge_available() -> bool:
+    """Whether this installation has an LLM judge (the `gsrlang.judges.llm.judge` module)."""
+    try:
+        return importlib.util.find_spec(LLM_HOOK) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def model_configured(options: Mapping | None = None) -> bool:
+    """Whether a model is named by the options, the environment or a project file."""
+    if options and options.get("model"):
+        return True
+    if os.environ.get("GSR_MODEL"):
+        return True
+    try:
+        from gsrlang.judges.llm import ConfigError, resolve_settings
+
+        try:
+            return bool(resolve_settings({}).default.model)
+        except ConfigError:
+            return False
+    except Exception:  # noqa: BLE001 - no usable configuration means no model
+        return False
+
+
+def load_llm_judge(options: Mapping | None = None) -> Judge | None:
+    """The LLM judge for these options, or None when no model is configured.
+
+    Raises JudgeConfigError when a model is configured but this installation has no
+    LLM judge, or the configuration is unusable.
+    """
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    if not model_configured(options):
+        return None
+    if not llm_judge_available():
+        raise JudgeConfigError([f"a model is configured, but this installation of gsrlang has no LLM judge "
+                                f"(the `{LLM_HOOK}` module is missing)"])
+    module = importlib.import_module(LLM_HOOK)
+    try:
+        if hasattr(module, "create_judge"):
+            return module.create_judge(options)
+        # the LLM judge's own constructor: settings from flags > environment > gsr.toml, and the on-disk cache
+        from gsrlang.judges.llm import JudgmentCache, resolve_settings
+
+        cache_path = options.pop("cache", DEFAULT_CACHE)
+        settings = resolve_settings(options)
+        return module.LLMJudge(settings, cache=JudgmentCache(cache_path) if cache_path else None)
+    except Exception as exc:  # a configuration problem, reported before any item runs
+        raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from exc
+
+
+import importlib.util  # noqa: E402  (used by llm_judge_available)

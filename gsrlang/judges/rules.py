@@ -1,0 +1,133 @@
+"""Rule procedures (`criterion x: Bool = rule.NAME(...)`): deterministic checks that need no model.
+
+One function per rule declared in stdlib/rules.gsr, registered under the same
+name; each takes the candidate's text and the rule's parameters (as checked by the
+checker, defaults filled in) and returns `(value, reason)`. `RuleJudge` serves
+every `rule.*` criterion through the judge interface.
+
+Conventions: words are whitespace-separated tokens (`str.split()`); characters are
+Unicode code points (`len(text)`); case-insensitive matching uses `str.casefold`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+from gsrlang.judges.base import Judgment
+
+__all__ = ["RULES", "RuleJudge", "rule", "run_rule"]
+
+RULES: dict[str, Callable[..., tuple[bool, str]]] = {}
+
+
+def rule(name: str):
+    def register(fn):
+        if name in RULES:
+            raise ValueError(f"rule {name!r} is implemented twice")
+        RULES[name] = fn
+        return fn
+
+    return register
+
+
+def _bounds(n: int, unit: str, above, below) -> tuple[bool, str]:
+    hits = []
+    if above is not None and n > above:
+        hits.append(f"more than {above}")
+    if below is not None and n < below:
+        hits.append(f"fewer than {below}")
+    return bool(hits), f"{n} {unit}" + (f" ({' and '.join(hits)})" if hits else "")
+
+
+@rule("word_count")
+def word_count(response: str, /, *, above=None, below=None) -> tuple[bool, str]:
+    """True when the text has more than `above` words or fewer than `below` words."""
+    return _bounds(len(response.split()), "words", above, below)
+
+
+@rule("char_count")
+def char_count(response: str, /, *, above=None, below=None) -> tuple[bool, str]:
+    """True when the text has more than `above` characters or fewer than `below`."""
+    return _bounds(len(response), "characters", above, below)
+
+
+def _excerpt(s: str, limit: int = 40) -> str:
+    s = s.replace("\n", " ")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+@rule("regex")
+def regex(response: str, /, *, pattern: str, ignore_case: bool = False) -> tuple[bool, str]:
+    """True when `pattern` (Python syntax) matches somewhere in the text."""
+    m = re.search(pattern, response, re.IGNORECASE if ignore_case else 0)  # `re` caches compiled patterns
+    if m is None:
+        return False, "no match"
+    return True, f"matches {_excerpt(m.group(0))!r} at character {m.start() + 1}"
+
+
+@rule("contains")
+def contains(response: str, /, *, text: str, case_sensitive: bool = False) -> tuple[bool, str]:
+    """True when the response contains `text` (case-insensitive unless `case_sensitive`)."""
+    needle = text
+    hay, pin = (response, needle) if case_sensitive else (response.casefold(), needle.casefold())
+    found = pin in hay
+    return found, f"{'contains' if found else 'does not contain'} {_excerpt(needle)!r}"
+
+
+@rule("contains_any")
+def contains_any(response: str, /, *, words) -> tuple[bool, str]:
+    """True when the text contains at least one of `words` (case-insensitive)."""
+    hay = response.casefold()
+    for w in words:
+        if w.casefold() in hay:
+            return True, f"contains {_excerpt(w)!r}"
+    return False, "contains none of the words"
+
+
+_FENCE = re.compile(r"```[ \t]*json[ \t]*\r?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+
+
+@rule("json_valid")
+def json_valid(response: str, /) -> tuple[bool, str]:
+    """True when the whole text (or its first ```json fenced block) is valid JSON."""
+    try:
+        json.loads(response)
+        return True, "valid JSON"
+    except ValueError as exc:
+        whole_error = exc
+    m = _FENCE.search(response)
+    if m is not None:
+        try:
+            json.loads(m.group(1))
+            return True, "valid JSON in a ```json block"
+        except ValueError as exc:
+            return False, f"the ```json block is not valid JSON: {exc}"
+    return False, f"not valid JSON: {whole_error}"
+
+
+def run_rule(name: str, response: str, args: dict) -> tuple[bool, str]:
+    """Apply rule `name` with its parameters (None meaning "not given") to a response."""
+    fn = RULES[name]
+    return fn(response, **{k: v for k, v in args.items() if v is not None})
+
+
+class RuleJudge:
+    """Serves every `rule.NAME(...)` criterion. Deterministic and instantaneous."""
+
+    inline = True
+
+    def validate(self, node) -> str | None:
+        name = node.criterion.procedure.name
+        if name not in RULES:
+            return f"criterion `{node.id}` uses `rule.{name}`, which has no implementation"
+        return None
+
+    async def judge(self, node, item, candidate) -> Judgment:
+        proc = node.criterion.procedure
+        try:
+            value, reason = run_rule(proc.name, candidate.text, proc.args)
+        except re.error as exc:
+            return Judgment.invalid(f"invalid regular expression: {exc}", procedure=proc.describe())
+        return Judgment.ok(value, reason, procedure=proc.describe())

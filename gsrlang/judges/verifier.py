@@ -1,0 +1,114 @@
+"""Verifier procedures (`criterion x: T = verifier("name")`): Python functions, never code in a .gsr file.
+
+A verifier is a callable `fn(candidate, item)` (sync or async) that receives the
+`gsrlang.data.Candidate` and the `gsrlang.data.Item` and returns one of:
+
+- a value of the criterion's type (bool, a number for a Score, a label str);
+- `(value, reason)`;
+- None or `ABSTAIN` to abstain;
+- a `Judgment`, for full control (status, reason, raw, provenance).
+
+Verifiers are found, in this order, among those registered in this process with
+`register_verifier(name, fn)` (tests, notebooks) and those that installed packages
+declare under the entry-point group `gsrlang.verifiers`::
+
+    # pyproject.toml of the package that provides it
+    [project.entry-points."gsrlang.verifiers"]
+    sql_runs = "mypkg.checks:sql_runs"
+
+An unknown verifier is reported before any item runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib import metadata
+from typing import Callable
+
+from gsrlang.judges.base import Judgment
+from gsrlang.runtime.values import ABSTAIN
+
+__all__ = ["ENTRY_POINT_GROUP", "VerifierJudge", "find_verifier", "register_verifier", "unregister_verifier"]
+
+ENTRY_POINT_GROUP = "gsrlang.verifiers"
+_REGISTERED: dict[str, Callable] = {}
+_LOADED: dict[str, Callable] = {}
+
+
+def register_verifier(name: str, fn: Callable) -> None:
+    """Make `fn` available as `verifier("name")` in this process (it wins over an entry point)."""
+    if not callable(fn):
+        raise TypeError(f"verifier {name!r} must be callable, got {type(fn).__name__}")
+    _REGISTERED[name] = fn
+
+
+def unregister_verifier(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def _entry_points():
+    try:
+        return metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except TypeError:  # pragma: no cover - Python < 3.10 style
+        return metadata.entry_points().get(ENTRY_POINT_GROUP, ())
+
+
+def find_verifier(name: str) -> Callable | None:
+    """The verifier registered as `name`, or None."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in _LOADED:
+        return _LOADED[name]
+    for ep in _entry_points():
+        if ep.name == name:
+            fn = ep.load()
+            _LOADED[name] = fn
+            return fn
+    return None
+
+
+def available_verifiers() -> list[str]:
+    return sorted({*_REGISTERED, *(ep.name for ep in _entry_points())})
+
+
+def _as_judgment(result, name: str) -> Judgment:
+    if isinstance(result, Judgment):
+        return result
+    reason = None
+    if isinstance(result, tuple) and len(result) == 2:
+        result, reason = result
+    if result is None or result is ABSTAIN:
+        return Judgment.abstained(reason, procedure=f'verifier("{name}")')
+    if isinstance(result, int) and not isinstance(result, bool):
+        result = float(result)
+    return Judgment.ok(result, reason, procedure=f'verifier("{name}")')
+
+
+class VerifierJudge:
+    """Serves every `verifier("name")` criterion."""
+
+    inline = False
+
+    def validate(self, node) -> str | None:
+        name = node.criterion.procedure.name
+        try:
+            fn = find_verifier(name)
+        except Exception as exc:  # a broken entry point: say which
+            return f"criterion `{node.id}`: verifier `{name}` could not be loaded: {type(exc).__name__}: {exc}"
+        if fn is None:
+            known = available_verifiers()
+            return (f"criterion `{node.id}` uses verifier(\"{name}\"), which is not registered "
+                    f"(known: {', '.join(known) if known else 'none'}); install a package that provides it "
+                    f"under the entry-point group `{ENTRY_POINT_GROUP}`, or call "
+                    "gsrlang.judges.verifier.register_verifier")
+        return None
+
+    async def judge(self, node, item, candidate) -> Judgment:
+        name = node.criterion.procedure.name
+        fn = find_verifier(name)
+        if fn is None:
+            return Judgment.invalid(f"verifier `{name}` is not registered")
+        result = fn(candidate, item)
+        if inspect.isawaitable(result):
+            result = await result
+        return _as_judgment(result, name)

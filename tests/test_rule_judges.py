@@ -1,0 +1,202 @@
+"""Judges that need no model: rules, human annotations, verifiers; and the registry's start-up checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gsrlang.catalog import default_catalog
+from gsrlang.check.driver import analyze
+from gsrlang.data import Candidate, Item
+from gsrlang.judges.base import ABSTAIN, JudgeConfigError, Judgment
+from gsrlang.judges.human import HumanJudge
+from gsrlang.judges.registry import default_registry
+from gsrlang.judges.rules import RULES, RuleJudge, run_rule
+from gsrlang.judges.verifier import VerifierJudge, register_verifier, unregister_verifier
+
+
+def program(body: str, task: str = "task pointwise { scale = 1..5 }"):
+    analysis = analyze(f"rubric t\n{task}\n{body}")
+    assert analysis.program is not None, [d.message for d in analysis.errors]
+    return analysis.program
+
+
+def item(record: dict | None = None, *texts: str) -> Item:
+    texts = texts or ("a response",)
+    return Item("i1", 1, "the input", tuple(Candidate(chr(65 + k), t) for k, t in enumerate(texts)), None, None,
+                record or {})
+
+
+# ---- rules ----------------------------------------------------------------------------------------------------
+def test_every_catalogue_rule_has_an_implementation_and_vice_versa():
+    assert set(default_catalog().rules) == set(RULES)
+
+
+def test_word_and_char_count():
+    assert run_rule("word_count", "one two three", {"above": 2}) == (True, "3 words (more than 2)")
+    assert run_rule("word_count", "one two three", {"above": 3})[0] is False
+    assert run_rule("word_count", "one", {"below": 3, "above": None})[0] is True
+    assert run_rule("word_count", "  ", {"below": 1})[0] is True  # no words
+    assert run_rule("char_count", "héllo", {"above": 4})[0] is True  # code points
+    assert run_rule("char_count", "héllo", {"above": 5, "below": 2})[0] is False
+
+
+def test_regex_contains_contains_any():
+    assert run_rule("regex", "Call 555-1234 now", {"pattern": r"\d{3}-\d{4}", "ignore_case": False})[0] is True
+    assert run_rule("regex", "HELLO", {"pattern": "hello", "ignore_case": False})[0] is False
+    assert run_rule("regex", "HELLO", {"pattern": "hello", "ignore_case": True})[0] is True
+    assert run_rule("contains", "I'm Sorry", {"text": "sorry", "case_sensitive": False})[0] is True
+    assert run_rule("contains", "I'm Sorry", {"text": "sorry", "case_sensitive": True})[0] is False
+    assert run_rule("contains_any", "As an AI model", {"words": ["language model", "AI"]}) == (True, "contains 'AI'")
+    assert run_rule("contains_any", "fine", {"words": ["x", "y"]})[0] is False
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', True), ("[1, 2]", True), ("  42 ", True), ("not json", False), ("{'a': 1}", False),
+    ('Here you go:\n```json\n{"a": [1, 2]}\n```\nDone.', True),
+    ("Here:\n```json\n{broken\n```", False), ("", False),
+])
+def test_json_valid(text, expected):
+    assert run_rule("json_valid", text, {})[0] is expected
+
+
+async def test_rule_judge_through_a_program():
+    p = program('criterion long: Bool = rule.word_count(above: 2)\nsink normalize(long)')
+    node = p.node("long")
+    j = await RuleJudge().judge(node, item(None, "a b c d"), Candidate("A", "a b c d"))
+    assert j == Judgment(True, "ok", "4 words (more than 2)", None, {"procedure": "rule.word_count(above: 2)"})
+
+
+# ---- human annotations ---------------------------------------------------------------------------------------------
+HUMAN = """
+criterion flag: Bool = human(field: "ann.flag")
+criterion maybe_flag: Bool? = human(field: "ann.maybe")
+criterion nat: Score[1..3] = human(field: "scores.naturalness")
+criterion lvl: Ordinal[1..5] = human(field: "ann.level")
+criterion tone: Ordinal{poor, fair, good} = human(field: "ann.tone")
+criterion kind: Nominal{bug, feature} = human(field: "ann.kind")
+node k = map(kind, to: {bug: 0, feature: 1})
+sink mean(items: [normalize(flag), normalize(default(maybe_flag, value: false)), scale(nat), normalize(lvl), normalize(tone), k])
+"""
+
+
+def read(criterion: str, record: dict, cid: str = "A") -> Judgment:
+    return HumanJudge.read(program(HUMAN).node(criterion), record, cid)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (True, True), (False, False), (1, True), (0, False), (1.0, True), ("yes", True), ("No", False), ("TRUE", True),
+    ("0", False),
+])
+def test_human_bool(raw, expected):
+    j = read("flag", {"ann": {"flag": raw}})
+    assert j.status == "ok" and j.value is expected
+
+
+@pytest.mark.parametrize("raw", ["maybe", 2, 0.5, [True]])
+def test_human_bool_rejects(raw):
+    j = read("flag", {"ann": {"flag": raw}})
+    assert j.status == "invalid" and "is not a Bool" in j.reason
+
+
+def test_human_score_within_and_outside_the_interval():
+    j = read("nat", {"scores": {"naturalness": 2.3333333333}})
+    assert j.status == "ok" and j.value == 2.3333333333
+    assert read("nat", {"scores": {"naturalness": 2}}).value == 2.0
+    assert read("nat", {"scores": {"naturalness": " 1.5 "}}).value == 1.5
+    j = read("nat", {"scores": {"naturalness": 4.5}})
+    assert j.status == "invalid"
+    assert j.reason == "field 'scores.naturalness' = 4.5 is outside Score[1..3]"
+    assert "not a number" in read("nat", {"scores": {"naturalness": "high"}}).reason
+    assert "finite" in read("nat", {"scores": {"naturalness": "nan"}}).reason
+
+
+def test_human_ordinal_and_nominal():
+    assert read("lvl", {"ann": {"level": 3}}).value == "3"
+    assert read("lvl", {"ann": {"level": "4"}}).value == "4"
+    assert read("lvl", {"ann": {"level": 2.0}}).value == "2"
+    assert read("lvl", {"ann": {"level": 6}}).status == "invalid"
+    assert read("lvl", {"ann": {"level": 2.5}}).status == "invalid"
+    assert read("tone", {"ann": {"tone": "fair"}}).value == "fair"
+    j = read("tone", {"ann": {"tone": 2}})
+    assert j.status == "invalid" and "expected one of poor, fair, good" in j.reason
+    assert read("kind", {"ann": {"kind": "bug"}}).value == "bug"
+    assert read("kind", {"ann": {"kind": "chore"}}).status == "invalid"
+
+
+def test_human_null_is_an_abstention_only_for_optional_types():
+    j = read("maybe_flag", {"ann": {"maybe": None}})
+    assert j.status == "abstained" and j.value is ABSTAIN
+    j = read("flag", {"ann": {"flag": None}})
+    assert j.status == "invalid" and "cannot abstain" in j.reason
+    j = read("flag", {"ann": {"flag": ""}})  # an empty CSV cell
+    assert j.status == "invalid"
+
+
+def test_human_missing_field():
+    j = read("nat", {"scores": {"coherence": 2}})
+    assert j.status == "invalid" and "missing field 'scores.naturalness'" in j.reason and "coherence" in j.reason
+
+
+def test_human_field_per_candidate():
+    p = program('criterion ok: Bool = human(field: "votes.{candidate}")\nsink normalize(ok)',
+                "task pairwise { epsilon = 0 }")
+    node = p.node("ok")
+    record = {"votes": {"A": True, "B": False}}
+    assert HumanJudge.read(node, record, "A").value is True
+    assert HumanJudge.read(node, record, "B").value is False
+
+
+# ---- verifiers -------------------------------------------------------------------------------------------------------
+VERIFIED = 'criterion ok: Bool = verifier("has_digit")\nsink normalize(ok)'
+
+
+async def test_verifier_registered_in_process():
+    register_verifier("has_digit", lambda cand, it: (any(ch.isdigit() for ch in cand.text), "looked for digits"))
+    try:
+        p = program(VERIFIED)
+        assert VerifierJudge().validate(p.node("ok")) is None
+        j = await VerifierJudge().judge(p.node("ok"), item(None, "abc 1"), Candidate("A", "abc 1"))
+        assert j.status == "ok" and j.value is True and j.reason == "looked for digits"
+    finally:
+        unregister_verifier("has_digit")
+
+
+async def test_async_verifier_and_abstention():
+    async def check(cand, it):
+        return None
+
+    register_verifier("has_digit", check)
+    try:
+        p = program(VERIFIED)
+        j = await VerifierJudge().judge(p.node("ok"), item(), Candidate("A", "x"))
+        assert j.status == "abstained"
+    finally:
+        unregister_verifier("has_digit")
+
+
+def test_unknown_verifier_is_reported_before_any_item():
+    p = program(VERIFIED)
+    with pytest.raises(JudgeConfigError) as exc:
+        default_registry().check(p)
+    assert 'verifier("has_digit"), which is not registered' in str(exc.value)
+    assert "gsrlang.verifiers" in str(exc.value)
+
+
+# ---- the registry --------------------------------------------------------------------------------------------------
+def test_llm_criteria_without_a_model_are_reported_before_any_item():
+    p = program('criterion correct: Bool { ask "Is it correct?" }\ncriterion kind: Bool { ask "x?" }\n'
+                "sink mean(items: [normalize(correct), normalize(kind)])")
+    with pytest.raises(JudgeConfigError) as exc:
+        default_registry().check(p)
+    message = str(exc.value)
+    assert "criteria `correct`, `kind` are judged by a model" in message
+    assert "--model" in message and "GSR_MODEL" in message
+
+
+def test_a_registry_with_an_llm_judge_serves_llm_criteria():
+    class Fake:
+        async def judge(self, node, item, candidate):
+            return Judgment.ok(True)
+
+    p = program('criterion correct: Bool { ask "Is it correct?" }\nsink normalize(correct)')
+    default_registry(llm=Fake()).check(p)
