@@ -1,0 +1,226 @@
+"""Replay: recompute composition and readout from a trace, with no judge call.
+
+Two uses:
+
+- **verify** (`gsr replay TRACE`): the program is the one the trace was recorded
+  with (same content hash). Every operator node and the readout are recomputed
+  from the recorded criterion outputs, and every recorded output, the readout and
+  the result line must be reproduced *exactly* (same JSON values, floats bit for
+  bit). The recorded node structure (kind, operator, parameters, inputs) must also
+  match the program, and each criterion's output must agree with its recorded
+  judgment. The first difference is reported precisely.
+- **what if** (`gsr replay TRACE --program EDITED.gsr`): the recorded judgments
+  are re-composed under an edited program. It may change operators, weights,
+  gates, level values, the readout, and may leave recorded criteria unused, but
+  every criterion it has must be in the trace with the same type (a `T` may become
+  `T?`). Nothing is compared; new results (and a new trace) can be written.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import attrs
+
+from gsrlang.judges.base import Judgment
+from gsrlang.program import Program
+from gsrlang.runtime.compose import Plan
+from gsrlang.runtime.executor import ItemRun, check_judgments, finish
+from gsrlang.runtime.trace import _jsonable, node_static, result_line
+from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, format_value, value_from_json
+
+__all__ = ["Difference", "ReplayError", "compatibility_problems", "first_difference", "rebuild", "replay_records",
+           "same"]
+
+
+class ReplayError(Exception):
+    """The trace cannot be replayed under this program (another version, missing criteria, ...)."""
+
+
+@attrs.frozen
+class Difference:
+    item_id: object
+    trace_line: int
+    node: str  # a node id, or "readout" / "result"
+    candidate: str | None
+    recorded: object
+    recomputed: object
+    detail: str = ""
+
+    def describe(self) -> str:
+        where = f"item {self.item_id!r} (trace line {self.trace_line})"
+        what = "the readout" if self.node == "readout" else "the result line" if self.node == "result" \
+            else f"node `{self.node}`"
+        cand = f", candidate {self.candidate}" if self.candidate else ""
+        text = f"{where}, {what}{cand}: recorded {_show(self.recorded)}, recomputed {_show(self.recomputed)}"
+        return text + (f" ({self.detail})" if self.detail else "")
+
+
+def _show(v) -> str:
+    import json
+
+    try:
+        return json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+def same(a, b) -> bool:
+    """Strict JSON equality: same structure, same types (1 is not 1.0, true is not 1), same floats."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+# ---- compatibility ------------------------------------------------------------------------------------------
+def compatibility_problems(program: Program, record: dict, program_label: str = "the program") -> list[str]:
+    """Why the recorded judgments of `record` cannot feed `program`'s criteria (empty when they can)."""
+    recorded = {n["id"]: n for n in record.get("nodes") or ()}
+    problems = []
+    for node in program.criteria:
+        rec = recorded.get(node.id)
+        if rec is None:
+            problems.append(f"criterion `{node.id}` of {program_label} is not in the trace: "
+                            "its judgments were never recorded")
+        elif rec.get("kind") != "criterion":
+            problems.append(f"`{node.id}` is a criterion in {program_label} but a {rec.get('kind')} node in the trace")
+        else:
+            was, now = rec.get("type"), str(node.type)
+            if now != was and now != f"{was}?":
+                problems.append(f"criterion `{node.id}` was recorded as `{was}` but is `{now}` in {program_label}")
+    mode = record.get("mode")
+    has = {"pointwise": program.readout.pointwise, "pairwise": program.readout.pairwise}.get(mode)
+    if has is None:
+        problems.append(f"the trace was recorded in {mode} mode, but {program_label} declares no {mode} task")
+    return problems
+
+
+def unused_criteria(program: Program, record: dict) -> list[str]:
+    ids = {n.id for n in program.criteria}
+    return [n["id"] for n in record.get("nodes") or () if n.get("kind") == "criterion" and n["id"] not in ids]
+
+
+# ---- recomputation -----------------------------------------------------------------------------------------------
+def _failed(record: dict) -> ItemRun:
+    item, result = record.get("item") or {}, record.get("result") or {}
+    return ItemRun(item.get("id"), item.get("line", 0), record.get("mode"), tuple(item.get("candidates") or ()),
+                   "failed", result.get("reason"), label=result.get("label"), label_error=result.get("label_error"))
+
+
+def rebuild(plan: Plan, record: dict) -> ItemRun:
+    """Recompute an item from its trace record: recorded criterion outputs in, composition and readout out."""
+    if record.get("status") == "failed" or not record.get("nodes"):
+        return _failed(record)
+    item = record["item"]
+    candidates = tuple(item["candidates"])
+    m = len(candidates)
+    by_id = {n["id"]: n for n in record["nodes"]}
+    judgments = {}
+    for _, node in plan.criteria:
+        rec = by_id.get(node.id)
+        if rec is None:
+            raise ReplayError(f"item {item.get('id')!r}: criterion `{node.id}` is not in the trace record")
+        outputs = rec.get("output") or [None] * m
+        recorded = rec.get("judgments") or [{"status": "ok"}] * m
+        row = []
+        for c in range(m):
+            j = recorded[c]
+            status = j.get("status", "ok")
+            if status == "invalid":
+                row.append(Judgment(j.get("value"), "invalid", j.get("reason"), j.get("raw"), j.get("provenance") or {}))
+                continue
+            try:
+                value = value_from_json(outputs[c], node.type.maybe(True))
+            except RuntimeFailure as exc:
+                row.append(Judgment(outputs[c], "invalid", f"the recorded value does not fit: {exc}", j.get("raw"),
+                                    j.get("provenance") or {}))
+                continue
+            row.append(Judgment(value, status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
+        judgments[node.id] = tuple(row)
+    values, checked, reason = check_judgments(plan, judgments, candidates)
+    run = finish(plan, record["mode"], item.get("id"), item.get("line", 0), candidates, values, checked, reason)
+    result = record.get("result") or {}
+    return attrs.evolve(run, label=result.get("label"), label_error=result.get("label_error"))
+
+
+def _json_vector(v):
+    return None if v is None else [_jsonable(x) for x in v]
+
+
+def first_difference(plan: Plan, static: list[dict], line: int, record: dict, run: ItemRun) -> Difference | None:
+    """The first place where the recomputed item differs from the record (None: identical)."""
+    item_id = (record.get("item") or {}).get("id")
+    candidates = list(run.candidates)
+
+    def diff(node, recorded, recomputed, candidate=None, detail=""):
+        return Difference(item_id, line, node, candidate, recorded, recomputed, detail)
+
+    nodes = record.get("nodes") or []
+    if run.status != "failed":
+        if len(nodes) != len(static):
+            return diff("result", f"{len(nodes)} nodes", f"{len(static)} nodes", detail="the program has a different "
+                        "number of nodes than the record")
+        for i, (base, rec) in enumerate(zip(static, nodes)):
+            for key, want in base.items():
+                if not same(rec.get(key), want):
+                    return diff(base["id"], rec.get(key), want, detail=f"recorded `{key}` differs from the program's")
+            got = _json_vector(run.values[i]) if run.values is not None else None
+            rec_out = rec.get("output")
+            if not same(rec_out, got):
+                if isinstance(rec_out, list) and isinstance(got, list) and len(rec_out) == len(got):
+                    c = next(k for k in range(len(got)) if not same(rec_out[k], got[k]))
+                    return diff(base["id"], rec_out[c], got[c], candidates[c] if c < len(candidates) else None)
+                return diff(base["id"], rec_out, got)
+            if base["kind"] == "criterion":
+                for c, (out, j) in enumerate(zip(rec_out or (), rec.get("judgments") or ())):
+                    if j.get("status") == "ok" and not same(out, j.get("value")):
+                        return diff(base["id"], j.get("value"), out, candidates[c],
+                                    "the criterion's output differs from its recorded judgment")
+        readout = run.readout.to_json() if run.readout is not None else None
+        if not same(record.get("readout"), readout):
+            return diff("readout", record.get("readout"), readout)
+    recomputed = result_line(run, plan.program)
+    recorded = record.get("result")
+    if not same(recorded, recomputed):
+        if isinstance(recorded, dict):
+            key = next((k for k in (*recomputed, *recorded) if not same(recorded.get(k), recomputed.get(k))), None)
+            if key is not None:
+                return diff("result", recorded.get(key), recomputed.get(key), detail=f"field `{key}`")
+        return diff("result", recorded, recomputed)
+    return None
+
+
+def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool,
+                   program_label: str = "the program") -> Iterator[tuple[int, dict, ItemRun, Difference | None]]:
+    """(trace line, record, recomputed run, first difference or None) for each record.
+
+    verify: every record must carry this program's hash (ReplayError otherwise) and is
+    compared with the recomputation. Otherwise (what if) each record's criteria are
+    checked for compatibility and nothing is compared.
+    """
+    program = plan.program
+    digest = program.content_hash
+    static = node_static(plan)
+    checked_first = False
+    for line, record in records:
+        header = record.get("program") or {}
+        if verify and header.get("hash") != digest:
+            raise ReplayError(
+                f"trace line {line} was recorded under another version of the program "
+                f"({header.get('name')!r}, {header.get('hash')}); {program_label} is {digest}")
+        if not verify and record.get("nodes") and not checked_first:
+            problems = compatibility_problems(program, record, program_label)
+            if problems:
+                raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
+                                  "\n  - ".join(problems))
+            checked_first = True
+        run = rebuild(plan, record)
+        yield line, record, run, (first_difference(plan, static, line, record, run) if verify else None)
+
+
+def describe_value(v) -> str:
+    return format_value(ABSTAIN if v is None else v)
