@@ -1,0 +1,54 @@
+"""gsr metrics: agreement between a results file and its human labels."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from gsrlang.cli import UsageError
+
+HELP = "agreement metrics (with bootstrap 95% intervals) for a results file"
+DESCRIPTION = """\
+Read a results file written by `gsr run --out` (or `gsr replay --out`) and print how
+well its predictions agree with the labels it holds.
+
+pointwise: exact agreement and within-1 accuracy (the gold label rounded half up;
+an invalid item is a miss), MAE, Pearson, Spearman and quadratic-weighted kappa
+(over valid items). pairwise: accuracy (ties, abstentions and invalid items are
+errors unless the gold is a tie), valid-only accuracy, coverage, invalid, tie and
+abstain rates. Lines with a `run` field are grouped by run, and means and standard
+deviations over the runs are shown. An undefined metric is shown as undefined,
+never as 0.
+
+examples:
+  gsr metrics out/results.jsonl
+  gsr metrics out/results.jsonl --json > metrics.json"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", metavar="RESULTS", help="a results file (JSONL)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+
+
+def run(args) -> int:
+    from gsrlang.data import DataError
+    from gsrlang.metrics import format_report, metrics_from_results
+
+    if not Path(args.results).is_file():
+        raise UsageError(f"{args.results}: no such file")
+    if args.bootstrap < 0:
+        raise UsageError("--bootstrap must not be negative")
+    try:
+        report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed)
+    except DataError as exc:
+        print(f"gsr metrics: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(report))
+    return 0

@@ -1,0 +1,177 @@
+"""gsr replay: recompute composition and readout from a trace, with no judge call."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gsrlang.cli import UsageError
+
+HELP = "recompute a trace with no judge call: verify it exactly, or re-compose it under an edited program"
+DESCRIPTION = """\
+Replay a trace written by `gsr run --trace`. No judge is called.
+
+Without --program (or with the very program the trace was recorded with), every
+operator node, the readout and the result line are recomputed from the recorded
+criterion outputs and must be reproduced exactly; the first difference is shown
+(item, node, candidate, recorded and recomputed values) and the exit status is 1.
+A trace recorded under another version of the program is reported as such.
+
+With --program EDITED.gsr (a different program that keeps the recorded criteria,
+with the same names and types), the recorded judgments are re-composed under it:
+the cheap "what if". Write the new results with --out (and a new trace with
+--trace); agreement is printed when the trace holds labels.
+
+exit status: 0 reproduced exactly (or re-composed); 1 a difference, another program
+version, or criteria that do not match; 2 the trace or program cannot be read.
+
+examples:
+  gsr replay out/trace.jsonl
+  gsr replay out/trace.jsonl --program examples/topical_chat/flat.gsr --out out/flat.jsonl
+  gsr replay out/trace.jsonl --show tc-007"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("trace", metavar="TRACE", help="a trace file (JSONL) written by `gsr run --trace`")
+    p.add_argument("--program", metavar="PROGRAM",
+                   help="replay under this program (default: the program file named in the trace)")
+    p.add_argument("--out", metavar="FILE", help="write one result line per item (`-`: standard output)")
+    p.add_argument("--trace-out", dest="trace_out", metavar="FILE", help="write a new trace (for the edited program)")
+    p.add_argument("--show", metavar="ITEM_ID", help="print this item's decision path from the replayed trace")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                   help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the outcome")
+
+
+def _first_header(path: str) -> dict:
+    from gsrlang.runtime.trace import TraceError, read_trace
+
+    try:
+        for _, record in read_trace(path):
+            return record.get("program") or {}
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    raise UsageError(f"{path}: the trace holds no records")
+
+
+def _resolve_program_path(header: dict, trace_path: str) -> str:
+    named = header.get("path")
+    if not named:
+        raise UsageError("the trace does not name its program file: pass it with --program")
+    candidates = [Path(named)]
+    if not Path(named).is_absolute():
+        candidates.append(Path(trace_path).resolve().parent / named)
+    for c in candidates:  # as recorded (relative to where the run was), then beside the trace
+        if c.is_file():
+            return str(c)
+    raise UsageError(f"the program the trace was recorded with, `{named}`, is not there any more: pass it "
+                     "with --program")
+
+
+def run(args) -> int:
+    from gsrlang.commands.run import load_program
+    from gsrlang.data import DataError
+    from gsrlang.runtime.batch import replay_file
+    from gsrlang.runtime.replay import ReplayError, unused_criteria
+
+    header = _first_header(args.trace)
+    recorded_hash = header.get("hash")
+    explicit = args.program is not None
+    path = args.program if explicit else _resolve_program_path(header, args.trace)
+    program = load_program(path)
+    if program is None:
+        return 1
+    verify = program.content_hash == recorded_hash
+    out = sys.stderr if args.out == "-" else sys.stdout
+    if not verify and not explicit:
+        print(f"gsr replay: `{path}` has changed since the trace was recorded: the trace was recorded under "
+              f"version {recorded_hash}, the file is now {program.content_hash}.\n"
+              f"To re-compose the recorded judgments under the current version, run\n"
+              f"  gsr replay {args.trace} --program {path}", file=sys.stderr)
+        return 1
+    label = f"`{path}`"
+    if not verify and not args.quiet:
+        print(f"re-composing the judgments recorded under {header.get('name')!r} ({_short(recorded_hash)}) "
+              f"with {label} ({_short(program.content_hash)})", file=out)
+    shown = []
+
+    def on_item(run, line, difference):
+        if args.show is not None and str(run.id) == args.show:
+            shown.append(run)
+
+    try:
+        summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label, on_item=on_item)
+    except ReplayError as exc:
+        print(f"gsr replay: {exc}", file=sys.stderr)
+        return 1
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+
+    if not verify and not args.quiet:
+        first = _first_record(args.trace)
+        unused = unused_criteria(program, first) if first else []
+        if unused:
+            print(f"  recorded criteria not used by {label}: {', '.join(unused)}", file=out)
+
+    if verify:
+        if summary.first_difference is not None:
+            d = summary.first_difference
+            print(f"gsr replay: the trace is NOT reproduced: {summary.differences} of {summary.items} items differ.\n"
+                  f"first difference: {d.describe()}", file=sys.stderr)
+            code = 1
+        else:
+            carried = f" ({summary.failed} failed rows carried over)" if summary.failed else ""
+            print(f"replayed {summary.items} item{'s' if summary.items != 1 else ''} of {args.trace} under "
+                  f"{label} ({_short(program.content_hash)}) in {summary.seconds:.2f} s: every node output, readout "
+                  f"and result reproduced exactly{carried}", file=out)
+            code = 0
+    else:
+        print(f"{program.name} ({_short(program.content_hash)}), {summary.mode}: {summary.line()}", file=out)
+        if args.out and args.out != "-":
+            print(f"  wrote results {args.out}", file=out)
+        code = 0
+    if not args.quiet and (not verify or code == 0):
+        _print_metrics(summary, program, args.bootstrap, out)
+    if args.show is not None:
+        _show(args, program, shown, out)
+    return code
+
+
+def _short(digest: str | None) -> str:
+    return (digest or "?").split(":")[-1][:12]
+
+
+def _first_record(path: str) -> dict | None:
+    from gsrlang.runtime.trace import read_trace
+
+    for _, record in read_trace(path):
+        if record.get("nodes"):
+            return record
+    return None
+
+
+def _print_metrics(summary, program, bootstrap: int, out) -> None:
+    from gsrlang.metrics import format_report
+
+    p = program.readout.pointwise
+    report = summary.metrics((p.lo, p.hi) if (p and summary.mode == "pointwise") else None, bootstrap)
+    if report is not None:
+        print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=out)
+        print(format_report(report), file=out)
+
+
+def _show(args, program, shown, out) -> None:
+    from rich.console import Console
+
+    from gsrlang.runtime.compose import Plan
+    from gsrlang.runtime.explain import decision_tree
+    from gsrlang.runtime.trace import trace_record
+
+    if not shown:
+        print(f"gsr replay: no item {args.show!r} in the trace", file=sys.stderr)
+        return
+    record = trace_record(shown[0], Plan(program))
+    console = Console(file=out)
+    for c in range(max(1, len(record["item"]["candidates"]))):
+        console.print(decision_tree(record, c))
+

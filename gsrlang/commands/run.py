@@ -1,0 +1,226 @@
+"""gsr run: evaluate a program over a data file; write results and traces; report agreement."""
+
+from __future__ import annotations
+
+import sys
+
+from gsrlang.cli import UsageError
+
+HELP = "run a program over a data file (JSONL, CSV, JSON) and write results and traces"
+DESCRIPTION = """\
+Run a .gsr program over every row of a data file: judge each criterion for each
+candidate, compose the graph, read out a native score (pointwise) or a verdict
+(pairwise). One result line per item goes to --out, one trace record per item to
+--trace (replay it with `gsr replay`). Bad rows are reported with their line and
+reason and the run carries on. With --label-field, agreement with the labels is
+printed at the end (as `gsr metrics` would).
+
+exit status: 0 every item ok; 1 some item failed (a bad row), was invalid, or had
+an unusable label; 2 the program, the data file or the options cannot be used.
+
+examples:
+  gsr run examples/topical_chat/overall.gsr --data examples/topical_chat/data/dev.jsonl \\
+      --input-field context --reference-field fact --id-field id --label-field scores.overall \\
+      --out out/results.jsonl --trace out/trace.jsonl
+  gsr run rubric.gsr --data pairs.json --mode pairwise --responses output_1,output_2 --label-field label"""
+
+MAX_REPORTED = 20
+
+
+def add_arguments(p) -> None:
+    p.add_argument("program", metavar="PROGRAM", help="the .gsr program")
+    p.add_argument("--data", required=True, metavar="FILE", help="items: .jsonl, .csv, .tsv or .json (an array)")
+    p.add_argument("--mode", choices=("pointwise", "pairwise"),
+                   help="which task to run (default: the program's only task)")
+    g = p.add_argument_group("columns (dotted paths into JSON objects are allowed: scores.overall)")
+    g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
+    g.add_argument("--response-field", default="response", metavar="NAME",
+                   help="the response to judge, pointwise (default: response)")
+    g.add_argument("--responses", metavar="A,B", help="the responses to compare, pairwise: two columns, comma-separated")
+    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the line number)")
+    g.add_argument("--label-field", metavar="NAME", help="the human label (a score on the scale, or 1/2/A/B/tie)")
+    g.add_argument("--reference-field", metavar="NAME", help="a fixed reference shown to model judges")
+    p.add_argument("--out", metavar="FILE", help="write one result line per item here (`-`: standard output)")
+    p.add_argument("--trace", metavar="FILE", help="write one trace record per item here")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="judge calls in flight (default: 8)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N rows")
+    p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
+    p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                   help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
+
+
+def load_program(path: str):
+    """The checked program, or None after printing its diagnostics."""
+    from gsrlang import __version__
+    from gsrlang.check.driver import analyze_file
+    from gsrlang.commands.common import DiagnosticPrinter, use_color
+
+    try:
+        analysis = analyze_file(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
+    if analysis.program is None:
+        printer = DiagnosticPrinter("full", use_color("auto", sys.stderr), __version__)
+        out, sys.stdout = sys.stdout, sys.stderr
+        try:
+            printer.add(path, analysis.text, analysis.errors)
+        finally:
+            sys.stdout = out
+        print(f"gsr: `{path}` has {len(analysis.errors)} error{'s' if len(analysis.errors) != 1 else ''}; "
+              "fix them first (`gsr check`)", file=sys.stderr)
+        return None
+    return analysis.program
+
+
+def choose_mode(program, mode: str | None) -> str:
+    from gsrlang.runtime.executor import default_mode
+
+    available = [m for m, r in (("pointwise", program.readout.pointwise), ("pairwise", program.readout.pairwise)) if r]
+    if mode is None:
+        mode = default_mode(program)
+        if mode is None:
+            raise UsageError("the program declares both a pointwise and a pairwise task: choose one with --mode")
+    elif mode not in available:
+        raise UsageError(f"the program declares no {mode} task (it has: {', '.join(available)})")
+    return mode
+
+
+def build_registry(program, args):
+    from gsrlang.judges.base import JudgeConfigError
+    from gsrlang.judges.registry import default_registry, load_llm_judge
+
+    llm = None
+    try:
+        if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
+            llm = load_llm_judge({"model": args.model, "base_url": args.base_url, "concurrency": args.concurrency})
+        registry = default_registry(llm)
+        registry.check(program)
+    except JudgeConfigError as exc:
+        raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
+    return registry
+
+
+class Reporter:
+    """Progress (a bar on a terminal) and the bad rows, on standard error."""
+
+    def __init__(self, data: str, enabled: bool, quiet: bool):
+        self.quiet = quiet
+        self.reported = 0
+        self.progress = None
+        if enabled and sys.stderr.isatty() and not quiet:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            total = _count_rows(data)
+            self.progress = Progress(TextColumn("running"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                     console=Console(stderr=True), transient=True)
+            self.task = self.progress.add_task("run", total=total)
+            self.progress.start()
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=sys.stderr)
+
+    def item(self, run, line) -> None:
+        problems = []
+        if run.status == "failed":
+            problems.append(f"failed row: {run.reason}")
+        elif run.status == "invalid":
+            problems.append(f"invalid item {run.id!r} (line {run.line}): {run.reason}")
+        if run.label_error:
+            problems.append(f"unusable label, item {run.id!r}: {run.label_error}")
+        for problem in problems if not self.quiet else ():
+            self.reported += 1
+            if self.reported <= MAX_REPORTED:
+                self.say(problem)
+            elif self.reported == MAX_REPORTED + 1:
+                self.say("... more problems: see the `reason` and `label_error` fields of the results")
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _count_rows(path: str) -> int | None:
+    try:
+        if not path.lower().endswith((".jsonl", ".ndjson", ".csv", ".tsv")):
+            return None
+        n = 0
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                n += chunk.count(b"\n")
+        return n - (1 if path.lower().endswith((".csv", ".tsv")) else 0)
+    except OSError:
+        return None
+
+
+def print_summary(summary, program, args, stream) -> None:
+    from gsrlang.metrics import format_report
+
+    short = summary.hash.split(":")[-1][:12]
+    print(f"{program.name} ({short}), {summary.mode}: {summary.line()} in {summary.seconds:.2f} s", file=stream)
+    if summary.label_problems:
+        print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
+              "(left out of the metrics; see `label_error` in the results)", file=stream)
+    written = [f"results {args.out}" if getattr(args, "out", None) else None,
+               f"trace {args.trace}" if getattr(args, "trace", None) else None]
+    written = [w for w in written if w]
+    if written:
+        print("  wrote " + ", ".join(written), file=stream)
+    if getattr(args, "label_field", True) and not args.quiet:
+        p = program.readout.pointwise
+        report = summary.metrics((p.lo, p.hi) if (p and summary.mode == "pointwise") else None, args.bootstrap)
+        if report is not None:
+            print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
+            print(format_report(report), file=stream)
+
+
+def run(args) -> int:
+    from gsrlang.data import ColumnMap, DataError
+    from gsrlang.runtime.batch import run_file
+
+    program = load_program(args.program)
+    if program is None:
+        return 1
+    mode = choose_mode(program, args.mode)
+    if args.responses:
+        responses = tuple(r.strip() for r in args.responses.split(",") if r.strip())
+    else:
+        responses = (args.response_field,)
+    need = 1 if mode == "pointwise" else 2
+    if len(responses) != need:
+        raise UsageError(f"a {mode} run judges {need} response column{'s' if need > 1 else ''}; got "
+                         f"{len(responses)} ({', '.join(responses)})" +
+                         (": name them with --responses A,B" if mode == "pairwise" else ""))
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must not be negative")
+    try:
+        columns = ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    registry = build_registry(program, args)
+    reporter = Reporter(args.data, not args.no_progress, args.quiet)
+    try:
+        summary = run_file(program, args.data, columns, registry, mode, args.out, args.trace, args.concurrency,
+                           args.limit, args.program, on_item=reporter.item)
+    except DataError as exc:
+        reporter.close()
+        raise UsageError(str(exc)) from None
+    finally:
+        reporter.close()
+    stream = sys.stderr if args.out == "-" else sys.stdout
+    print_summary(summary, program, args, stream)
+    if not args.out and not args.trace and not args.quiet:
+        sys.stdout.flush()
+        print("  (nothing was written: use --out results.jsonl and --trace trace.jsonl to keep the results)",
+              file=sys.stderr)
+    return 1 if summary.problems else 0
