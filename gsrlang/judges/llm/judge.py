@@ -1,0 +1,735 @@
+"""The LLM judge: criterion nodes judged by any OpenAI-compatible model.
+
+``LLMJudge`` implements the judge interface of :mod:`gsrlang.judges.base`::
+
+    judge = LLMJudge(resolve_settings({"model": "gpt-4o-mini"}), cache=JudgmentCache(path))
+    judgment = await judge.judge(node, item, candidate)          # one criterion, one candidate
+    judgments = await judge.judge_joint(node, item)              # llm(joint: true): all candidates at once
+    await judge.aclose()
+
+One **call unit** is one question to one model: the first ask plus at most
+``max_reasks`` re-asks when the answer is not a value of the criterion's type
+(no JSON, a refusal, a letter that is not an option, a number out of range,
+``cannot_assess`` for a criterion that cannot abstain). After the last re-ask the
+answer is recorded as *abstained* for a ``T?`` criterion and *invalid* otherwise,
+with the raw answer kept.
+
+* **Seeds.** Every unit has a *call seed*, a hash of the base seed (the
+  procedure's ``seed:``, else the run's ``seed`` setting, else 0), the item id,
+  the criterion, the candidate, the ensemble sample and the joint order. It
+  drives the option order (``shuffle: true``, the default) and is recorded in
+  the trace (``seed``) with the listed order (``order``), so every prompt can be
+  rebuilt. When a seed is configured (``seed`` setting or ``seed:``), the call
+  seed is also sent to the model as its sampling seed.
+* **Ensembles** (``judges N aggregate AGG``, ``judges [p1, p2] aggregate AGG``):
+  one unit per judge (sample ``i`` of the same procedure gets its own call seed,
+  hence its own option order, and its own cache entry), aggregated with
+  :func:`aggregate`; every vote is in ``provenance["votes"]``.
+* **Joint judging** (``llm(joint: true)``, pairwise): the responses are shown
+  together, once in the item's order (A, B) and once reversed (B, A); each order
+  gives a judgment per candidate, and where the two orders disagree the
+  ``joint_disagreement`` policy decides (:data:`DISAGREEMENT_POLICIES`). Both
+  orders are in ``provenance["orders"]``.
+* **Cache and resume.** Each model call goes through the client's SQLite cache
+  (keyed by model, server, messages, schema, temperature, seed, sample); in
+  addition the outcome of a whole unit (re-asks included, also when it ended
+  invalid) is stored under a key derived from its first request, so a rerun
+  makes no call for anything already decided. Failed calls (the server down
+  after every retry) are not stored: a rerun tries them again.
+* **Failures.** A call that fails after the client's retries makes that
+  judgment invalid; the run goes on. A client refused for its key or model
+  (401/403/404), or whose first 20 calls all failed, is stopped and its
+  remaining judgments fail at once; :meth:`LLMJudge.report` says so loudly.
+* **Accounting.** :meth:`LLMJudge.usage` gives calls, HTTP requests, cache hits,
+  prompt and completion tokens, re-asks, refusals and failures; every judgment's
+  provenance holds its own tokens, latency, model, seed and cache flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import statistics
+from collections import Counter
+from typing import Any, Sequence
+
+import attrs
+
+from gsrlang.data import Candidate, Item
+from gsrlang.judges.base import ABSTAIN, Judgment
+from gsrlang.judges.llm.cache import JudgmentCache
+from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient
+from gsrlang.judges.llm.config import ConfigError, JudgeSettings
+from gsrlang.judges.llm.fewshot import FewShotBank
+from gsrlang.judges.llm.jsonparse import AnswerFormatError, RefusalError
+from gsrlang.judges.llm.prompts import (
+    AnswerSpec,
+    Example,
+    OutsideType,
+    PromptParts,
+    build_joint_messages,
+    build_messages,
+    data_token,
+    joint_keys,
+    reask_message,
+)
+from gsrlang.program import Node, ProcedureSpec
+from gsrlang.types import JType
+
+__all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders", "create_judge"]
+
+UNIT_VERSION = "gsr-unit/1"
+DISAGREEMENT_POLICIES = ("mean", "first", "abstain", "invalid")
+DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
+_FATAL_STATUS = (401, 403, 404)
+
+
+def call_seed(base: int, item_id: str, node_id: str, who: str, sample: int = 0, order: str = "") -> int:
+    """The per-call seed (31 bits) of one unit; see the module docstring."""
+    digest = hashlib.sha256(f"{base}|{item_id}|{node_id}|{who}|{sample}|{order}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
+
+
+def _value_json(value):
+    return None if value is ABSTAIN else value
+
+
+def _value_from_json(data, status: str):
+    if status == "abstained":
+        return ABSTAIN
+    if status == "invalid":
+        return None
+    return data
+
+
+# ------------------------------------------------------------------------------------------ units
+
+
+@attrs.define
+class _Outcome:
+    """What one call unit (first ask + re-asks) produced, per response key."""
+
+    results: list[dict]  # per response: {"status", "value", "reason", "evidence", "answer"}
+    raw: str | None = None
+    attempts: list[dict] = attrs.field(factory=list)  # {"raw", "problem"} of each unusable answer
+    calls: int = 0  # chat completions asked for (first ask + re-asks)
+    requests: int = 0  # HTTP requests (retries included; 0 when every call was cached)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    model: str | None = None
+    structured: str | None = None
+    refusals: int = 0
+    error: str | None = None  # the call failed (not an answer problem)
+
+    def to_json(self) -> dict:
+        d = attrs.asdict(self)
+        d["results"] = [{**r, "value": _value_json(r["value"])} for r in self.results]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "_Outcome":
+        d = dict(d)
+        d["results"] = [{**r, "value": _value_from_json(r.get("value"), r["status"])} for r in d["results"]]
+        names = {a.name for a in attrs.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@attrs.define
+class _RoleStats:
+    units: int = 0
+    ok_units: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    first_error: str | None = None
+    dead: str | None = None
+
+
+@attrs.define
+class _Stats:
+    judgments: Counter = attrs.field(factory=Counter)
+    units: int = 0
+    calls: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasks: int = 0
+    refusals: int = 0
+    outside_type: int = 0  # units that ended abstained/invalid because no answer fitted
+    call_failures: int = 0
+    joint_disagreements: int = 0
+    latency_s: float = 0.0
+
+
+# ------------------------------------------------------------------------------------------ aggregation
+
+
+def _nearest_level(t: JType, value: float) -> str:
+    """The level whose value is nearest; ties go to the lower level."""
+    best = min(range(len(t.labels)), key=lambda i: (abs(t.values[i] - value), i))
+    return t.labels[best]
+
+
+def aggregate(agg: str, t: JType, votes: Sequence[Judgment], weights: Sequence[float] | None = None) -> Judgment:
+    """Combine an ensemble's votes (each a Judgment) into one judgment.
+
+    Abstained and invalid votes are left out; when abstentions are a strict majority of
+    the votes of a ``T?`` criterion, the result abstains; with no valid vote left it is
+    invalid (or abstained when some vote abstained and the type allows it).
+    Bool: ``majority`` / ``weighted`` (more votes / more weight for true than false;
+    a tie abstains for ``Bool?`` and otherwise takes the first judge's vote),
+    ``unanimous`` (every vote true), ``any`` (some vote true). Ordinal: ``mean`` (the
+    mean of the level values, then the nearest level, the lower one on a tie),
+    ``median`` (the lower median level), ``mode`` (the most common level, the lower
+    on a tie), ``min``, ``max``. Score: ``mean``, ``median``, ``mode`` (the most
+    common value, the lowest on a tie), ``min``, ``max``. Nominal: ``mode`` (a tie
+    goes to the label voted first).
+    """
+    n = len(votes)
+    ok = [(i, v.value) for i, v in enumerate(votes) if v.status == "ok"]
+    abstained = sum(v.status == "abstained" for v in votes)
+    if t.optional and abstained * 2 > n:
+        return Judgment.abstained(f"{abstained} of {n} judges could not assess")
+    if not ok:
+        if abstained and t.optional:
+            return Judgment.abstained(f"{abstained} of {n} judges could not assess")
+        return Judgment.invalid(f"none of the {n} judges gave a valid answer")
+    values = [v for _, v in ok]
+    how = f"{agg} of {len(ok)} vote{'s' if len(ok) != 1 else ''}"
+    if t.kind == "bool":
+        if agg in ("majority", "weighted"):
+            w = [1.0] * n if agg == "majority" else [float(x) for x in (weights or [1.0] * n)]
+            yes = sum(w[i] for i, v in ok if v is True)
+            no = sum(w[i] for i, v in ok if v is False)
+            if yes == no:
+                if t.optional:
+                    return Judgment.abstained(f"{how}: a tie")
+                return Judgment.ok(ok[0][1], f"{how}: a tie, the first judge's vote")
+            return Judgment.ok(yes > no, f"{how}: {yes:g} for true, {no:g} for false")
+        if agg == "unanimous":
+            return Judgment.ok(all(values), how)
+        if agg == "any":
+            return Judgment.ok(any(values), how)
+    elif t.kind == "ordinal":
+        idx = sorted(t.labels.index(v) for v in values)
+        if agg == "mean":
+            return Judgment.ok(_nearest_level(t, statistics.fmean(t.values[i] for i in idx)), how)
+        if agg == "median":
+            return Judgment.ok(t.labels[idx[(len(idx) - 1) // 2]], how)
+        if agg == "mode":
+            counts = Counter(idx)
+            top = max(counts.values())
+            return Judgment.ok(t.labels[min(i for i, c in counts.items() if c == top)], how)
+        if agg == "min":
+            return Judgment.ok(t.labels[idx[0]], how)
+        if agg == "max":
+            return Judgment.ok(t.labels[idx[-1]], how)
+    elif t.kind == "score":
+        xs = [float(v) for v in values]
+        if agg == "mean":
+            return Judgment.ok(min(t.hi, max(t.lo, statistics.fmean(xs))), how)
+        if agg == "median":
+            return Judgment.ok(float(statistics.median(xs)), how)
+        if agg == "mode":
+            counts = Counter(xs)
+            top = max(counts.values())
+            return Judgment.ok(min(x for x, c in counts.items() if c == top), how)
+        if agg == "min":
+            return Judgment.ok(min(xs), how)
+        if agg == "max":
+            return Judgment.ok(max(xs), how)
+    elif t.kind == "nominal" and agg == "mode":
+        counts = Counter(values)
+        top = max(counts.values())
+        return Judgment.ok(next(v for v in values if counts[v] == top), how)
+    return Judgment.invalid(f"`{agg}` cannot aggregate `{t}` votes")
+
+
+def combine_orders(policy: str, t: JType, first: Judgment, second: Judgment) -> tuple[Judgment, str]:
+    """One candidate's judgment from the two orders of joint judging, and how they related.
+
+    Agreeing orders give their value. When only one order gave a valid answer it is used.
+    When they disagree: ``mean`` averages (Score: the mean; Ordinal: the level nearest to
+    the mean of the two values, the lower on a tie; Bool and Nominal cannot be averaged
+    and are treated as ``abstain``), ``first`` keeps the item's order (A, B), ``abstain``
+    abstains for a ``T?`` criterion and is invalid otherwise, ``invalid`` is invalid.
+    """
+    if first.status == "ok" and second.status == "ok":
+        if first.value == second.value:
+            return Judgment.ok(first.value, first.reason), "agree"
+        why = "the two orders disagree"
+        if policy == "first":
+            return Judgment.ok(first.value, f"{why}; kept the first order's answer"), "disagree"
+        if policy == "mean" and t.kind == "score":
+            return Judgment.ok((float(first.value) + float(second.value)) / 2, f"{why}; their mean"), "disagree"
+        if policy == "mean" and t.kind == "ordinal":
+            mean = (t.level_value(first.value) + t.level_value(second.value)) / 2
+            return Judgment.ok(_nearest_level(t, mean), f"{why}; the level nearest their mean"), "disagree"
+        if policy == "invalid" or not t.optional:
+            return Judgment.invalid(f"{why} ({first.value!r} vs {second.value!r})"), "disagree"
+        return Judgment.abstained(f"{why} ({first.value!r} vs {second.value!r})"), "disagree"
+    if first.status == "ok" or second.status == "ok":
+        one = first if first.status == "ok" else second
+        return Judgment.ok(one.value, one.reason), "one order"
+    if first.status == "abstained" and second.status == "abstained":
+        return Judgment.abstained(first.reason), "agree"
+    if t.optional and "abstained" in (first.status, second.status):
+        return Judgment.abstained(first.reason or second.reason), "one order"
+    return Judgment.invalid(first.reason or second.reason or "no valid answer in either order"), "none"
+
+
+# ------------------------------------------------------------------------------------------ the judge
+
+
+class LLMJudge:
+    """Judges ``llm`` criteria through OpenAI-compatible servers (see the module docstring)."""
+
+    inline = False
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        *,
+        cache: JudgmentCache | None = None,
+        fewshot: FewShotBank | None = None,
+        max_reasks: int = 2,
+        joint_disagreement: str = "mean",
+        seed: int | None = None,
+        pool: ClientPool | None = None,
+        owns_cache: bool = False,
+        **client_kwargs: Any,
+    ) -> None:
+        if joint_disagreement not in DISAGREEMENT_POLICIES:
+            raise ConfigError(f"joint disagreement policy must be one of {', '.join(DISAGREEMENT_POLICIES)}, "
+                              f"got {joint_disagreement!r}")
+        if max_reasks < 0:
+            raise ConfigError(f"max_reasks must be >= 0, got {max_reasks}")
+        self.settings = settings
+        self.cache = cache
+        self._owns_cache = owns_cache
+        self.fewshot = fewshot
+        self.max_reasks = max_reasks
+        self.joint_disagreement = joint_disagreement
+        self.seed = seed if seed is not None else (settings.default.seed or 0)
+        self.pool = pool or ClientPool(settings, cache, **client_kwargs)
+        self.stats = _Stats()
+        self._roles: dict[str, _RoleStats] = {}
+        self._gates: dict[int, asyncio.Semaphore] = {}
+
+    # ---------------------------------------------------------------- interface
+    def validate(self, node: Node) -> str | None:
+        spec = node.criterion
+        if spec is None:
+            return f"`{node.id}` is not a criterion"
+        for proc in self._procedures(node):
+            role = proc.args.get("role")
+            try:
+                self.settings.for_role(role)
+            except ConfigError as exc:
+                return f"criterion `{node.id}`: {exc}"
+        if node.type.kind not in ("bool", "score", "ordinal", "nominal"):
+            return f"criterion `{node.id}`: the LLM judge cannot answer `{node.type}`"
+        if self.fewshot is not None:
+            problem = self.fewshot.problem(node.id, node.type.required())
+            if problem:
+                return problem
+        return None
+
+    async def judge(self, node: Node, item: Item, candidate: Candidate) -> Judgment:
+        procs = self._procedures(node)
+        votes = await asyncio.gather(*(self._single(node, item, candidate, p, i) for i, p in enumerate(procs)))
+        return self._finish(node, list(votes))
+
+    async def judge_joint(self, node: Node, item: Item) -> tuple[Judgment, ...]:
+        procs = self._procedures(node)
+        if len(item.candidates) < 2:
+            return tuple([await self.judge(node, item, c) for c in item.candidates])
+
+        async def vote(proc: ProcedureSpec, sample: int) -> list[Judgment]:
+            if proc.args.get("joint"):
+                return await self._joint(node, item, proc, sample)
+            return list(await asyncio.gather(*(self._single(node, item, c, proc, sample) for c in item.candidates)))
+
+        per_vote = await asyncio.gather(*(vote(p, i) for i, p in enumerate(procs)))
+        return tuple(self._finish(node, [v[k] for v in per_vote]) for k in range(len(item.candidates)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients (and the cache, when this judge opened it)."""
+        await self.pool.aclose()
+        if self._owns_cache and self.cache is not None:
+            self.cache.close()
+
+    # ---------------------------------------------------------------- accounting
+    def usage(self) -> dict:
+        """Counters for the run summary and the trace (calls, requests, cache hits, tokens, ...)."""
+        s = self.stats
+        transport = self.pool.usage
+        return {
+            "judgments": sum(s.judgments.values()),
+            "ok": s.judgments["ok"],
+            "abstained": s.judgments["abstained"],
+            "invalid": s.judgments["invalid"],
+            "calls": s.calls,
+            "http_requests": transport.http_requests,
+            "cache_hits": s.cache_hits,
+            "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": s.completion_tokens,
+            "retries": transport.retries,
+            "reasks": s.reasks,
+            "refusals": s.refusals,
+            "outside_type": s.outside_type,
+            "call_failures": s.call_failures,
+            "joint_disagreements": s.joint_disagreements,
+            "model_latency_s": round(s.latency_s, 3),
+        }
+
+    def report(self) -> list[str]:
+        """Loud lines about judges that failed (empty when every judge answered)."""
+        lines = []
+        for role, rs in sorted(self._roles.items()):
+            if not rs.failures:
+                continue
+            cfg = self.settings.for_role(None if role == "default" else role)
+            who = f"judge {role!r} (model {cfg.model!r})"
+            if rs.ok_units == 0:
+                lines.append(f"{who}: EVERY call failed ({rs.failures} of {rs.units}); first error: {rs.first_error}")
+            else:
+                lines.append(f"{who}: {rs.failures} of {rs.units} calls failed; first error: {rs.first_error}")
+            if rs.dead:
+                lines.append(f"{who}: stopped calling it: {rs.dead}")
+        return lines
+
+    @property
+    def failed_every_call(self) -> bool:
+        return any(rs.failures and not rs.ok_units for rs in self._roles.values())
+
+    # ---------------------------------------------------------------- internals
+    def _procedures(self, node: Node) -> tuple[ProcedureSpec, ...]:
+        spec = node.criterion
+        if spec.ensemble is not None:
+            return tuple(spec.ensemble.judges)
+        return (spec.procedure,)
+
+    def _finish(self, node: Node, votes: list[Judgment]) -> Judgment:
+        spec = node.criterion
+        if spec.ensemble is None:
+            j = votes[0]
+        else:
+            ens = spec.ensemble
+            agg = aggregate(ens.aggregate, node.type, votes, ens.args.get("weights"))
+            prov = {
+                "procedure": "ensemble",
+                "aggregate": ens.aggregate,
+                "votes": [{"value": _value_json(v.value), "status": v.status, "reason": v.reason, "raw": v.raw,
+                           **v.provenance} for v in votes],
+                "model": ",".join(dict.fromkeys(str(v.provenance.get("model")) for v in votes)),
+                "tokens": {"prompt": sum(v.provenance.get("tokens", {}).get("prompt", 0) for v in votes),
+                           "completion": sum(v.provenance.get("tokens", {}).get("completion", 0) for v in votes)},
+                "latency_s": max((v.provenance.get("latency_s", 0.0) for v in votes), default=0.0),
+                "cached": all(v.provenance.get("cached") for v in votes),
+            }
+            if ens.args.get("weights") is not None:
+                prov["weights"] = list(ens.args["weights"])
+            j = attrs.evolve(agg, provenance=prov)
+        self.stats.judgments[j.status] += 1
+        return j
+
+    def _parts(self, node: Node, item: Item, spec: AnswerSpec, exclude: Sequence[str]) -> PromptParts:
+        crit = node.criterion
+        examples = [Example(e.text, e.verdict, e.reason) for e in crit.examples]
+        if self.fewshot is not None:
+            examples += self.fewshot.examples_for(node.id, node.type.required())
+        examples = [e for e in examples if e.text not in exclude]
+        token = data_token(self.seed, [item.id, item.input, item.reference, *(c.text for c in item.candidates)])
+        return PromptParts(crit.ask, spec, item.input, item.reference, token, tuple(examples))
+
+    def _setup(self, node: Node, proc: ProcedureSpec, seed: int) -> tuple[LLMClient, str, AnswerSpec, dict]:
+        role = proc.args.get("role")
+        client = self.pool.for_role(role)
+        rng = random.Random(seed) if proc.args.get("shuffle", True) else None
+        spec = AnswerSpec.build(node.type, node.criterion.levels, rng=rng, evidence=bool(proc.args.get("evidence")))
+        send_seed = "seed" in proc.args or client.config.seed is not None
+        opts = {"temperature": proc.args.get("temperature"), "seed": seed if send_seed else None}
+        return client, role or "default", spec, opts
+
+    def _base_seed(self, proc: ProcedureSpec) -> int:
+        s = proc.args.get("seed")
+        return int(s) if s is not None else self.seed
+
+    async def _single(self, node: Node, item: Item, candidate: Candidate, proc: ProcedureSpec, sample: int) -> Judgment:
+        seed = call_seed(self._base_seed(proc), item.id, node.id, candidate.id, sample)
+        client, role, spec, opts = self._setup(node, proc, seed)
+        parts = self._parts(node, item, spec, [candidate.text])
+        messages = build_messages(parts, candidate.text)
+        out = await self._unit(client, role, messages, spec, None, sample, opts)
+        r = out.results[0]
+        prov = self._provenance(proc, role, seed, spec, out)
+        if r.get("evidence"):
+            prov["evidence"] = r["evidence"]
+            prov["evidence_found"] = [q.strip() in candidate.text for q in r["evidence"]]
+        return Judgment(r["value"], r["status"], r.get("reason"), out.raw, prov)
+
+    async def _joint(self, node: Node, item: Item, proc: ProcedureSpec, sample: int) -> list[Judgment]:
+        cands = list(item.candidates)
+        orders = [cands, cands[::-1]]
+        names = ["".join(c.id for c in o) for o in orders]
+
+        async def one(order: list[Candidate], name: str):
+            seed = call_seed(self._base_seed(proc), item.id, node.id, "joint", sample, name)
+            client, role, spec, opts = self._setup(node, proc, seed)
+            parts = self._parts(node, item, spec, [c.text for c in order])
+            messages = build_joint_messages(parts, [c.text for c in order])
+            keys = joint_keys(len(order))
+            out = await self._unit(client, role, messages, spec, keys, sample, opts)
+            return seed, role, spec, out
+
+        done = await asyncio.gather(*(one(o, n) for o, n in zip(orders, names)))
+        judgments = []
+        for k, cand in enumerate(cands):
+            per_order = []
+            records = []
+            for (order, name), (seed, role, spec, out) in zip(zip(orders, names), done):
+                pos = [c.id for c in order].index(cand.id)
+                r = out.results[pos]
+                per_order.append(Judgment(r["value"], r["status"], r.get("reason"), out.raw))
+                rec = {"candidates": [c.id for c in order], "position": pos + 1, "value": _value_json(r["value"]),
+                       "status": r["status"], "reason": r.get("reason"), "answer": r.get("answer"),
+                       "raw": out.raw, **self._provenance(proc, role, seed, spec, out)}
+                if k > 0:  # the calls are shared: count their tokens on the first candidate only
+                    rec["tokens"] = {"prompt": 0, "completion": 0}
+                    rec["calls_shared_with"] = cands[0].id
+                if r.get("evidence"):
+                    rec["evidence"] = r["evidence"]
+                records.append(rec)
+            j, relation = combine_orders(self.joint_disagreement, node.type, per_order[0], per_order[1])
+            if relation == "disagree" and k == 0:
+                self.stats.joint_disagreements += 1
+            prov = {
+                "procedure": proc.describe(),
+                "joint": True,
+                "policy": self.joint_disagreement,
+                "agreement": relation,
+                "orders": records,
+                "model": records[0].get("model"),
+                "seed": records[0].get("seed"),
+                "tokens": {"prompt": sum(r["tokens"]["prompt"] for r in records),
+                           "completion": sum(r["tokens"]["completion"] for r in records)},
+                "latency_s": max(r.get("latency_s", 0.0) for r in records),
+                "cached": all(r.get("cached") for r in records),
+            }
+            judgments.append(Judgment(j.value, j.status, j.reason, records[0]["raw"], prov))
+        return judgments
+
+    def _provenance(self, proc: ProcedureSpec, role: str, seed: int, spec: AnswerSpec, out: _Outcome) -> dict:
+        prov: dict[str, Any] = {
+            "procedure": proc.describe(),
+            "role": role,
+            "model": out.model,
+            "seed": seed,
+            "tokens": {"prompt": out.prompt_tokens, "completion": out.completion_tokens},
+            "latency_s": round(out.latency_s, 4),
+            "cached": out.cached,
+            "calls": out.calls,
+        }
+        if spec.options:
+            prov["order"] = spec.order
+        if len(out.results) == 1 and out.results[0].get("answer") is not None:
+            prov["answer"] = out.results[0]["answer"]
+        if out.calls > 1:
+            prov["reasks"] = out.calls - 1
+        if out.attempts:
+            prov["attempts"] = out.attempts
+        if out.error:
+            prov["error"] = out.error
+        return prov
+
+    def _gate(self, client: LLMClient) -> asyncio.Semaphore:
+        """Calls in flight per client (the client's own bound, taken before the call so that
+        queued calls can be failed at once when the judge has been stopped)."""
+        gate = self._gates.get(id(client))
+        if gate is None:
+            gate = self._gates[id(client)] = asyncio.Semaphore(client.config.concurrency)
+        return gate
+
+    def _role_stats(self, role: str) -> _RoleStats:
+        rs = self._roles.get(role)
+        if rs is None:
+            rs = self._roles[role] = _RoleStats()
+        return rs
+
+    async def _unit(self, client: LLMClient, role: str, messages: list[dict], spec: AnswerSpec,
+                    keys: list[str] | None, sample: int, opts: dict) -> _Outcome:
+        request = ChatRequest(messages=messages, schema=spec.schema(keys), temperature=opts["temperature"],
+                              seed=opts["seed"], sample=sample)
+        stats = self.stats
+        stats.units += 1
+        rs = self._role_stats(role)
+        rs.units += 1
+        unit_key = None
+        if self.cache is not None:
+            unit_key = hashlib.sha256(
+                f"{UNIT_VERSION}|{request.cache_key(client.config)}|{self.max_reasks}".encode()).hexdigest()
+            hit = self.cache.get("unit:" + unit_key)
+            if hit is not None:
+                try:
+                    out = _Outcome.from_json(hit)
+                except (KeyError, TypeError, ValueError):
+                    out = None
+                if out is not None:
+                    out.cached, out.requests, out.latency_s = True, 0, 0.0
+                    out.prompt_tokens = out.completion_tokens = 0
+                    stats.calls += out.calls
+                    stats.cache_hits += out.calls
+                    rs.ok_units += 1
+                    return out
+        n_out = len(keys) if keys else 1
+        out = _Outcome([], model=client.config.model)
+        all_cached = True
+        last_results: list[dict] | None = None
+        gate = self._gate(client)
+        for attempt in range(self.max_reasks + 1):
+            before = client.usage.http_requests
+            problem = None
+            try:
+                async with gate:
+                    if rs.dead:  # checked once a slot is free, so queued calls see an earlier fatal error
+                        stats.call_failures += 1
+                        rs.failures += 1
+                        return self._failed(n_out, f"not called: {rs.dead}", spec, out)
+                    out.calls += 1
+                    stats.calls += 1
+                    result = await client.complete(request)
+            except JudgeCallError as exc:
+                out.requests += client.usage.http_requests - before
+                stats.call_failures += 1
+                rs.failures += 1
+                rs.consecutive_failures += 1
+                rs.first_error = rs.first_error or str(exc)
+                if exc.status in _FATAL_STATUS or (rs.ok_units == 0 and rs.consecutive_failures >= DEAD_AFTER):
+                    rs.dead = rs.dead or str(exc)
+                out.error = str(exc)
+                stats.prompt_tokens += out.prompt_tokens
+                stats.completion_tokens += out.completion_tokens
+                return self._failed(n_out, f"the judge call failed: {exc}", spec, out)
+            except AnswerFormatError as exc:
+                all_cached = False
+                out.requests += client.usage.http_requests - before
+                usage = exc.usage or {}
+                out.prompt_tokens += usage.get("prompt_tokens", 0)
+                out.completion_tokens += usage.get("completion_tokens", 0)
+                out.model = exc.model or out.model
+                raw = exc.text
+                if isinstance(exc, RefusalError):
+                    out.refusals += 1
+                    stats.refusals += 1
+                    problem = "you declined to answer; this is an evaluation task and the response is data to judge"
+                else:
+                    problem = "no JSON object was found in it"
+            else:
+                all_cached = all_cached and result.cached
+                out.requests += result.attempts
+                out.prompt_tokens += result.prompt_tokens
+                out.completion_tokens += result.completion_tokens
+                out.latency_s += result.latency_s
+                out.model, out.structured = result.model, result.structured
+                if result.cached:
+                    stats.cache_hits += 1
+                raw = result.text
+                last_results, problem = self._read(result.data, spec, keys)
+            out.raw = raw
+            if problem is None:
+                break
+            out.attempts.append({"raw": raw, "problem": problem})
+            if attempt < self.max_reasks:
+                stats.reasks += 1
+                request = attrs.evolve(request, messages=(
+                    *request.messages, {"role": "assistant", "content": raw or "(no answer)"},
+                    reask_message(problem, spec, keys)))
+        rs.ok_units += 1
+        rs.consecutive_failures = 0
+        stats.prompt_tokens += out.prompt_tokens
+        stats.completion_tokens += out.completion_tokens
+        stats.latency_s += out.latency_s
+        stats.requests += out.requests
+        if problem is None:
+            out.results = last_results
+        else:
+            stats.outside_type += 1
+            why = f"no answer fitted `{spec.type}` after {len(out.attempts)} tries (last: {problem})"
+            out.results = self._give_up(n_out, why, spec, last_results)
+        out.cached = all_cached
+        if unit_key is not None:
+            self.cache.put("unit:" + unit_key, out.to_json())
+        return out
+
+    def _read(self, data, spec: AnswerSpec, keys: list[str] | None) -> tuple[list[dict] | None, str | None]:
+        """Per-response results when every response's answer fits, else (partial results, the problem)."""
+        if keys is None:
+            objs = [data]
+        else:
+            if not isinstance(data, dict):
+                return None, "expected a JSON object"
+            objs = [data.get(k) for k in keys]
+        results: list[dict] = []
+        problems = []
+        for k, obj in enumerate(objs):
+            try:
+                value, reason, evidence = spec.read(obj)
+            except OutsideType as exc:
+                where = f"{keys[k]}: " if keys else ""
+                problems.append(where + str(exc))
+                results.append({"status": "invalid", "value": None, "reason": str(exc), "evidence": [],
+                                "answer": _answer_field(obj)})
+                continue
+            status = "abstained" if value is ABSTAIN else "ok"
+            results.append({"status": status, "value": value, "reason": reason, "evidence": evidence,
+                            "answer": _answer_field(obj)})
+        return results, ("; ".join(problems) if problems else None)
+
+    def _give_up(self, n: int, why: str, spec: AnswerSpec, partial: list[dict] | None) -> list[dict]:
+        status = "abstained" if spec.optional else "invalid"
+        out = []
+        for k in range(n):
+            r = partial[k] if partial is not None and k < len(partial) else None
+            if r is not None and r["status"] != "invalid":
+                out.append(r)  # in joint mode one response's answer may fit while the other's does not
+            else:
+                out.append({"status": status, "value": ABSTAIN if status == "abstained" else None, "reason": why,
+                            "evidence": [], "answer": r.get("answer") if r else None})
+        return out
+
+    def _failed(self, n: int, why: str, spec: AnswerSpec, out: _Outcome) -> _Outcome:
+        out.results = [{"status": "invalid", "value": None, "reason": why, "evidence": [], "answer": None}
+                       for _ in range(n)]
+        out.error = out.error or why
+        return out
+
+
+def _answer_field(obj):
+    if isinstance(obj, dict):
+        value = obj.get("answer")
+        return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+    return None
+
+
+def create_judge(options: dict | None = None) -> LLMJudge:
+    """The registry's hook (:func:`gsrlang.judges.registry.load_llm_judge`): an LLMJudge from a dict of settings.
+
+    ``options`` holds :func:`resolve_settings` flags (``model``, ``base_url``, ``concurrency``, ...) and
+    optionally the judge's own options: ``cache`` (a path; default ``.gsr-cache/judgments.sqlite``),
+    ``no_cache``, ``fewshot`` (a path), ``fewshot_k``, ``max_reasks``, ``joint_disagreement``.
+    """
+    from gsrlang.judges.llm.config import resolve_settings
+    from gsrlang.judges.llm.options import DEFAULT_CACHE, create_from_settings
+
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    own = {k: options.pop(k) for k in ("cache", "no_cache", "fewshot", "fewshot_k", "max_reasks",
+                                       "joint_disagreement") if k in options}
+    settings = resolve_settings(options)
+    cache = None if own.pop("no_cache", False) else own.pop("cache", DEFAULT_CACHE)
+    own.pop("cache", None)
+    return create_from_settings(settings, cache=cache, **own)

@@ -1,0 +1,166 @@
+"""Command-line flags for model judges, and building the LLM judge from them.
+
+    add_llm_arguments(parser)          # the flags below (skipping any the command already has)
+    judge = build_llm_judge(args)      # an LLMJudge, or None when no model is configured anywhere
+
+Settings are resolved flags > environment > ``gsr.toml`` (see
+:mod:`gsrlang.judges.llm.config`). This module imports nothing heavy: the
+``openai`` package is loaded only when a judge is actually built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_CACHE", "add_llm_arguments", "build_llm_judge", "judge_flags", "parse_role"]
+
+DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
+
+
+def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
+    return flag in parser._option_string_actions  # noqa: SLF001 - argparse has no public lookup
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the model-judge flags to ``parser`` (a flag the parser already defines is left as it is)."""
+    g = parser.add_argument_group(
+        "model judges (llm criteria); settings come from these flags, then the environment "
+        "(OPENAI_API_KEY, OPENAI_BASE_URL, GSR_MODEL, ...), then gsr.toml")
+
+    def add(flag: str, **kw: Any) -> None:
+        if not _has(parser, flag):
+            g.add_argument(flag, **kw)
+
+    add("--model", metavar="MODEL", help="the judge model (default: $GSR_MODEL or [judge] model in gsr.toml)")
+    add("--base-url", metavar="URL",
+        help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL, else OpenAI)")
+    add("--api-key-env", metavar="VAR",
+        help="the environment variable holding the API key (default: OPENAI_API_KEY)")
+    add("--api-key", metavar="KEY",
+        help="the API key itself; other users of the machine can read command lines, so prefer "
+             "--api-key-env or OPENAI_API_KEY. Keys are never written to results, traces, caches or logs")
+    add("--role", action="append", default=None, metavar="NAME=MODEL[@URL]",
+        help="bind a judge role used by `llm(role: \"NAME\")` to a model (and server); repeatable. "
+             "The key of a role on another server comes from $GSR_ROLE_<NAME>_API_KEY")
+    add("--judge-config", metavar="FILE", help="the project file with [judge] settings (default: the nearest gsr.toml)")
+    add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
+    add("--max-tokens", type=int, metavar="N", help="answer length limit")
+    add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
+    add("--max-retries", type=int, metavar="N", help="retries on 429, 5xx, timeouts and dropped connections (default 5)")
+    add("--concurrency", type=int, metavar="N", help="model requests in flight per judge model (default 8)")
+    add("--seed", type=int, metavar="N",
+        help="makes the run reproducible: option order, few-shot draws and the model's sampling seed are "
+             "derived from it per call")
+    add("--structured", choices=("auto", "json_schema", "json_object", "off"),
+        help="how JSON answers are asked for (default auto: JSON Schema, falling back where unsupported)")
+    add("--cache", metavar="FILE", default=None,
+        help=f"the judgment cache (SQLite; default {DEFAULT_CACHE}); a rerun or a resumed run costs no calls "
+             "for anything stored")
+    add("--no-cache", action="store_true", help="neither read nor write the judgment cache")
+    add("--fewshot", metavar="FILE",
+        help="labelled examples (columns criterion, text, verdict, reason?; .jsonl/.csv/.json), sampled "
+             "balanced across verdicts per criterion")
+    add("--fewshot-k", type=int, default=4, metavar="N", help="few-shot examples per criterion (default 4)")
+    add("--max-reasks", type=int, default=2, metavar="N",
+        help="re-asks when an answer is outside the criterion's type (default 2); then abstained (T?) or invalid")
+    add("--joint-disagreement", choices=("mean", "first", "abstain", "invalid"), default="mean",
+        help="joint judging asks in both orders (A/B, B/A); when they disagree: mean (average, for ordinal and "
+             "score; else abstain), first, abstain (T?, else invalid) or invalid (default mean)")
+
+
+def parse_role(text: str) -> tuple[str, dict]:
+    """``NAME=MODEL[@URL]`` -> (name, {"model": ..., "base_url": ...})."""
+    name, sep, rest = text.partition("=")
+    name, rest = name.strip(), rest.strip()
+    if not sep or not name or not rest:
+        raise ValueError(f"--role {text!r}: write NAME=MODEL or NAME=MODEL@URL")
+    model, at, url = rest.partition("@http")
+    over: dict = {"model": model.strip()}
+    if at:
+        over["base_url"] = "http" + url.strip()
+    return name, over
+
+
+def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
+    """The flags layer for :func:`resolve_settings` from parsed arguments."""
+    env = os.environ if env is None else env
+    get = lambda name: getattr(args, name, None)  # noqa: E731
+    flags: dict = {
+        "model": get("model"),
+        "base_url": get("base_url"),
+        "temperature": get("temperature"),
+        "max_tokens": get("max_tokens"),
+        "timeout_s": get("timeout"),
+        "max_retries": get("max_retries"),
+        "concurrency": get("concurrency"),
+        "seed": get("seed"),
+        "structured": get("structured"),
+    }
+    var = get("api_key_env")
+    if get("api_key"):
+        flags["api_key"] = get("api_key")
+    elif var:
+        key = env.get(var)
+        if not key:
+            from gsrlang.judges.llm.config import ConfigError
+
+            raise ConfigError(f"--api-key-env {var}: that environment variable is not set")
+        flags["api_key"] = key
+    roles: dict = {}
+    for text in get("role") or ():
+        name, over = parse_role(text)
+        roles.setdefault(name, {}).update(over)
+    if roles:
+        flags["roles"] = roles
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+def build_llm_judge(args: argparse.Namespace, **judge_kwargs: Any):
+    """The LLM judge the flags (then environment, then gsr.toml) describe, or None when no model is set.
+
+    Raises :class:`gsrlang.judges.llm.config.ConfigError` (an ``LLMError``) for an unusable
+    configuration, a few-shot file that cannot be read or a cache that cannot be opened;
+    the message never contains a key.
+    """
+    from gsrlang.judges.llm.config import NO_MODEL_MESSAGE, ConfigError, resolve_settings
+
+    try:
+        flags = judge_flags(args)
+        config_path = getattr(args, "judge_config", None)
+        settings = resolve_settings(flags, config_path=Path(config_path) if config_path else None)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    except ConfigError as exc:
+        if str(exc) == NO_MODEL_MESSAGE:
+            return None
+        raise
+    return create_from_settings(
+        settings,
+        cache=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE),
+        fewshot=getattr(args, "fewshot", None),
+        fewshot_k=getattr(args, "fewshot_k", 4),
+        max_reasks=getattr(args, "max_reasks", 2),
+        joint_disagreement=getattr(args, "joint_disagreement", "mean") or "mean",
+        **judge_kwargs,
+    )
+
+
+def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot: str | None = None,
+                         fewshot_k: int = 4, max_reasks: int = 2, joint_disagreement: str = "mean",
+                         **judge_kwargs: Any):
+    """An LLMJudge from resolved settings and the judge's own options (paths are opened here)."""
+    from gsrlang.judges.llm.cache import JudgmentCache
+    from gsrlang.judges.llm.config import ConfigError
+    from gsrlang.judges.llm.fewshot import FewShotBank
+    from gsrlang.judges.llm.judge import LLMJudge
+
+    if fewshot_k is not None and fewshot_k < 0:
+        raise ConfigError(f"--fewshot-k must be >= 0, got {fewshot_k}")
+    seed = settings.default.seed or 0
+    bank = FewShotBank.load(fewshot, k=fewshot_k, seed=seed) if fewshot else None
+    store = JudgmentCache(cache) if cache else None
+    return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=max_reasks,
+                    joint_disagreement=joint_disagreement, owns_cache=True, **judge_kwargs)
