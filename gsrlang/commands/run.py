@@ -50,6 +50,9 @@ def add_arguments(p) -> None:
                    help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
+    from gsrlang.judges.llm.options import add_llm_arguments
+
+    add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
 
 
 def load_program(path: str):
@@ -90,12 +93,12 @@ def choose_mode(program, mode: str | None) -> str:
 
 def build_registry(program, args):
     from gsrlang.judges.base import JudgeConfigError
-    from gsrlang.judges.registry import default_registry, load_llm_judge
+    from gsrlang.judges.registry import default_registry
 
     llm = None
     try:
         if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
-            llm = load_llm_judge({"model": args.model, "base_url": args.base_url, "concurrency": args.concurrency})
+            llm = _llm_judge(args)
         registry = default_registry(llm)
         registry.check(program)
     except JudgeConfigError as exc:
@@ -219,8 +222,39 @@ def run(args) -> int:
         reporter.close()
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
+    judge_failed = _llm_report(registry, summary, stream)
     if not args.out and not args.trace and not args.quiet:
         sys.stdout.flush()
         print("  (nothing was written: use --out results.jsonl and --trace trace.jsonl to keep the results)",
               file=sys.stderr)
-    return 1 if summary.problems else 0
+    return 1 if summary.problems or judge_failed else 0
+
+
+def _llm_judge(args):
+    """The LLM judge from the model-judge flags (then environment, then gsr.toml), or None without a model."""
+    from gsrlang.judges.base import JudgeConfigError
+    from gsrlang.judges.llm.config import LLMError
+    from gsrlang.judges.llm.options import build_llm_judge
+
+    try:
+        return build_llm_judge(args)
+    except LLMError as exc:
+        raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
+
+
+def _llm_report(registry, summary, stream) -> bool:
+    """Print the model judges' cost (calls, cache hits, tokens, wall time) and, loudly, any judge that failed.
+
+    True when some judge failed every call it made."""
+    llm = registry.get("llm")
+    if llm is None or not hasattr(llm, "usage"):
+        return False
+    u = llm.usage()
+    if u["calls"]:
+        print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {u['http_requests']} HTTP "
+              f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
+              f"{u['completion_tokens']} completion tokens, {u['call_failures']} failed calls; "
+              f"wall time {summary.seconds:.1f} s", file=stream)
+    for line in llm.report():
+        print(f"gsr run: WARNING: {line}", file=sys.stderr)
+    return bool(getattr(llm, "failed_every_call", False))
