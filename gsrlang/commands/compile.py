@@ -1,0 +1,429 @@
+"""gsr compile: an LLM writes the .gsr program for a prose rubric; the checker's diagnostics drive repairs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gsrlang.cli import UsageError
+
+HELP = "compile a natural-language rubric into a checked .gsr program with an LLM"
+DESCRIPTION = """\
+Compile a rubric written in prose into a .gsr program, before any response is seen.
+The compile sees S = (task input, rubric, optional reference, task contract) and
+nothing else: there is no option for a response or a gold label. One model call
+writes the program; the checker (the same one as `gsr check`) reads it, and its
+diagnostics go back to the model for repair, up to --repairs times. The first
+program without errors is written as it is, under a provenance header. Each round's
+diagnostics are printed to standard error as they come.
+
+Batch mode (--data) compiles one program per row from a per-item rubric column
+(BiGGen-style instance rubrics) into --out-dir, with an index.jsonl that maps item
+ids to programs and a compile report. Results are cached by the hash of S: running
+the same compile again makes no model call.
+
+The model: --model (or $GSR_MODEL, or [judge] model in gsr.toml) on the OpenAI API
+or any OpenAI-compatible server (--base-url); the key is read from $OPENAI_API_KEY.
+
+exit status: 0 compiled; 1 a rubric did not compile within the repair budget;
+2 the tool failed (no server, timeout, bad options, missing files).
+
+examples:
+  gsr compile rubric.md --task pointwise --scale 1..5 -o rubric.gsr
+  gsr compile rubric.md --task pairwise --epsilon 0.05 --on-tie tie -o pairwise.gsr
+  gsr compile rubric.md --task pointwise --scale 1..5 --input prompt.txt --repairs 5 \\
+      --model qwen2.5-7b --base-url http://localhost:8000/v1 --constrain grammar -o out.gsr
+  gsr compile --data items.jsonl --rubric-field rubric --input-field input \\
+      --task pointwise --scale 1..5 --out-dir programs/ --report report.json"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("rubric", nargs="?", metavar="RUBRIC", help="the rubric text file (`-`: standard input)")
+    t = p.add_argument_group("task contract")
+    t.add_argument("--task", choices=("pointwise", "pairwise"), required=True,
+                   help="the readout the program must have")
+    t.add_argument("--scale", metavar="LO..HI", help="pointwise: the native scale, e.g. 1..5 (required)")
+    t.add_argument("--quantize", choices=("round", "floor", "ceil", "none", "thresholds"),
+                   help="pointwise: how the score is quantized (default: round; thresholds: the model picks "
+                        "the cut points)")
+    t.add_argument("--epsilon", metavar="E", help="pairwise: the tie margin in [0, 1) (default: 0)")
+    t.add_argument("--on-tie", choices=("tie", "abstain", "first", "second"),
+                   help="pairwise: tie policy (default: tie)")
+    s = p.add_argument_group("the rest of S (single rubric)")
+    s.add_argument("--input", metavar="FILE_OR_TEXT", help="the task input the responses will answer (a file, or text)")
+    s.add_argument("--reference", metavar="FILE_OR_TEXT", help="a fixed reference answer (a file, or text)")
+    s.add_argument("-o", "--output", metavar="OUT.gsr", help="write the program here (default: standard output)")
+    b = p.add_argument_group("batch mode (a per-item rubric column)")
+    b.add_argument("--data", metavar="FILE", help="items: .jsonl, .csv, .tsv or .json (an array)")
+    b.add_argument("--rubric-field", metavar="NAME", help="the column holding each item's rubric")
+    b.add_argument("--input-field", metavar="NAME", help="the column holding each item's task input")
+    b.add_argument("--reference-field", metavar="NAME", help="the column holding each item's reference")
+    b.add_argument("--id-field", metavar="NAME", help="the item id (default: `id` when present, else the row number)")
+    b.add_argument("--out-dir", metavar="DIR", help="write one program per item and index.jsonl here")
+    b.add_argument("--report", metavar="FILE", help="write the compile report as JSON here")
+    b.add_argument("--concurrency", type=int, metavar="N", help="items compiled at once (default: the model's)")
+    c = p.add_argument_group("compiling")
+    c.add_argument("--repairs", type=int, default=3, metavar="K", help="repair rounds after the first (default: 3)")
+    c.add_argument("--constrain", choices=("none", "grammar", "json"), default="none",
+                   help="grammar: send the .gsr grammar for constrained decoding (vLLM); json: ask for the JSON form "
+                        "under a JSON Schema (structured outputs). The checker decides either way")
+    c.add_argument("--grammar-field", choices=("structured_outputs", "guided_grammar"), default="structured_outputs",
+                   help="how the grammar is sent: structured_outputs (vLLM >= 0.10.2) or guided_grammar (older vLLM)")
+    c.add_argument("--json-form", choices=("auto", "project", "sketch"), default="auto",
+                   help="with --constrain json: the declarative JSON form of `gsr export` (project), a smaller "
+                        "declaration sketch (sketch), or the project form when installed (auto, the default)")
+    c.add_argument("--cache", metavar="FILE", help="the compile cache (default: .gsr-cache/compile.sqlite)")
+    c.add_argument("--no-cache", action="store_true", help="neither read nor write the compile cache")
+    c.add_argument("--retry-failed", action="store_true", help="compile again the rubrics whose cached result failed")
+    c.add_argument("--print-prompt", action="store_true", help="print the prompt for the first rubric and stop")
+    m = p.add_argument_group("the model ($OPENAI_API_KEY holds the key)")
+    m.add_argument("--model", metavar="MODEL", help="the model (default: $GSR_MODEL or gsr.toml)")
+    m.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    m.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: 0)")
+    m.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer, in tokens")
+    m.add_argument("--timeout", type=float, metavar="S", help="seconds per model call (default: 60)")
+    m.add_argument("--max-retries", type=int, metavar="N", help="retries of a failed call (default: 5)")
+    m.add_argument("--config", metavar="FILE", help="a gsr.toml to read instead of the nearest one")
+    p.add_argument("--format", choices=("full", "concise"), default="concise",
+                   help="how each round's diagnostics are printed to standard error (default: concise)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the outcome")
+
+
+# ---- S from the options ---------------------------------------------------------------------------------
+def _contract(args):
+    from gsrlang.compiler.spec import Pairwise, Pointwise, SpecError
+
+    try:
+        if args.task == "pointwise":
+            if args.epsilon is not None or args.on_tie is not None:
+                raise UsageError("--epsilon and --on-tie are for --task pairwise")
+            if not args.scale:
+                raise UsageError("--task pointwise needs --scale LO..HI (for example --scale 1..5)")
+            return Pointwise(scale=args.scale, quantize=args.quantize or "round")
+        if args.scale is not None or args.quantize is not None:
+            raise UsageError("--scale and --quantize are for --task pointwise")
+        epsilon = 0.0
+        if args.epsilon is not None:
+            try:
+                epsilon = float(args.epsilon)
+            except ValueError:
+                raise UsageError(f"--epsilon must be a number in [0, 1), got {args.epsilon!r}") from None
+        return Pairwise(epsilon=epsilon, on_tie=args.on_tie or "tie")
+    except SpecError as exc:
+        flag = "--scale" if args.task == "pointwise" else "--epsilon"
+        raise UsageError(f"bad {flag}: {exc}") from None
+
+
+def _read_text(path: str, what: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} file not found: {path}")
+    if p.is_dir():
+        raise UsageError(f"{what} file is a folder: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} file is not UTF-8 text: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+
+
+def _file_or_text(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    p = Path(value)
+    if len(value) < 4096 and "\n" not in value and p.is_file():
+        return _read_text(value, what)
+    return value
+
+
+def _check_mode(args) -> bool:
+    """True for batch mode; raises UsageError for options that do not go together."""
+    batch = args.data is not None
+    if batch:
+        if args.rubric:
+            raise UsageError("give either a RUBRIC file or --data, not both")
+        if not args.rubric_field:
+            raise UsageError("--data needs --rubric-field (the column holding each item's rubric)")
+        if not args.out_dir and not args.print_prompt:
+            raise UsageError("--data needs --out-dir (where the programs and index.jsonl go)")
+        if args.output or args.input is not None or args.reference is not None:
+            raise UsageError("-o, --input and --reference are for a single rubric; in batch mode use "
+                             "--out-dir, --input-field and --reference-field")
+    else:
+        if not args.rubric:
+            raise UsageError("give a RUBRIC file (or --data with --rubric-field for batch mode)")
+        extra = [f for f, v in (("--rubric-field", args.rubric_field), ("--input-field", args.input_field),
+                                ("--reference-field", args.reference_field), ("--id-field", args.id_field),
+                                ("--out-dir", args.out_dir), ("--report", args.report)) if v]
+        if extra:
+            raise UsageError(f"{', '.join(extra)} need{'s' if len(extra) == 1 else ''} --data (batch mode)")
+    if args.repairs < 0:
+        raise UsageError(f"--repairs must be 0 or more, got {args.repairs}")
+    return batch
+
+
+def _settings(args):
+    from gsrlang.judges.llm import ConfigError, resolve_settings
+
+    flags = {"model": args.model, "base_url": args.base_url, "temperature": args.temperature,
+             "max_tokens": args.max_tokens, "timeout_s": args.timeout, "max_retries": args.max_retries}
+    try:
+        return resolve_settings(flags, config_path=Path(args.config) if args.config else None).default
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+# ---- printing -----------------------------------------------------------------------------------------
+class _Printer:
+    def __init__(self, args, display: str):
+        self.fmt, self.quiet, self.display = args.format, args.quiet, display
+
+    def round(self, r, prefix: str = "") -> None:
+        if self.quiet:
+            return
+        from gsrlang.compiler.prompt import render_feedback
+        from gsrlang.compiler.synthesize import diagnostics_concise
+
+        what = "synthesis" if r.index == 0 else f"repair {r.index}"
+        if r.accepted:
+            w = len(r.warnings)
+            note = f" ({w} warning{'s' if w != 1 else ''})" if w else ""
+            print(f"{prefix}round {r.index} ({what}): accepted{note}", file=sys.stderr)
+            return
+        n = len(r.diagnostics)
+        print(f"{prefix}round {r.index} ({what}): rejected, {n} error{'s' if n != 1 else ''}", file=sys.stderr)
+        if self.fmt == "full" and r.program is not None:
+            text = render_feedback(r.program, r.diagnostics, self.display)
+        else:
+            text = diagnostics_concise(r.program, r.diagnostics, self.display)
+        for line in text.rstrip("\n").splitlines():
+            print(f"{prefix}  {line}" if prefix else f"  {line}", file=sys.stderr)
+
+
+def _call_error(exc) -> UsageError:
+    return UsageError(f"model call failed: {exc}")
+
+
+# ---- run ----------------------------------------------------------------------------------------------
+def run(args) -> int:
+    batch = _check_mode(args)
+    contract = _contract(args)
+    if batch:
+        return _run_batch(args, contract)
+    return _run_one(args, contract)
+
+
+def _open_cache(args):
+    if args.no_cache:
+        return None
+    from gsrlang.compiler.cache import DEFAULT_CACHE, CompileCache
+    from gsrlang.judges.llm import CacheError
+
+    try:
+        return CompileCache(args.cache or DEFAULT_CACHE)
+    except CacheError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _run_one(args, contract) -> int:
+    import asyncio
+
+    from gsrlang.compiler.prompt import PromptError, build_prompt
+    from gsrlang.compiler.spec import CompileSpec, SpecError
+
+    rubric = _read_text(args.rubric, "rubric")
+    try:
+        spec = CompileSpec(rubric=rubric, contract=contract, task_input=_file_or_text(args.input, "input"),
+                           reference=_file_or_text(args.reference, "reference"))
+    except SpecError as exc:
+        raise UsageError(f"{args.rubric}: {exc}") from None
+    if args.print_prompt:
+        try:
+            prompt = build_prompt(spec)
+        except PromptError as exc:
+            raise UsageError(str(exc)) from None
+        sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
+        return 0
+    out = Path(args.output) if args.output else None
+    if out is not None and out.is_dir():
+        raise UsageError(f"-o {args.output} is a folder; give a file name")
+    config = _settings(args)
+    printer = _Printer(args, out.name if out else "program.gsr")
+    cache = _open_cache(args)
+    try:
+        result = asyncio.run(_compile_one(spec, config, args, cache, out, printer.round))
+    finally:
+        if cache is not None:
+            cache.close()
+    return _report_one(args, result, out)
+
+
+async def _compile_one(spec, config, args, cache, out, on_round):
+    from gsrlang.compiler.prompt import PromptError
+    from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
+    from gsrlang.judges.llm import LLMError
+
+    try:
+        async with CompilerClient(config) as client:
+            return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
+                                        grammar_field=args.grammar_field, json_form=args.json_form, path=out,
+                                        on_round=on_round,
+                                        cache=_CacheView(cache, args.retry_failed) if cache else None)
+    except PromptError as exc:
+        raise UsageError(str(exc)) from None
+    except LLMError as exc:
+        raise _call_error(exc) from None
+
+
+class _CacheView:
+    """The cache, optionally ignoring cached failures (--retry-failed)."""
+
+    def __init__(self, cache, retry_failed: bool):
+        self.cache, self.retry_failed = cache, retry_failed
+
+    def key(self, *a, **kw):
+        return self.cache.key(*a, **kw)
+
+    def load(self, key, spec, **kw):
+        result = self.cache.load(key, spec, **kw)
+        if result is not None and self.retry_failed and not result.ok:
+            return None
+        return result
+
+    def store(self, key, result, repairs):
+        self.cache.store(key, result, repairs)
+
+
+def _report_one(args, result, out: Path | None) -> int:
+    from gsrlang.compiler.prompt import render_feedback
+
+    where = args.rubric if args.rubric != "-" else "<stdin>"
+    cached = " (from the cache, no model call)" if result.cached else ""
+    if result.ok:
+        if out is None:
+            sys.stdout.write(result.source)
+        else:
+            _write(out, result.source)
+            Path(str(out) + ".failed").unlink(missing_ok=True)
+        rounds = f"{result.repairs} repair round{'s' if result.repairs != 1 else ''}"
+        print(f"compiled {where} -> {out or '<stdout>'}: {result.status}, {rounds}, model {result.model}{cached}",
+              file=sys.stderr)
+        return 0
+    print(f"gsr compile: {where}: compile failed: {result.reason}{cached}", file=sys.stderr)
+    if result.last_program is not None:
+        if args.quiet or args.format == "full":
+            sys.stderr.write(render_feedback(result.last_program, result.diagnostics,
+                                             out.name if out else "program.gsr"))
+        if out is not None:
+            from gsrlang.compiler.batch import failed_text
+
+            failed = Path(str(out) + ".failed")
+            _write(failed, failed_text(result, out.name))
+            print(f"the last program and its diagnostics are in {failed}", file=sys.stderr)
+    return 1
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# ---- batch --------------------------------------------------------------------------------------------
+def _run_batch(args, contract) -> int:
+    import asyncio
+    import json
+
+    from gsrlang.compiler.batch import CompileFields, CompileItem, RefusedField, read_compile_items
+    from gsrlang.compiler.prompt import PromptError, build_prompt
+    from gsrlang.data import DataError
+
+    try:
+        fields = CompileFields(rubric=args.rubric_field, input=args.input_field, reference=args.reference_field,
+                               id=args.id_field)
+    except (RefusedField, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        items = list(read_compile_items(args.data, fields, contract))
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    if args.print_prompt:
+        first = next((i for i in items if isinstance(i, CompileItem)), None)
+        if first is None:
+            raise UsageError(f"{args.data}: no usable item")
+        try:
+            prompt = build_prompt(first.spec)
+        except PromptError as exc:
+            raise UsageError(str(exc)) from None
+        sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
+        return 0
+    config = _settings(args)
+    out_dir = Path(args.out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out-dir {args.out_dir} is not a folder")
+    cache = _open_cache(args)
+    try:
+        report = asyncio.run(_compile_batch(items, config, args, cache, out_dir))
+    finally:
+        if cache is not None:
+            cache.close()
+    sys.stderr.write(report.summary())
+    print(f"programs and {out_dir / 'index.jsonl'} written", file=sys.stderr)
+    if args.report:
+        try:
+            Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.report).write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+    if any(e.error_kind == "model" for e in report.entries):
+        return 2
+    return 1 if report.count("failed") or report.count("error") else 0
+
+
+async def _compile_batch(items, config, args, cache, out_dir):
+    from gsrlang.compiler.batch import compile_batch
+    from gsrlang.compiler.prompt import PromptError
+    from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
+
+    view = _CacheView(cache, args.retry_failed) if cache else None
+    total = len(items)
+    done = [0]
+    printer = _Printer(args, "program.gsr")
+
+    async with CompilerClient(config) as client:
+        async def one(spec, path):
+            def on_round(r):
+                printer.display = path.name
+                printer.round(r, prefix=f"{path.stem}: ")
+            try:
+                return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
+                                            grammar_field=args.grammar_field, json_form=args.json_form, path=path,
+                                            on_round=on_round,
+                                            cache=view)
+            except PromptError as exc:
+                raise UsageError(str(exc)) from None
+
+        def on_item(item, result):
+            done[0] += 1
+            if args.quiet:
+                return
+            if isinstance(result, Exception):
+                print(f"[{done[0]}/{total}] {item.id}: model call failed: {result}", file=sys.stderr)
+            else:
+                if result.status == "compiled":
+                    how = "compiled on the first try"
+                elif result.status == "repaired":
+                    how = f"compiled after {result.repairs} repair{'s' if result.repairs != 1 else ''}"
+                else:
+                    how = f"failed: {result.reason}"
+                cached = " (cached)" if result.cached else ""
+                print(f"[{done[0]}/{total}] {item.id}: {how}{cached}", file=sys.stderr)
+
+        return await compile_batch(items, one, out_dir, concurrency=args.concurrency or config.concurrency,
+                                   model=config.model, on_item=on_item)
