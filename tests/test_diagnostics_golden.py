@@ -1,0 +1,240 @@
+"""Golden diagnostics: every diagnostic code has failing programs, with the expected output beside them.
+
+Each case is `tests/cases/check/<CODE>_<short_name>.gsr`; `<same name>.expected` holds the
+diagnostics rendered in the full format, without colour, with the path shown as the
+repository-relative `tests/cases/check/NAME.gsr`. Cases run through the same code path
+as `gsr check` (`collect_files`, `analyze_file`, `render_full` with `Sources`), with the
+repository root as the working directory; absolute paths of the checkout (imported
+fragments, `looked for ...` help) are shown relative to the repository root, so the
+files do not depend on where the checkout lives. Helper fragments for the import codes
+(GSR010-GSR012) live in `tests/cases/check/imports/`.
+
+A few cases are not files: GENERATED ones are bytes written to a temporary folder (a
+binary file, invalid UTF-8; no raw bytes are committed) and MISSING ones name a path
+that deliberately does not exist (GSR005). Both still have a `.expected` file.
+
+KNOWN_ISSUES are cases whose current output is wrong (a crash, cascade noise, a wrong
+span). They have no `.expected` file; each has a targeted check, marked
+`xfail(strict=True)`, that flips when the checker is fixed: then remove the entry and
+regenerate.
+
+Regenerate the expected files after an intended change of the checker's output:
+
+    GSR_REGEN=1 .venv/bin/pytest tests/test_diagnostics_golden.py
+
+and review the diff. The explanations of `gsr explain` are checked here too: every
+code has one, its wrong example triggers the code, and its right example checks clean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from gsrlang.check.driver import analyze_file
+from gsrlang.cli import main
+from gsrlang.commands.common import collect_files, read_error
+from gsrlang.diagnostics import Diagnostic
+from gsrlang.diagnostics.codes import CODES
+from gsrlang.diagnostics.explanations import EXPLANATIONS, explain
+from gsrlang.diagnostics.render import Sources, render_concise, render_full
+from gsrlang.span import SourceText
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "tests" / "cases" / "check"
+SHOWN = "tests/cases/check"  # how case paths are passed to the checker and shown
+REGEN = bool(os.environ.get("GSR_REGEN"))
+
+_LATIN1_TEXT = (
+    'rubric helpfulness "How helpful is the response to the prompt?"\n'
+    "task pointwise { scale = 1..5 }\n"
+    'criterion correct: Ordinal[1..5] { ask "Are the facts correct (vérifiés)?" }\n'
+    "sink normalize(correct)\n"
+)
+GENERATED: dict[str, bytes] = {
+    # a PNG image renamed to .gsr: a NUL byte in the first bytes
+    "GSR003_binary_file": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10\x08\x06",
+    # a rubric saved as Latin-1: "é" is the single byte 0xE9, on line 3
+    "GSR003_latin1_text": _LATIN1_TEXT.encode("latin-1"),
+}
+MISSING = {"GSR005_missing_file"}  # checked by path; there is deliberately no such file
+
+
+def _codes(ds) -> list[str]:
+    return [d.code for d in ds]
+
+
+# name -> (why the current output is not acceptable, a check that holds once it is fixed)
+KNOWN_ISSUES: dict[str, tuple[str, Callable[[list[Diagnostic], str], bool]]] = {
+    "GSR001_unclosed_call_mid_file": (
+        "an unclosed `(` in a declaration in the middle of the file is reported as `unexpected end of file` "
+        "at the end of the whole file (line 7) instead of at the end of the broken declaration (line 4)",
+        lambda ds, concise: _codes(ds) == ["GSR001"] and concise.startswith(f"{SHOWN}/GSR001_unclosed_call_mid_file.gsr:4:")),
+    "GSR003_latin1_text": (
+        "invalid UTF-8 is reported at 1:1 with an empty snippet: the CLI has no text to place the span in, "
+        "so the position of the bad byte (line 3, column 56) is lost",
+        lambda ds, concise: _codes(ds) == ["GSR003"] and concise.startswith(f"{SHOWN}/GSR003_latin1_text.gsr:3:56:")),
+    "GSR202_map_without_to": (
+        "`map(tone)` without `to:` crashes the type checker (KeyError: 'to' in typecheck._check_map)",
+        lambda ds, concise: _codes(ds) == ["GSR202"]),
+    "GSR202_map_without_input": (
+        "`map(to: {...})` without its input crashes the type checker (AttributeError in typecheck._check_map)",
+        lambda ds, concise: "GSR202" in _codes(ds)),
+    "GSR206_positional_after_named": (
+        "a positional argument after a named one is dropped, and its port is then also reported missing (GSR202)",
+        lambda ds, concise: _codes(ds) == ["GSR206"]),
+    "GSR206_procedure_positional": (
+        '`human("annotator_1")` also reports the `field` parameter as missing (GSR202)',
+        lambda ds, concise: _codes(ds) == ["GSR206"]),
+    "GSR206_repeated_positional": (
+        "`normalize(correct, correct)` says \"`x` is given twice\" (GSR203): ports.py finds a positional argument's "
+        "index with list.index, and equal arguments (spans are not compared) get the same index",
+        lambda ds, concise: _codes(ds) == ["GSR206"]),
+    "GSR304_node_as_parameter": (
+        "a node given to a parameter is rejected, and the criterion inside it is then also reported as not "
+        "reaching the sink (GSR402)",
+        lambda ds, concise: _codes(ds) == ["GSR304"]),
+    "GSR502_second_sink_cascade": (
+        "the criterion used only by the second sink is also reported as not reaching the sink (GSR402)",
+        lambda ds, concise: _codes(ds) == ["GSR502"]),
+}
+
+
+def _case_names() -> list[str]:
+    names = {p.stem for p in CASES.glob("*.gsr")} | set(GENERATED) | MISSING
+    return sorted(names)
+
+
+ALL_CASES = _case_names()
+GOLDEN_CASES = [n for n in ALL_CASES if n not in KNOWN_ISSUES]
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def _portable(text: str) -> str:
+    """Absolute paths of this checkout shown relative to it (imported fragments, `looked for` help)."""
+    return text.replace(str(ROOT) + os.sep, "").replace(ROOT.as_posix() + "/", "")
+
+
+def check_like_cli(path: str) -> tuple[list[Diagnostic], str | None]:
+    """What `gsr check PATH` does for one path (gsrlang/commands/check.py): diagnostics and the text read."""
+    found = list(collect_files([path]))
+    assert len(found) == 1, found
+    shown, problem = found[0]
+    if problem:
+        return [read_error(shown, problem)], None
+    try:
+        analysis = analyze_file(shown)
+    except OSError as exc:
+        return [read_error(shown, f"cannot read `{shown}`: {exc.strerror}")], None
+    return list(analysis.diagnostics), analysis.text
+
+
+def run_case(name: str, tmp_path: Path) -> tuple[list[Diagnostic], str, str]:
+    """(diagnostics, full rendering, concise rendering) of a case, shown as tests/cases/check/NAME.gsr."""
+    shown = f"{SHOWN}/{name}.gsr"
+    if name in GENERATED:
+        real = tmp_path / f"{name}.gsr"
+        real.write_bytes(GENERATED[name])
+        diagnostics, text = check_like_cli(str(real))
+    else:
+        diagnostics, text = check_like_cli(shown)
+    sources = Sources(SourceText(shown, text if text is not None else ""))
+    return diagnostics, _portable(render_full(diagnostics, sources)), _portable(render_concise(diagnostics, sources))
+
+
+def _code_of(name: str) -> str:
+    return name.split("_", 1)[0]
+
+
+@pytest.mark.parametrize("name", GOLDEN_CASES)
+def test_golden(name, tmp_path):
+    diagnostics, full, _ = run_case(name, tmp_path)
+    assert _code_of(name) in _codes(diagnostics), f"{name} does not report {_code_of(name)}: {_codes(diagnostics)}"
+    expected_path = CASES / f"{name}.expected"
+    if REGEN:
+        expected_path.write_text(full, encoding="utf-8")
+    assert expected_path.exists(), f"no {expected_path.name}: run with GSR_REGEN=1 to create it"
+    assert full == expected_path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", [n for n in GOLDEN_CASES if n not in GENERATED])
+def test_cli_output_is_the_golden_output(name, capsys):
+    """`gsr check` itself prints exactly the expected file (so the harness cannot drift from the CLI)."""
+    status = main(["check", "--color", "never", "--quiet", f"{SHOWN}/{name}.gsr"])
+    out = capsys.readouterr().out
+    expected = (CASES / f"{name}.expected").read_text(encoding="utf-8")
+    assert _portable(out) == expected
+    has_error = expected.startswith("error[") or "\nerror[" in expected
+    assert status == (1 if has_error else 0)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_ISSUES[n][0]))
+                                  for n in KNOWN_ISSUES])
+def test_known_issue(name, tmp_path):
+    diagnostics, _, concise = run_case(name, tmp_path)
+    assert KNOWN_ISSUES[name][1](diagnostics, concise), concise
+
+
+# ---- the case folder itself ------------------------------------------------------------------------------
+def test_every_code_has_a_golden_case():
+    covered = {_code_of(n) for n in GOLDEN_CASES if (CASES / f"{n}.expected").exists()}
+    missing = sorted(set(CODES) - covered)
+    assert not missing, f"codes without a golden case: {missing}"
+
+
+def test_case_names_and_files_are_consistent():
+    for name in ALL_CASES:
+        assert _code_of(name) in CODES, f"{name}: the name must start with a known code"
+        if name in MISSING:
+            assert not (CASES / f"{name}.gsr").exists()
+    for expected in CASES.glob("*.expected"):
+        assert expected.stem in GOLDEN_CASES, f"{expected.name} has no case (or is a known issue)"
+    for name in KNOWN_ISSUES:
+        assert name in ALL_CASES, name
+        assert not (CASES / f"{name}.expected").exists(), f"{name} is a known issue: its output is not golden"
+
+
+def test_import_fragments_are_used():
+    used = "".join(p.read_text(encoding="utf-8") for p in [*CASES.glob("*.gsr"), *CASES.glob("imports/*.gsr")])
+    for fragment in (CASES / "imports").glob("*.gsr"):
+        assert fragment.read_text(encoding="utf-8").startswith(("fragment ", "rubric ")), fragment
+        assert f"{fragment.name}\"" in used, f"imports/{fragment.name} is not imported by any case"
+
+
+# ---- explanations ------------------------------------------------------------------------------------------
+def test_every_code_has_an_explanation():
+    assert set(EXPLANATIONS) == set(CODES)
+    for code, info in CODES.items():
+        text = explain(code)
+        assert text.startswith(f"{code}: {info.title} ({info.severity})\n")
+        assert "\nWrong:\n" in text and "\nRight:\n" in text
+        assert explain(code.lower()) == text
+        assert len(EXPLANATIONS[code].text) > 150, f"{code}: the explanation is too short"
+    assert explain("GSR999") is None
+
+
+def _check_example(example, folder: Path, capsys) -> tuple[int, list[str]]:
+    main_file = example.write(folder)
+    capsys.readouterr()
+    status = main(["check", "--format", "json", str(main_file)])
+    out = capsys.readouterr().out
+    return status, [d["code"] for d in json.loads(out)]
+
+
+@pytest.mark.parametrize("code", sorted(EXPLANATIONS))
+def test_explanation_examples(code, tmp_path, capsys):
+    e = EXPLANATIONS[code]
+    status, found = _check_example(e.wrong, tmp_path / "wrong", capsys)
+    assert code in found, f"the wrong example of {code} gives {found}"
+    assert set(found) == {code, *e.also}, f"the wrong example of {code} gives {found}; declared also={e.also}"
+    assert status == (0 if CODES[code].severity == "warning" else 1)
+    status, found = _check_example(e.right, tmp_path / "right", capsys)
+    assert found == [] and status == 0, f"the right example of {code} gives {found}"
