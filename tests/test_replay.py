@@ -63,7 +63,7 @@ def test_replay_reproduces_every_record_exactly():
     assert [r["status"] for r in records] == ["ok", "ok", "invalid", "ok"]
     out = replay(prog, records)
     assert [d for *_, d in out] == [None] * 4
-    assert [result_line(run, prog) for _, _, run, _ in out] == [r["result"] for r in records]
+    assert [result_line(run, prog) for _, _, run, _, _ in out] == [r["result"] for r in records]
 
 
 unit = st.floats(min_value=1, max_value=3, allow_nan=False)
@@ -74,7 +74,7 @@ unit = st.floats(min_value=1, max_value=3, allow_nan=False)
 def test_replay_reproduces_random_items(natural, relevant, level, words):
     prog = program()
     record = record_for(prog, make_item(0, natural, relevant, level, words))
-    [(_, _, run, difference)] = replay(prog, [record])
+    [(_, _, run, _, difference)] = replay(prog, [record])
     assert difference is None
     assert json.loads(dumps(trace_record(run, Plan(prog), "chat.gsr"))) == record
 
@@ -135,7 +135,7 @@ def test_what_if_recomposes_under_an_edited_program():
     records = [record_for(prog, it) for it in ITEMS]
     out = replay(edited, records, verify=False)
     direct = [record_for(edited, it) for it in ITEMS]
-    assert [result_line(run, edited) for _, _, run, _ in out] == [r["result"] for r in direct]
+    assert [result_line(run, edited) for _, _, run, _, _ in out] == [r["result"] for r in direct]
 
 
 def test_what_if_may_drop_criteria_and_change_level_values():
@@ -144,7 +144,7 @@ def test_what_if_may_drop_criteria_and_change_level_values():
                      .replace("node final = cap(base: body, trigger: rambling, at: 0.4)", "node final = body"))
     records = [record_for(prog, it) for it in ITEMS]
     out = replay(edited, records, verify=False)
-    assert [r.readout.sink for _, _, r, _ in out if r.readout] == [
+    assert [r.readout.sink for _, _, r, _, _ in out if r.readout] == [
         record_for(edited, it)["readout"]["sink"] for it in ITEMS if record_for(edited, it)["readout"]]
 
 

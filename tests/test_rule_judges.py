@@ -63,7 +63,7 @@ async def test_rule_judge_through_a_program():
     p = program('criterion long: Bool = rule.word_count(above: 2)\nsink normalize(long)')
     node = p.node("long")
     j = await RuleJudge().judge(node, item(None, "a b c d"), Candidate("A", "a b c d"))
-    assert j == Judgment(True, "ok", "4 words (more than 2)", None, {"procedure": "rule.word_count(above: 2)"})
+    assert j == Judgment(True, "ok", "4 words (more than 2)", None, {})
 
 
 # ---- human annotations ---------------------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ as in `gsrlang.data.get_path`) and converted to the criterion's declared type:
   integer (3, 3.0, "3");
 - Nominal: a label.
 
+`raw` keeps the cell as written when it differs from the converted value ("yes" for
+true, "3" for a level); provenance names the field only when it contains `{candidate}`
+(the trace node already shows the procedure and its field).
+
 A null (or an empty CSV cell) is an abstention when the criterion is declared `T?`,
 and invalid otherwise. A value that does not fit is invalid, with a reason such as
 `field 'scores.naturalness' = 4.5 is outside Score[1..3]`.
@@ -108,20 +112,25 @@ class HumanJudge:
 
     @staticmethod
     def read(node, record, candidate_id: str = "A") -> Judgment:
-        field = node.criterion.procedure.args["field"].replace("{candidate}", candidate_id)
+        declared = node.criterion.procedure.args["field"]
+        field = declared.replace("{candidate}", candidate_id)
+        # the trace node already names the procedure and its field; say which field only when it varies
+        where = {"field": field} if field != declared else {}
         t: JType = node.type
         try:
             value = get_path(record, field)
         except MissingFieldError as exc:
-            return Judgment.invalid(str(exc), procedure="human", field=field)
+            return Judgment.invalid(str(exc), **where)
         raw = None if value is None else _shown(value)
         if value is None or value == "":
             if t.optional:
-                return Judgment.abstained(f"field {field!r} is empty", raw, procedure="human", field=field)
+                return Judgment.abstained(f"field {field!r} is empty", raw, **where)
             return Judgment.invalid(f"field {field!r} is empty, and `{t}` cannot abstain (declare it `{t}?` "
-                                    "to treat an empty annotation as an abstention)", raw,
-                                    procedure="human", field=field)
+                                    "to treat an empty annotation as an abstention)", raw, **where)
         converted, problem = convert(value, t)
         if problem:
-            return Judgment.invalid(f"field {field!r} = {raw} {problem}", raw, procedure="human", field=field)
-        return Judgment.ok(converted, None, raw, procedure="human", field=field)
+            return Judgment.invalid(f"field {field!r} = {raw} {problem}", raw, **where)
+        if converted == value and type(converted) is type(value) or (t.kind == "score" and _number(value) == converted
+                                                                     and not isinstance(value, str)):
+            raw = None  # the cell held exactly the value: no need to keep it twice
+        return Judgment.ok(converted, None, raw, **where)

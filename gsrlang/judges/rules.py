@@ -129,5 +129,5 @@ class RuleJudge:
         try:
             value, reason = run_rule(proc.name, candidate.text, proc.args)
         except re.error as exc:
-            return Judgment.invalid(f"invalid regular expression: {exc}", procedure=proc.describe())
-        return Judgment.ok(value, reason, procedure=proc.describe())
+            return Judgment.invalid(f"invalid regular expression: {exc}")
+        return Judgment.ok(value, reason)  # the trace node names the procedure; nothing else to record

@@ -78,10 +78,10 @@ def _as_judgment(result, name: str) -> Judgment:
     if isinstance(result, tuple) and len(result) == 2:
         result, reason = result
     if result is None or result is ABSTAIN:
-        return Judgment.abstained(reason, procedure=f'verifier("{name}")')
+        return Judgment.abstained(reason)
     if isinstance(result, int) and not isinstance(result, bool):
         result = float(result)
-    return Judgment.ok(result, reason, procedure=f'verifier("{name}")')
+    return Judgment.ok(result, reason)
 
 
 class VerifierJudge:

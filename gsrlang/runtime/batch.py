@@ -178,10 +178,9 @@ def replay_file(trace_path: str | Path, program: Program, verify: bool, out: str
     writer = TraceWriter(trace_f, plan, program_path if program_path is not None else program.path) if trace_f else None
     t0 = time.perf_counter()
     try:
-        for _, record, run, difference in replay_records(plan, records, verify, program_label):
+        for _, record, run, line, difference in replay_records(plan, records, verify, program_label):
             if mode is None:
                 mode = summary.mode = run.mode
-            line = result_line(run, program)
             if out_f:
                 out_f.write(dumps(line) + "\n")
             if writer:

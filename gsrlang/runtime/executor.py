@@ -110,22 +110,23 @@ def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> t
 
 
 def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...], values: list,
-           judgments: dict, reason: str | None) -> ItemRun:
+           judgments: dict, reason: str | None, label=None, label_error: str | None = None) -> ItemRun:
     """Compose and read out (the deterministic part shared by execution and replay)."""
     if reason is not None:
-        return ItemRun(item_id, line, mode, candidates, "invalid", reason, tuple(values), judgments)
+        return ItemRun(item_id, line, mode, candidates, "invalid", reason, tuple(values), judgments,
+                       label=label, label_error=label_error)
     m = len(candidates)
     try:
         plan.compose(values, m)
     except CompositionError as exc:
         return ItemRun(item_id, line, mode, candidates, "invalid",
                        f"{_where(exc.node_id, candidates[exc.candidate], m, 'node')}: {exc.reason}",
-                       tuple(values), judgments, failed_node=exc.node_id)
+                       tuple(values), judgments, label=label, label_error=label_error, failed_node=exc.node_id)
     sink = dict(zip(candidates, values[plan.sink_index]))
     result = read(plan.program.readout, mode, candidates, sink)
     status = "ok" if result.status == "ok" else "invalid"
     why = None if result.status == "ok" else f"readout: {result.reason}"
-    return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result)
+    return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label, label_error)
 
 
 async def _call(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
@@ -205,10 +206,7 @@ async def execute(program: Program | Plan, item: Item, registry, mode: str | Non
                        label=label, label_error=label_error)
     judgments = await judge_item(plan, item, registry, limiter)
     values, checked, reason = check_judgments(plan, judgments, candidates)
-    run = finish(plan, mode, item.id, item.line, candidates, values, checked, reason)
-    if labels:
-        run = attrs.evolve(run, label=label, label_error=label_error)
-    return run
+    return finish(plan, mode, item.id, item.line, candidates, values, checked, reason, label, label_error)
 
 
 def _all_inline(plan: Plan, registry) -> bool:

@@ -18,6 +18,7 @@ Two uses:
 
 from __future__ import annotations
 
+import operator
 from typing import Iterable, Iterator
 
 import attrs
@@ -67,12 +68,30 @@ def _show(v) -> str:
 
 def same(a, b) -> bool:
     """Strict JSON equality: same structure, same types (1 is not 1.0, true is not 1), same floats."""
-    if type(a) is not type(b):
+    t = type(a)
+    if t is not type(b):
         return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if t is dict:
+        if a.keys() != b.keys():
+            return False
+        for k, x in a.items():
+            y = b[k]
+            tx = type(x)
+            if tx is not type(y):
+                return False
+            if tx is dict or tx is list:
+                if not same(x, y):
+                    return False
+            elif x != y:
+                return False
+        return True
+    if t is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not same(x, y):
+                return False
+        return True
     return a == b
 
 
@@ -111,10 +130,19 @@ def _failed(record: dict) -> ItemRun:
                    "failed", result.get("reason"), label=result.get("label"), label_error=result.get("label_error"))
 
 
+def _optional_types(plan: Plan) -> dict:
+    cached = getattr(plan, "_replay_types", None)
+    if cached is None:
+        cached = {node.id: node.type.maybe(True) for _, node in plan.criteria}
+        plan._replay_types = cached
+    return cached
+
+
 def rebuild(plan: Plan, record: dict) -> ItemRun:
     """Recompute an item from its trace record: recorded criterion outputs in, composition and readout out."""
     if record.get("status") == "failed" or not record.get("nodes"):
         return _failed(record)
+    types = _optional_types(plan)
     item = record["item"]
     candidates = tuple(item["candidates"])
     m = len(candidates)
@@ -134,7 +162,7 @@ def rebuild(plan: Plan, record: dict) -> ItemRun:
                 row.append(Judgment(j.get("value"), "invalid", j.get("reason"), j.get("raw"), j.get("provenance") or {}))
                 continue
             try:
-                value = value_from_json(outputs[c], node.type.maybe(True))
+                value = value_from_json(outputs[c], types[node.id])
             except RuntimeFailure as exc:
                 row.append(Judgment(outputs[c], "invalid", f"the recorded value does not fit: {exc}", j.get("raw"),
                                     j.get("provenance") or {}))
@@ -142,17 +170,39 @@ def rebuild(plan: Plan, record: dict) -> ItemRun:
             row.append(Judgment(value, status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
         judgments[node.id] = tuple(row)
     values, checked, reason = check_judgments(plan, judgments, candidates)
-    run = finish(plan, record["mode"], item.get("id"), item.get("line", 0), candidates, values, checked, reason)
     result = record.get("result") or {}
-    return attrs.evolve(run, label=result.get("label"), label_error=result.get("label_error"))
+    return finish(plan, record["mode"], item.get("id"), item.get("line", 0), candidates, values, checked, reason,
+                  result.get("label"), result.get("label_error"))
 
 
 def _json_vector(v):
     return None if v is None else [_jsonable(x) for x in v]
 
 
-def first_difference(plan: Plan, static: list[dict], line: int, record: dict, run: ItemRun) -> Difference | None:
-    """The first place where the recomputed item differs from the record (None: identical)."""
+def _same_vector(a, b) -> bool:
+    """Strict equality of two output vectors (lists of JSON scalars, or None)."""
+    if a is None or b is None:
+        return a is b
+    if type(a) is not list or len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def structure_getters(static: list[dict]) -> list[tuple]:
+    """Per node: (an itemgetter of its structural keys, their expected values): one C-level compare per node."""
+    return [(operator.itemgetter(*base), tuple(base.values())) for base in static]  # every entry has >= 3 keys
+
+
+def first_difference(plan: Plan, static: list[dict], line: int, record: dict, run: ItemRun,
+                     result: dict | None = None, getters: list | None = None) -> Difference | None:
+    """The first place where the recomputed item differs from the record (None: identical).
+
+    Node structure (kind, type, operator, parameters, inputs) is compared by value;
+    outputs, the readout and the result line strictly (types included: 1 is not 1.0).
+    """
     item_id = (record.get("item") or {}).get("id")
     candidates = list(run.candidates)
 
@@ -164,13 +214,22 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
         if len(nodes) != len(static):
             return diff("result", f"{len(nodes)} nodes", f"{len(static)} nodes", detail="the program has a different "
                         "number of nodes than the record")
+        values = run.values
+        getters = getters or structure_getters(static)
         for i, (base, rec) in enumerate(zip(static, nodes)):
-            for key, want in base.items():
-                if not same(rec.get(key), want):
-                    return diff(base["id"], rec.get(key), want, detail=f"recorded `{key}` differs from the program's")
-            got = _json_vector(run.values[i]) if run.values is not None else None
+            get, want = getters[i]
+            try:
+                ok = get(rec) == want
+            except KeyError:
+                ok = False
+            if not ok:
+                key = next(k for k in base if rec.get(k) != base[k])
+                return diff(base["id"], rec.get(key), base[key], detail=f"recorded `{key}` differs from the program's")
+            v = None if values is None else values[i]
+            # recomputed values passed their type checks: finite, so only an abstention needs mapping
+            got = None if v is None else [None if x is ABSTAIN else x for x in v]
             rec_out = rec.get("output")
-            if not same(rec_out, got):
+            if not _same_vector(rec_out, got):
                 if isinstance(rec_out, list) and isinstance(got, list) and len(rec_out) == len(got):
                     c = next(k for k in range(len(got)) if not same(rec_out[k], got[k]))
                     return diff(base["id"], rec_out[c], got[c], candidates[c] if c < len(candidates) else None)
@@ -183,7 +242,7 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
         readout = run.readout.to_json() if run.readout is not None else None
         if not same(record.get("readout"), readout):
             return diff("readout", record.get("readout"), readout)
-    recomputed = result_line(run, plan.program)
+    recomputed = result if result is not None else result_line(run, plan.program)
     recorded = record.get("result")
     if not same(recorded, recomputed):
         if isinstance(recorded, dict):
@@ -195,8 +254,9 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
 
 
 def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool,
-                   program_label: str = "the program") -> Iterator[tuple[int, dict, ItemRun, Difference | None]]:
-    """(trace line, record, recomputed run, first difference or None) for each record.
+                   program_label: str = "the program"
+                   ) -> Iterator[tuple[int, dict, ItemRun, dict, Difference | None]]:
+    """(trace line, record, recomputed run, its result line, first difference or None) for each record.
 
     verify: every record must carry this program's hash (ReplayError otherwise) and is
     compared with the recomputation. Otherwise (what if) each record's criteria are
@@ -205,6 +265,7 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
     program = plan.program
     digest = program.content_hash
     static = node_static(plan)
+    getters = structure_getters(static)
     checked_first = False
     for line, record in records:
         header = record.get("program") or {}
@@ -219,7 +280,8 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
                                   "\n  - ".join(problems))
             checked_first = True
         run = rebuild(plan, record)
-        yield line, record, run, (first_difference(plan, static, line, record, run) if verify else None)
+        result = result_line(run, program)
+        yield line, record, run, result, (first_difference(plan, static, line, record, run, result, getters) if verify else None)
 
 
 def describe_value(v) -> str:

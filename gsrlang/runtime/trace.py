@@ -66,7 +66,13 @@ class TraceError(DataError):
 
 
 def dumps(obj) -> str:
+    """A results line: JSON, readable spacing."""
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+
+
+def dumps_compact(obj) -> str:
+    """A trace record: JSON without optional spaces (traces are large; every byte is parsed on replay)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def _jsonable(value):
@@ -162,7 +168,7 @@ class TraceWriter:
         self.static = _Static(plan, path)
 
     def write(self, run: ItemRun) -> None:
-        self.handle.write(dumps(trace_record(run, self.plan, static=self.static)) + "\n")
+        self.handle.write(dumps_compact(trace_record(run, self.plan, static=self.static)) + "\n")
 
 
 def read_trace(path: str | Path) -> Iterator[tuple[int, dict]]:
@@ -175,7 +181,7 @@ def read_trace(path: str | Path) -> Iterator[tuple[int, dict]]:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = json.loads(raw.decode("utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
             if not isinstance(record, dict) or "trace_version" not in record:
