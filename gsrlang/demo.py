@@ -93,10 +93,10 @@ def _direct(console: Console, data: Path, out: Path):
            "--input-field context --reference-field fact --id-field id --label-field scores.overall "
            "--model MODEL --out out/direct.jsonl")
     if not model_configured({}):
-        return None, ("direct.gsr (one holistic model judgment) was NOT run: it needs a model, and none is "
+        return None, None, ("direct.gsr (one holistic model judgment) was NOT run: it needs a model, and none is "
                       f"configured. Set GSR_MODEL (and OPENAI_API_KEY or OPENAI_BASE_URL), or run:\n  {how}")
     if not llm_judge_available():
-        return None, "direct.gsr was NOT run: a model is configured, but this installation has no LLM judge yet."
+        return None, None, "direct.gsr was NOT run: a model is configured, but this installation has no LLM judge."
     program, path = _program("direct.gsr")
     try:
         llm = load_llm_judge({})
@@ -104,8 +104,8 @@ def _direct(console: Console, data: Path, out: Path):
                       " — this calls the model once per item …")
         summary, report = _run(program, path, data, out, "direct", default_registry(llm))
     except JudgeConfigError as exc:
-        return None, f"direct.gsr was NOT run: {'; '.join(exc.problems)}"
-    return report, f"direct.gsr: {summary.line()}"
+        return None, None, f"direct.gsr was NOT run: {'; '.join(exc.problems)}"
+    return report, summary, f"direct.gsr: {summary.line()}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     flat, flat_path = _program("flat.gsr")
     g_summary, g_report = _run(graph, graph_path, data, out, "overall")
     f_summary, f_report = _run(flat, flat_path, data, out, "flat")
-    d_report, d_note = _direct(console, data, out)
+    d_report, d_summary, d_note = _direct(console, data, out)
 
     table = Table(title="agreement with the annotators' overall score (1..5), 95% bootstrap CI",
                   title_justify="left")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in METRICS:
         table.add_row(key, _cell(g_report, key), _cell(f_report, key), _cell(d_report, key) if d_report else "not run")
     table.add_row("items ok", f"{g_summary.ok} of {g_summary.items}", f"{f_summary.ok} of {f_summary.items}",
-                  "—" if d_report is None else "")
+                  "—" if d_summary is None else f"{d_summary.ok} of {d_summary.items}")
     console.print(table)
     console.print("exact and within-1 compare with the overall score rounded half up; MAE, Pearson and Spearman "
                   "with the unrounded mean of three annotators.")
