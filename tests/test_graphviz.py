@@ -261,3 +261,28 @@ def test_cli_does_not_import_graphviz_at_start_up():
             "print('graphviz' in sys.modules, 'pygls' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+@needs_dot
+def test_overlay_of_a_real_run(tmp_path, root):
+    """A trace written by `gsr run` (human judgments from the data: no model) draws as an overlay."""
+    program = root / "examples" / "topical_chat" / "overall.gsr"
+    data = root / "examples" / "topical_chat" / "data" / "dev.jsonl"
+    if not (program.is_file() and data.is_file()):
+        pytest.skip("the Topical-Chat example is not in this tree")
+    trace = tmp_path / "trace.jsonl"
+    done = gsr("run", str(program), "--data", str(data), "--input-field", "context", "--reference-field", "fact",
+               "--id-field", "id", "--label-field", "scores.overall", "--trace", str(trace), "--limit", "2",
+               "--no-progress", "-q")
+    assert done.returncode == 0, done.stderr
+    first = json.loads(trace.read_text(encoding="utf-8").splitlines()[0])
+    item = render.read_trace_item(trace, first["item"]["id"])
+    checked = analyze_file(program).program
+    assert item.program_hash == checked.content_hash
+    svg = svg_of(checked, item)
+    nodes = groups(svg, "node")
+    sink_value = first["readout"]["sink"]["A"]
+    assert f": {sink_value:.4g}" in " ".join(texts(nodes["sink"]))  # `A` is bold: a text of its own
+    assert "score = " in " ".join(texts(nodes["readout:pointwise"]))
+    for node in checked.nodes:
+        assert "not in trace" not in " ".join(texts(nodes[f"node:{node.id}"]))
