@@ -155,9 +155,6 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.xfail(strict=True, reason="commands/common.use_color(choice, stream=sys.stdout) binds the stream when "
-                   "the module is imported: `--color auto` then asks a stale (possibly closed) stream whether it "
-                   "is a terminal, and crashes with `I/O operation on closed file` once pytest's capture closed it")
 def test_colour_auto_follows_the_current_stdout(tmp_path, monkeypatch):
     path = str(write(tmp_path, "bad.gsr", BROKEN))
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -209,7 +206,7 @@ def test_missing_file_is_gsr005_and_the_others_are_still_checked(tmp_path, capsy
     ok = write(tmp_path, "ok.gsr", CLEAN)
     status, out, err = gsr("check", "--color", "never", str(missing), str(ok), capsys=capsys)
     assert status == 1
-    assert out.startswith(f"error[GSR005]: no such file or folder: `{missing}`\n --> {missing}:1:1\n")
+    assert out.startswith(f"error[GSR005]: no such file or folder: `{missing}`\n --> {missing}\n")  # no position to show
     assert "Traceback" not in out + err
     assert err == "checked 2 files: 1 error, 0 warnings (failed)\n"
     status, out, _ = gsr("check", "--format", "json", str(missing), capsys=capsys)
@@ -297,8 +294,6 @@ def test_nesting_at_the_limit_is_fine(tmp_path, capsys):
     assert codes_of(write(tmp_path, "ok.gsr", text), capsys=capsys) == (0, [])
 
 
-@pytest.mark.xfail(strict=True, reason="the full renderer prints the whole source line however long it is: "
-                   "a GSR004 on a 55,000-character line prints all of it (rustc cuts long lines around the span)")
 def test_full_snippet_of_a_very_long_line_is_cut(tmp_path, capsys):
     text = CLEAN.replace("sink cap(base: normalize(correct), trigger: unsafe, at: 0.2)",
                          "sink " + "normalize(" * 5000 + "correct" + ")" * 5000)

@@ -84,8 +84,6 @@ def test_json_fields_and_exclusive_end():
     assert fix["replacement"] == "correct" and fix["offsets"] == [start, end]
 
 
-@pytest.mark.xfail(strict=True, reason="render.diagnostic_json spreads the primary label's dict after "
-                   "`message`, so the label text (`not declared`) replaces the diagnostic's message")
 def test_json_message_is_the_diagnostic_message():
     ds, sources = diagnose(TYPO)
     item = json.loads(render_json([(sources, ds)]))[0]
@@ -178,8 +176,6 @@ def test_sarif_empty_run_and_several_files():
     assert [r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]] == ["GSR101"]  # each rule once
 
 
-@pytest.mark.xfail(strict=True, reason="SARIF columns default to UTF-16 code units, but the renderer writes "
-                   "code-point columns without declaring run.columnKind = unicodeCodePoints")
 def test_sarif_columns_agree_with_the_declared_column_kind():
     # `other` comes after an emoji: 1 code point, but 2 UTF-16 code units
     text = TYPO.replace("sink normalize(corect)\n", 'criterion emoji: Bool { ask "😀?" }  criterion other: Bool { ask "?" }\n'
@@ -257,9 +253,6 @@ def test_full_label_in_another_file(tmp_path):
     assert "  |           ------- first declared here" in out
 
 
-@pytest.mark.xfail(strict=True, reason="render_full prints labelled lines in label order, so a secondary label on "
-                   "an earlier line (`first declared here`, `first header here`, a cycle's edges) is printed below "
-                   "the primary line, with line numbers going backwards; rustc prints a file's lines in source order")
 def test_full_snippet_lines_are_in_source_order():
     text = TYPO.replace("sink normalize(corect)", 'criterion correct: Bool { ask "Again?" }\nsink normalize(correct)')
     ds, sources = diagnose(text)

@@ -59,6 +59,7 @@ class Context:
     aliases: dict[str, str] = attrs.Factory(dict)
     source_text: str | None = None
     on_cycle: set[str] = attrs.Factory(set)
+    mentioned: set[str] = attrs.Factory(set)  # names used where an error stopped the graph from using them
     import_failed: bool = False  # then unknown names may be the missing import's: not reported
     file_end: int = 0
 
@@ -67,6 +68,24 @@ class Context:
 
     def warn(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):
         self.diagnostics.append(warning(code, message, span, label, path=path, **kw))
+
+
+def names_in(expr) -> set[str]:
+    """Every name referred to inside an expression."""
+    from gsrlang.syntax import ast
+
+    found, todo = set(), [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ast.Ref):
+            found.add(e.name.name)
+        elif isinstance(e, ast.Call):
+            todo.extend(a.value for a in e.args)
+        elif isinstance(e, ast.ListExpr):
+            todo.extend(e.items)
+        elif isinstance(e, ast.MapExpr):
+            todo.extend(x.value for x in e.entries)
+    return found
 
 
 def did_you_mean(name: str, candidates) -> str | None:

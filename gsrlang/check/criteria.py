@@ -137,7 +137,7 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
     for ex in (b for b in body if isinstance(b, ast.Example)):
         if t is not None and not literal_fits(t.required(), ex.verdict):
             ctx.error("GSR310", f"example verdict does not fit the criterion's type `{t.required()}`",
-                      ex.verdict.span, "wrong verdict", path=path)
+                      ex.verdict.span, "wrong verdict", path=path, help=_verdict_help(t.required()))
             continue
         try:
             verdict = literal_value(ex.verdict)
@@ -146,6 +146,14 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
         examples.append(ExampleSpec(ex.text.value, verdict.name if isinstance(verdict, Symbol) else verdict,
                                     ex.reason.value if ex.reason else None))
     return CriterionSpec(ask, tuple(levels), tuple(examples), procedure, ensemble)
+
+
+def _verdict_help(t: JType) -> str:
+    if t.kind == "bool":
+        return "the verdict is `true` or `false`"
+    if t.kind == "score":
+        return f"the verdict is a number in [{t.lo:g}, {t.hi:g}]"
+    return "the verdict is one of " + ", ".join(t.labels)
 
 
 def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> list[LevelSpec]:
@@ -262,12 +270,14 @@ def _arg_span(args, name, proc):
 
 
 def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) -> dict | None:
-    values, ok = {}, True
+    values, ok, misplaced = {}, True, False
     for a in args:
         if a.name is None:
-            ctx.error("GSR206", f"`{what}` takes named arguments only", a.span, path=path,
-                      help=f"write `{next(iter(sigs), 'name')}: value`" if sigs else None)
-            ok = False
+            free = [n for n in sigs if n not in values]
+            text = ctx.source_text[a.value.span.start:a.value.span.end] if ctx.source_text and path is None else "value"
+            ctx.error("GSR206", f"`{what}` takes named arguments only", a.span, "positional", path=path,
+                      help=f"write `{free[0]}: {text}`" if free else f"`{what}` takes no arguments")
+            ok, misplaced = False, True
             continue
         sig = sigs.get(a.name.name)
         if sig is None:
@@ -287,7 +297,7 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) 
         values[a.name.name] = value
     for sig in sigs.values():
         if sig.name not in values:
-            if sig.default is REQUIRED:
+            if sig.default is REQUIRED and not misplaced:
                 ctx.error("GSR202", f"`{what}` is missing its `{sig.name}` parameter", proc.span, path=path,
                           help=f"add `{sig.name}: ...` ({sig.pattern})")
                 ok = False
@@ -302,7 +312,8 @@ from gsrlang.check.values import INVALID as _INVALID  # noqa: E402
 def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Procedure | None) -> EnsembleSpec | None:
     if j.count is not None:
         if j.count.value < 2:
-            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.count.span, path=path)
+            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.count.span, f"{j.count.value} judge",
+                      path=path, help="use `judges 3 aggregate ...`, or a single `judge` procedure")
             return None
         proc = _procedure(ctx, base, t, path) if base else ProcedureSpec("llm", "", {})
         if proc is None:
@@ -313,7 +324,8 @@ def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Proc
         if any(s is None for s in specs):
             return None
         if len(specs) < 2:
-            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.span, path=path)
+            ctx.error("GSR603", "an ensemble needs at least 2 judges", j.span, "one judge", path=path,
+                      help="list two or more procedures, or use a single `judge` procedure")
             return None
         judges = tuple(specs)
     if any(p.kind != "llm" for p in judges):

@@ -21,7 +21,7 @@ from gsrlang.diagnostics import Diagnostic, has_errors
 from gsrlang.diagnostics.core import sort_key
 from gsrlang.program import Input, Node, Program
 from gsrlang.syntax import ast
-from gsrlang.syntax.parser import decode_source, parse
+from gsrlang.syntax.parser import decode_source, lossy_text, parse
 
 
 @attrs.frozen
@@ -78,7 +78,8 @@ def analyze_file(path: str | Path, catalog: Catalog | None = None) -> Analysis:
     data = Path(path).read_bytes()
     text, problem = decode_source(data)
     if problem:
-        return Analysis(None, (problem,), None, None)
+        shown = None if b"\x00" in data[:8192] else lossy_text(data)  # no snippet of a binary file
+        return Analysis(None, (problem,), None, shown)
     return analyze(text, path, catalog)
 
 

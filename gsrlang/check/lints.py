@@ -24,10 +24,11 @@ def check_lints(ctx: Context, reach: set[str]) -> None:
             if weights and sum(weights) == 0 and any(w > 0 for w in weights):
                 expr, span = node.params["weights"]
                 ctx.warn("GSR703", "the weights sum to zero: positive and negative weights cancel", span,
-                         path=node.path, help="check the signs; penalties usually weigh less than the main criteria")
+                         "sums to 0", path=node.path, help="check the signs; penalties usually weigh less than the main criteria")
             elif weights and all(w == 0 for w in weights):
                 expr, span = node.params["weights"]
-                ctx.warn("GSR703", "every weight is zero, so every item is ignored", span, path=node.path)
+                ctx.warn("GSR703", "every weight is zero, so every item is ignored", span, "all zero", path=node.path,
+                         help="give the items that count a positive weight")
         if node.kind == "gate":
             for port, slot, source, span in node.inputs:
                 if port == "trigger" and resolve_alias(ctx, source) in constant:

@@ -8,7 +8,7 @@ a `per` parameter whose length differs from its port's slots).
 from __future__ import annotations
 
 from gsrlang.catalog import OperatorSig
-from gsrlang.check.context import Context, Decl, GNode, declared_here, did_you_mean
+from gsrlang.check.context import Context, Decl, GNode, declared_here, did_you_mean, names_in
 from gsrlang.diagnostics import Fix
 from gsrlang.syntax import ast
 
@@ -28,6 +28,8 @@ def build_graph(ctx: Context) -> None:
                     _unknown_name(ctx, value, decl.path)
                 continue
             _expr_node(ctx, value, name, decl.path, named=True, decl_span=decl.item.name.span)
+    for extra in ctx.sinks[1:]:
+        ctx.mentioned.update(names_in(extra.value))  # reported as a second sink, not as unused names
     for sink in ctx.sinks[:1]:
         if isinstance(sink.value, ast.Ref):
             target = sink.value.name.name
@@ -87,24 +89,29 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
     node.kind = sig.kind
     given: dict[str, ast.Arg] = {}
     ports = list(sig.ports)
-    positional = [a for a in call.args if a.name is None]
     ok = True
+    misplaced = False  # a misplaced positional argument: then "missing" reports would only be noise
     seen_keyword = False
-    for index, arg in enumerate(call.args):
+    position = 0
+    for arg in call.args:
         if arg.name is None:
             if seen_keyword:
-                ctx.error("GSR206", "a positional argument follows a named one", arg.span, path=path,
-                          help="name it: `port: value`")
-                ok = False
+                free = [p.name for p in ports if p.name not in given]
+                hint = f"name it: `{free[0]}: {_snippet(ctx, arg.value)}`" if free and _snippet(ctx, arg.value) \
+                    else "name it: `port: value`"
+                ctx.error("GSR206", "a positional argument follows a named one", arg.span, "positional", path=path,
+                          help=hint)
+                ok, misplaced = False, True
                 continue
-            pos = positional.index(arg)
-            if pos >= len(ports):
+            if position >= len(ports):
                 ctx.error("GSR206", f"`{sig.name}` takes {len(ports)} port{'s' if len(ports) != 1 else ''}; "
-                          f"this is argument {pos + 1}", arg.span, "one too many", path=path,
+                          f"this is argument {position + 1}", arg.span, "one too many", path=path,
                           help=f"name parameters explicitly: {sig.signature()}")
-                ok = False
+                ok, misplaced = False, True
+                position += 1
                 continue
-            key = ports[pos].name
+            key = ports[position].name
+            position += 1
         else:
             seen_keyword = True
             key = arg.name.name
@@ -115,17 +122,20 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
                     if suggestion else ()
                 ctx.error("GSR201", f"`{sig.name}` has no port or parameter `{key}`", arg.name.span, "unknown",
                           path=path, help=suggestion or f"signature: {sig.signature()}", fixes=fixes)
-                ok = False
+                ok, misplaced = False, True
                 continue
         if key in given:
             ctx.error("GSR203", f"`{key}` is given twice", (arg.name or arg.value).span, "given again", path=path,
-                      secondary=[declared_here(given[key].span, path, "first given here")])
+                      secondary=[declared_here(given[key].span, path, "first given here")],
+                      help="give each port and parameter once")
             ok = False
             continue
         given[key] = arg
     for port in sig.ports:
         arg = given.get(port.name)
         if arg is None:
+            if misplaced:
+                continue
             ctx.error("GSR202", f"`{sig.name}` is missing its `{port.name}` port", call.op.span,
                       f"needs `{port.name}: {port.pattern}`", path=path, help=f"signature: {sig.signature()}")
             ok = False
@@ -134,7 +144,7 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
     for param in sig.params:
         arg = given.get(param.name)
         if arg is None:
-            if param.required:
+            if param.required and not misplaced:
                 ctx.error("GSR202", f"`{sig.name}` is missing its `{param.name}` parameter", call.op.span,
                           f"needs `{param.name}: {param.pattern}`", path=path, help=f"signature: {sig.signature()}")
                 ok = False
@@ -202,6 +212,13 @@ def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, pat
               value.span, "not a judgment", path=path,
               help="ports take criteria, nodes or operator calls; literal settings are parameters")
     return False
+
+
+def _snippet(ctx: Context, expr) -> str | None:
+    if ctx.source_text is None:
+        return None
+    text = ctx.source_text[expr.span.start:expr.span.end]
+    return text if len(text) <= 40 and "\n" not in text else None
 
 
 def _unknown_operator(ctx: Context, call: ast.Call, path) -> None:

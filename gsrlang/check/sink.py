@@ -18,8 +18,10 @@ ON_TIE = ("tie", "abstain", "first", "second")
 def check_sink_count(ctx: Context) -> None:
     if not ctx.sinks:
         end = ctx.file_end
+        nodes = [n for n, d in ctx.decls.items() if isinstance(d.item, ast.NodeDecl) and d.path is None]
+        example = f"`sink {nodes[-1]}`" if nodes else "e.g. `sink mean(items: [...])`"
         ctx.error("GSR501", "the program has no sink", Span(end, end), "add `sink NAME` here",
-                  help="declare which node's score the readout reads: `sink final`")
+                  help=f"declare which node's score the readout reads: {example}")
     for extra in ctx.sinks[1:]:
         ctx.error("GSR502", "a program has exactly one sink", extra.span, "second sink",
                   secondary=[declared_here(ctx.sinks[0].span, None, "first sink here")],
@@ -37,7 +39,8 @@ def check_sink_type(ctx: Context) -> None:
     text = ctx.source_text[span.start:span.end] if ctx.source_text is not None else None
     if t.optional:
         fix = (Fix("wrap in `default(..., value: 0)`", span, f"default({text}, value: 0)"),) if text and t.kind == "score" else ()
-        ctx.error("GSR503", f"the sink accepts no abstention, but `{ctx.sink_id}` is `{t}`", span, "may abstain",
+        what = f"`{ctx.sink_id}`" if node.named else "the sink expression"
+        ctx.error("GSR503", f"the sink accepts no abstention, but {what} is `{t}`", span, "may abstain",
                   help="decide what an abstention scores: `sink default(x, value: 0)`", fixes=fix)
         return
     if t.is_unit_score:
@@ -113,19 +116,22 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
             quantize = "thresholds"
             nums = [a.value for a in v.args]
             if not all(isinstance(n, ast.Number) and a.name is None for n, a in zip(nums, v.args)):
-                ctx.error("GSR507", "`thresholds(...)` takes numbers", v.span)
+                ctx.error("GSR507", "`thresholds(...)` takes numbers", v.span, "not numbers",
+                          help="e.g. `quantize = thresholds(0.2, 0.4, 0.6, 0.8)` for a 1..5 scale")
                 return None
             thresholds = tuple(float(n.value) for n in nums)
             steps = hi - lo
             if not (isinstance(lo, int) and isinstance(hi, int)):
-                ctx.error("GSR507", "`thresholds` needs an integer scale", v.span)
+                ctx.error("GSR507", "`thresholds` needs an integer scale", v.span, "non-integer scale",
+                          help="write the scale with integers, e.g. `scale = 1..5`")
                 return None
             if len(thresholds) != steps:
                 ctx.error("GSR507", f"`thresholds` needs {steps} cut points for the scale {lo}..{hi}, "
-                          f"found {len(thresholds)}", v.span, help="one cut point in [0, 1] between each two scores")
+                          f"found {len(thresholds)}", v.span, f"{len(thresholds)} cut points",
+                          help="one cut point in [0, 1] between each two scores")
                 return None
             if any(not 0 <= t <= 1 for t in thresholds) or any(a >= b for a, b in zip(thresholds, thresholds[1:])):
-                ctx.error("GSR507", "cut points must increase strictly within [0, 1]", v.span,
+                ctx.error("GSR507", "cut points must increase strictly within [0, 1]", v.span, "not increasing in [0, 1]",
                           help="they are sink scores: the readout gives lo + the number of cut points at or below s")
                 return None
         else:
@@ -170,7 +176,8 @@ def check_reachability(ctx: Context, on_cycle: set[str] = frozenset()) -> set[st
                 reach.add(source)
                 todo.append(source)
     for name, decl in ctx.decls.items():
-        if decl.path is None and name not in reach and name not in ctx.aliases and name not in on_cycle:
+        if decl.path is None and name not in reach and name not in ctx.aliases and name not in on_cycle \
+                and name not in ctx.mentioned:
             kind = "criterion" if isinstance(decl.item, ast.CriterionDecl) else "node"
             ctx.error("GSR402", f"{kind} `{name}` does not reach the sink", decl.item.name.span,
                       "its value is never used",

@@ -78,7 +78,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     node.value = values  # parameter values, read by the program builder
     if not ok:
         return None
-    if node.op == "map":
+    if node.op == "map" and "to" in values:
         if not _check_map(ctx, node, values, bindings):
             return None
     if node.op == "default" and not any(ctx.nodes[resolve_alias(ctx, s)].type.optional for _, _, s, _ in node.inputs
@@ -97,6 +97,8 @@ def _check_map(ctx: Context, node: GNode, values: dict, bindings) -> bool:
     src_type = None
     for _, _, source, _ in node.inputs:
         src_type = ctx.nodes[resolve_alias(ctx, source)].type
+    if src_type is None:
+        return False
     mapping = values.get("to", {})
     expr, span = node.params["to"]
     missing = [lab for lab in src_type.labels if lab not in mapping]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gsrlang.catalog import ParamSig, Symbol, literal_value
-from gsrlang.check.context import Context, did_you_mean
+from gsrlang.check.context import Context, did_you_mean, names_in
 from gsrlang.syntax import ast
 from gsrlang.types import JType, Pattern
 
@@ -33,6 +33,7 @@ def literal_fits(t: JType, expr) -> bool:
 def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None, where: str = ""):
     """The parameter's Python value, or INVALID after reporting why."""
     if isinstance(expr, ast.Call) or (isinstance(expr, ast.ListExpr) and any(isinstance(i, ast.Call) for i in expr.items)):
+        ctx.mentioned.update(names_in(expr))
         ctx.error("GSR304", f"parameter `{sig.name}` takes a literal, not a node", expr.span, "a graph value",
                   path=path, help="parameters are fixed when the program is written; graph inputs go to ports")
         return INVALID
@@ -73,7 +74,7 @@ def _check(ctx: Context, name: str, p: Pattern, expr, path):
 
     if p.kind == "list":
         if not isinstance(expr, ast.ListExpr):
-            return bad(f"`{name}` takes a list `[...]` of {p.element}", "not a list")
+            return bad(f"`{name}` takes a list `[...]` of {p.element}", "not a list", f"write `{name}: [...]`")
         out = []
         for item in expr.items:
             v = _check(ctx, name, p.element, item, path)
@@ -108,13 +109,15 @@ def _check(ctx: Context, name: str, p: Pattern, expr, path):
         return expr.value
     if p.kind == "bool":
         if not isinstance(expr, ast.BoolLit):
-            return bad(f"`{name}` takes `true` or `false`", "not a Bool")
+            return bad(f"`{name}` takes `true` or `false`", "not a Bool", "write `true` or `false`")
         return expr.value
     if p.kind in ("real", "int", "score"):
         if not isinstance(expr, ast.Number):
-            return bad(f"`{name}` takes a number", "not a number")
+            return bad(f"`{name}` takes a number", "not a number",
+                       f"write a number in [{p.lo:g}, {p.hi:g}], e.g. `{name}: 0.5`" if p.kind == "score"
+                       else f"write a number, e.g. `{name}: 1`")
         if p.kind == "int" and not expr.is_int:
-            return bad(f"`{name}` takes a whole number", "not an integer")
+            return bad(f"`{name}` takes a whole number", "not an integer", f"e.g. `{name}: {int(expr.value)}`")
         if p.kind == "score" and not (p.lo <= expr.value <= p.hi):
             return bad(f"`{name}` is {expr.value}, outside the score interval [{p.lo:g}, {p.hi:g}]", "out of range",
                        code="GSR305", help=f"a Score parameter lies in [{p.lo:g}, {p.hi:g}], the sink's interval")

@@ -20,7 +20,8 @@ def add_format_arguments(parser) -> None:
                         help="colour the full format (auto: when writing to a terminal)")
 
 
-def use_color(choice: str, stream=sys.stdout) -> bool:
+def use_color(choice: str, stream=None) -> bool:
+    stream = sys.stdout if stream is None else stream
     if choice == "always":
         return True
     if choice == "never" or os.environ.get("NO_COLOR"):
@@ -55,14 +56,18 @@ class DiagnosticPrinter:
         self.fmt, self.color, self.version = fmt, color, version
         self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
         self.errors = self.warnings = 0
+        self.printed_files = 0
 
     def add(self, path: str, text: str | None, diagnostics: Sequence[Diagnostic]) -> None:
-        sources = Sources(SourceText(path, text if text is not None else ""))
+        sources = Sources(SourceText(path, text)) if text is not None else Sources(main_path=path)
         self.errors += sum(d.is_error for d in diagnostics)
         self.warnings += sum(not d.is_error for d in diagnostics)
         if self.fmt in ("full", "concise", "github") and diagnostics:
             render = {"full": lambda ds, s: render_full(ds, s, self.color), "concise": render_concise,
                       "github": render_github}[self.fmt]
+            if self.fmt == "full" and self.printed_files:
+                sys.stdout.write("\n")  # a blank line between files, as between diagnostics
+            self.printed_files += 1
             sys.stdout.write(render(diagnostics, sources))
             sys.stdout.flush()
         else:

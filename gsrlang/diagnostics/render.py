@@ -20,12 +20,14 @@ FORMATS = ("full", "concise", "json", "sarif", "github")
 class Sources:
     """Source texts by path, loaded on demand (imported files are read from disk when shown)."""
 
-    def __init__(self, main: SourceText | None = None):
+    def __init__(self, main: SourceText | None = None, main_path: str | None = None):
+        """`main` is the checked file's text; `main_path` names it when its text cannot be shown."""
         self.main = main
+        self.main_path = main.path if main is not None else main_path
         self._cache: dict[str, SourceText | None] = {}
 
     def get(self, path: str | None) -> SourceText | None:
-        if path is None or (self.main is not None and path == self.main.path):
+        if path is None or path == self.main_path:
             return self.main
         if path not in self._cache:
             try:
@@ -35,7 +37,18 @@ class Sources:
         return self._cache[path]
 
     def display(self, path: str | None) -> str:
-        return (self.main.path if self.main else "<input>") if path is None else path
+        if path is None:
+            return self.main_path or "<input>"
+        return display_path(path)
+
+
+def display_path(path: str) -> str:
+    """A path as people should read it: relative to the working folder when it lies inside it."""
+    try:
+        rel = Path(path).resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return path
+    return rel.as_posix()
 
 
 def _range(src: SourceText | None, label: Label) -> dict:
@@ -62,49 +75,68 @@ def render_full(diagnostics: Sequence[Diagnostic], sources: Sources, color: bool
     return "\n".join(_full_one(d, sources, s) for d in diagnostics)
 
 
+MAX_SNIPPET = 120  # characters of a source line shown around a label
+
+
 def _full_one(d: Diagnostic, sources: Sources, s: _Style) -> str:
     sev_color = "31" if d.is_error else "33"
     out = [s(f"{d.severity}[{d.code}]", "1", sev_color) + s(f": {d.message}", "1")]
     labels = [(d.primary, True), *[(lab, False) for lab in d.secondary]]
-    shown = [(lab, primary, sources.get(lab.path if lab.path != sources.display(None) else None))
-             for lab, primary in labels]
-    numbered = [src.position(lab.span.start)[0] for lab, _, src in shown if src is not None]
+    # the primary label's file first, then the others; within a file, in source order
+    files: list = []
+    for lab, _ in labels:
+        if lab.path not in files:
+            files.append(lab.path)
+    shown = []
+    for path in files:
+        src = sources.get(path)
+        group = sorted(((lab, primary) for lab, primary in labels if lab.path == path), key=lambda x: x[0].span.start)
+        shown.append((path, src, group))
+    numbered = [src.position(lab.span.start)[0] for _, src, group in shown if src for lab, _ in group]
     width = len(str(max(numbered))) if numbered else 1
     pad = " " * width
-    # group labels by file, then by line, so a line is printed once with all its underlines
-    last_path = object()
-    i = 0
-    while i < len(shown):
-        lab, primary, src = shown[i]
-        where = sources.display(lab.path)
+    bar = s("|", "34", "1")
+    for path, src, group in shown:
+        where = sources.display(path)
+        first = next((lab for lab, primary in group if primary), group[0][0])
+        arrow = "-->" if any(primary for _, primary in group) else ":::"
         if src is None:
-            out.append(f"{pad}{s('-->', '34', '1')} {where}")
-            if lab.message:
-                out.append(f"{pad} {s('=', '34', '1')} {lab.message}")
-            i += 1
+            out.append(f"{pad}{s(arrow, '34', '1')} {where}")
+            for lab, _ in group:
+                if lab.message:
+                    out.append(f"{pad} {s('=', '34', '1')} {lab.message}")
             continue
-        line, col = src.position(lab.span.start)
-        if lab.path != last_path:
-            arrow = "-->" if primary else ":::"
-            out.append(f"{pad}{s(arrow, '34', '1')} {where}:{line}:{col}")
-            out.append(f"{pad} {s('|', '34', '1')}")
-            last_path = lab.path
-        same = [shown[i]]
-        while i + 1 < len(shown) and shown[i + 1][0].path == lab.path and shown[i + 1][2] is not None \
-                and shown[i + 1][2].position(shown[i + 1][0].span.start)[0] == line:
-            i += 1
-            same.append(shown[i])
-        i += 1
-        text = src.line_text(line - 1)
-        out.append(f"{s(str(line).rjust(width), '34', '1')} {s('|', '34', '1')} {text.expandtabs(1)}")
-        for lab2, primary2, _ in sorted(same, key=lambda x: -x[0].span.start):
-            c2 = src.position(lab2.span.start)[1]
-            end_line, end_col = src.position(lab2.span.end)
-            stop = end_col if end_line == line else len(text) + 1
-            mark = ("^" if primary2 else "-") * max(1, stop - c2)
-            underline = " " * (c2 - 1) + s(mark + (" " + lab2.message if lab2.message else ""),
-                                            "1", sev_color if primary2 else "34")
-            out.append(f"{pad} {s('|', '34', '1')} {underline}")
+        line, col = src.position(first.span.start)
+        out.append(f"{pad}{s(arrow, '34', '1')} {where}:{line}:{col}")
+        out.append(f"{pad} {bar}")
+        by_line: dict[int, list] = {}
+        for lab, primary in group:
+            by_line.setdefault(src.position(lab.span.start)[0], []).append((lab, primary))
+        previous = None
+        for line_no in sorted(by_line):
+            if previous is not None and line_no > previous + 1:
+                out.append(s("...", "34", "1"))
+            previous = line_no
+            text = src.line_text(line_no - 1).expandtabs(1)
+            marks = []
+            for lab, primary in by_line[line_no]:
+                c = src.position(lab.span.start)[1]
+                end_line, end_col = src.position(lab.span.end)
+                stop = end_col if end_line == line_no else len(text) + 1
+                marks.append((c, max(1, stop - c), lab, primary))
+            lo = max(0, min(m[0] for m in marks) - 1 - 40) if len(text) > MAX_SNIPPET else 0
+            shift = 0
+            if lo:
+                text, shift = "..." + text[lo:], lo - 3
+            if len(text) > MAX_SNIPPET:
+                text = text[:MAX_SNIPPET] + "..."
+            out.append(f"{s(str(line_no).rjust(width), '34', '1')} {bar} {text}")
+            for c, n, lab, primary in marks:
+                n = min(n, MAX_SNIPPET)
+                mark = ("^" if primary else "-") * n
+                underline = " " * (c - 1 - shift) + s(mark + (" " + lab.message if lab.message else ""),
+                                                      "1", sev_color if primary else "34")
+                out.append(f"{pad} {bar} {underline}")
     for note in d.notes:
         out.append(f"{pad} {s('=', '34', '1')} {s('note', '1')}: {note}")
     if d.help:
@@ -126,11 +158,14 @@ def diagnostic_json(d: Diagnostic, sources: Sources) -> dict:
         return {"path": sources.display(lab.path), "range": _range(sources.get(lab.path), lab),
                 "offsets": [lab.span.start, lab.span.end], "message": lab.message}
 
+    primary = label(d.primary)
     return {
         "code": d.code,
         "severity": str(d.severity),
         "message": d.message,
-        **label(d.primary),
+        "path": primary["path"],
+        "range": primary["range"],
+        "offsets": primary["offsets"],
         "label": d.primary.message,
         "related": [label(lab) for lab in d.secondary],
         "notes": list(d.notes),
@@ -180,6 +215,7 @@ def render_sarif(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]], versio
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "gsr", "version": version, "informationUri": "https://gsrlang.invalid",
                                       "rules": rules}},
+                  "columnKind": "unicodeCodePoints",
                   "results": results}],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -17,7 +17,7 @@ import lark
 from lark import Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from gsrlang.diagnostics import Diagnostic, error
+from gsrlang.diagnostics import Diagnostic, Label, error
 from gsrlang.resources import grammar_path
 from gsrlang.span import SourceText, Span
 from gsrlang.syntax import ast
@@ -76,6 +76,11 @@ def decode_source(data: bytes) -> tuple[str | None, Diagnostic | None]:
     return text, None
 
 
+def lossy_text(data: bytes) -> str:
+    """The text of undecodable bytes, for showing where a GSR003 points (bad bytes become U+FFFD)."""
+    return data.replace(b"\x00", b" ").decode("utf-8", errors="replace")
+
+
 def parse(text: str) -> ParseResult:
     if len(text) > MAX_SOURCE_CHARS:
         return ParseResult(ast.Module((), span=Span(0, 0)), (error(
@@ -108,7 +113,7 @@ def _parse_with_recovery(text: str) -> ParseResult:
         try:
             module = _parse_piece(piece, start)
         except UnexpectedInput as exc:
-            diagnostics.append(_syntax_diagnostic(exc, text, start))
+            diagnostics.append(_syntax_diagnostic(exc, text, start, end))
             continue
         items.extend(module.items)
         comments.extend(module.comments)
@@ -154,7 +159,9 @@ def _attach_docs(module: ast.Module, text: str, base: int) -> ast.Module:
 def _nesting_error(text: str) -> Diagnostic | None:
     depth = 0
     for m in _BRACKETS.finditer(text):
-        ch = m.group()
+        ch = m.group("b")
+        if ch is None:
+            continue
         if ch in "([{":
             depth += 1
             if depth > MAX_NESTING:
@@ -166,8 +173,8 @@ def _nesting_error(text: str) -> Diagnostic | None:
     return None
 
 
-_BRACKETS = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|"(?:[^"\\\n]|\\.)*"|#[^\n]*|[\[\](){}]')
-_BRACKETS = re.compile(_BRACKETS.pattern.replace("|[", "|(?P<b>[") + ")")
+# strings and comments are matched (and skipped) so that brackets inside them do not count
+_BRACKETS = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|"(?:[^"\\\n]|\\.)*"|#[^\n]*|(?P<b>[\[\](){}])')
 
 
 # ---- syntax error messages ----------------------------------------------------------------------------
@@ -207,7 +214,26 @@ def _describe_token(tok: Token) -> str:
     return f"`{value}`"
 
 
-def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int) -> Diagnostic:
+def _unclosed_bracket(text: str, start: int, end: int) -> int | None:
+    """Offset of the first bracket opened in text[start:end] and never closed there."""
+    stack = []
+    for m in _BRACKETS.finditer(text, start, end):
+        ch = m.group("b")
+        if ch is None:
+            continue
+        if ch in "([{":
+            stack.append(m.start())
+        elif ch in ")]}" and stack:
+            stack.pop()
+    return stack[0] if stack else None
+
+
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
+def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int, end: int | None = None) -> Diagnostic:
+    """A diagnostic for a syntax error in the declaration text[base:end]."""
+    end = len(text) if end is None else end
     if isinstance(exc, UnexpectedCharacters):
         at = exc.pos_in_stream + base
         ch = text[at] if at < len(text) else ""
@@ -222,9 +248,17 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int) -> Diagnostic
         tok = exc.token
         expected = _describe_expected(exc.expected)
         if tok.type == "$END":
-            at = len(text.rstrip()) if base + len(text) else 0
-            at = min(at, len(text))
-            return error("GSR001", f"unexpected end of file, expected {expected}", Span(at, at), "file ends here")
+            at = len(text[:end].rstrip())
+            opened = _unclosed_bracket(text, base, end)
+            last = end >= len(text.rstrip())
+            what = "file" if last else "declaration"
+            if opened is not None:
+                ch = text[opened]
+                return error("GSR001", f"unclosed `{ch}`", Span(opened, opened + 1), "opened here",
+                             secondary=[Label(Span(at, at), f"the {what} ends here without `{_CLOSER[ch]}`")],
+                             help=f"add the matching `{_CLOSER[ch]}`")
+            return error("GSR001", f"unexpected end of {what}, expected {expected}", Span(at, at),
+                         f"the {what} ends here")
         start = tok.start_pos + base
         return error("GSR001", f"expected {expected}, found {_describe_token(tok)}",
                      Span(start, start + max(1, len(str(tok)))), f"unexpected {_describe_token(tok)}")
