@@ -283,6 +283,7 @@ def test_overlay_of_a_real_run(tmp_path, root):
     nodes = groups(svg, "node")
     sink_value = first["readout"]["sink"]["A"]
     assert f": {sink_value:.4g}" in " ".join(texts(nodes["sink"]))  # `A` is bold: a text of its own
-    assert "score = " in " ".join(texts(nodes["readout:pointwise"]))
+    shown = texts(nodes["readout:pointwise"])
+    assert f"score = {first['readout']['score']}" in "".join(shown)
     for node in checked.nodes:
         assert "not in trace" not in " ".join(texts(nodes[f"node:{node.id}"]))
