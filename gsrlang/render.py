@@ -293,8 +293,7 @@ def _node_tooltip(node: Node) -> str:
     return f"{node.id}: {node.value}"
 
 
-def _table(kind: str, rows: list[str], border: str | None = None, width: int = 1, dashed: bool = False,
-           colspan: int = 1) -> str:
+def _table(kind: str, rows: list[str], border: str | None = None, width: int = 1, dashed: bool = False) -> str:
     style = KIND_STYLE[kind]
     table_style = []
     if style["rounded"]:

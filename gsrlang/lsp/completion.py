@@ -19,7 +19,7 @@ from pathlib import Path
 import attrs
 from lsprotocol import types
 
-from gsrlang.catalog import OperatorSig, ParamSig, PortSig, RuleSig
+from gsrlang.catalog import OperatorSig, ParamSig, PortSig
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.hover import describe_operator, describe_rule, param_text
 from gsrlang.lsp.model import DocumentModel
