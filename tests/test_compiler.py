@@ -351,7 +351,11 @@ async def test_constrain_json_sketch_form_and_the_checker_decides():
 
 
 async def test_constrain_json_project_form():
-    jsonform = pytest.importorskip("gsrlang.jsonform")
+    from gsrlang.compiler import jsonmode
+
+    if jsonmode._project_form() is None:
+        pytest.skip("the project's JSON form (gsrlang/jsonform.py, docs/program.schema.json) is not installed")
+    import gsrlang.jsonform as jsonform
     doc = jsonform.program_to_json(analyze(GOOD).program)
     broken = {**doc, "sink": "finale"}
     with FakeOpenAI(responder=scripted({RUBRIC: [broken, doc]})) as server:
