@@ -115,9 +115,6 @@ def _group(item) -> str:
     return type(item).__name__
 
 
-_OPEN_CHARS = {"(", "[", "{"}
-
-
 class _Printer:
     def __init__(self, module: ast.Module, source: str):
         self.module = module
@@ -126,8 +123,7 @@ class _Printer:
         self.trailing: dict[int, list[ast.Comment]] = defaultdict(list)
         self.opening: dict[tuple, ast.Comment] = {}
         self.dangling: dict[tuple, list[ast.Comment]] = defaultdict(list)
-        self.broken: set[tuple] = set()
-        self.comment_starts = sorted(c.span.start for c in module.comments)
+        self.broken: set[tuple] = set()  # groups that must break (a comment inside)
 
     # ---- entry ----
     def run(self) -> str:
