@@ -60,7 +60,7 @@ import attrs
 from gsrlang.data import Candidate, Item
 from gsrlang.judges.base import ABSTAIN, Judgment
 from gsrlang.judges.llm.cache import JudgmentCache
-from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient
+from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
 from gsrlang.judges.llm.jsonparse import AnswerFormatError, RefusalError
@@ -319,6 +319,7 @@ class LLMJudge:
         self.stats = _Stats()
         self._roles: dict[str, _RoleStats] = {}
         self._gates: dict[int, asyncio.Semaphore] = {}
+        self._closed_usage = Usage()
 
     # ---------------------------------------------------------------- interface
     def validate(self, node: Node) -> str | None:
@@ -359,6 +360,7 @@ class LLMJudge:
 
     async def aclose(self) -> None:
         """Close the HTTP clients (and the cache, when this judge opened it)."""
+        self._closed_usage = self._closed_usage + self.pool.usage  # the pool forgets its clients on close
         await self.pool.aclose()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
@@ -367,7 +369,7 @@ class LLMJudge:
     def usage(self) -> dict:
         """Counters for the run summary and the trace (calls, requests, cache hits, tokens, ...)."""
         s = self.stats
-        transport = self.pool.usage
+        transport = self._closed_usage + self.pool.usage
         return {
             "judgments": sum(s.judgments.values()),
             "ok": s.judgments["ok"],
