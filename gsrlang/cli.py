@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"gsrlang.commands.{module_name}":
                 continue  # not built yet
             raise
-        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
+        # argparse %-formats help strings: a literal % ("95% CI") must reach it as %%
+        p = sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=getattr(module, "DESCRIPTION", module.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

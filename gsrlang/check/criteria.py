@@ -112,7 +112,9 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
     judges = [b for b in body if isinstance(b, (ast.Judge, ast.Judges))]
     procedures = [p for p in [item.procedure, *[j.procedure for j in judges if isinstance(j, ast.Judge)]] if p]
     ensembles = [j for j in judges if isinstance(j, ast.Judges)]
-    if len(procedures) + len(ensembles) > 1:
+    # `judge P` (or `= P`) with `judges N aggregate A` samples P N times; anything more is ambiguous
+    samples_of_one = len(procedures) == 1 and len(ensembles) == 1 and ensembles[0].count is not None
+    if len(procedures) + len(ensembles) > 1 and not samples_of_one:
         second = (procedures[1:] + ensembles)[0]
         ctx.error("GSR601", f"criterion `{decl.name}` has more than one judge procedure", second.span,
                   "another procedure", path=path,

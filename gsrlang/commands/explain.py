@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from gsrlang.cli import UsageError
-    from gsrlang.diagnostics.codes import CODES
+    from gsrlang.diagnostics.codes import ALL_CODES as CODES
     from gsrlang.diagnostics.explanations import explain
 
     if args.list:

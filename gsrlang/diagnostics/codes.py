@@ -69,6 +69,14 @@ _CODES = [
 
 CODES: dict[str, CodeInfo] = {c[0]: CodeInfo(*c) for c in _CODES}
 
+# Reported by `gsr compile` about a model's answer (never by the checker): 9xx.
+COMPILER_CODES: dict[str, CodeInfo] = {
+    "GSR900": CodeInfo("GSR900", "the model's answer holds no program"),
+    "GSR901": CodeInfo("GSR901", "the program's task contract differs from the compile specification"),
+}
+
+ALL_CODES: dict[str, CodeInfo] = {**CODES, **COMPILER_CODES}
+
 
 def info(code: str) -> CodeInfo | None:
-    return CODES.get(code.upper())
+    return ALL_CODES.get(code.upper())

