@@ -204,3 +204,50 @@ def test_every_example_checks_clean(example):
 
     result = analyze_file(path)
     assert result.ok and not result.diagnostics, [f"{d.code} {d.message}" for d in result.diagnostics]
+
+
+def test_judges_n_samples_the_given_procedure():
+    result = check("""
+    task pointwise { scale = 1..5 }
+    criterion a: Bool { ask "?" judge llm(role: "strong") judges 3 aggregate majority }
+    sink normalize(a)
+    """)
+    assert result.ok, result.diagnostics
+    ensemble = result.program.node("a").criterion.ensemble
+    assert [j.args for j in ensemble.judges] == [{"role": "strong"}] * 3
+    assert codes("""
+    task pointwise { scale = 1..5 }
+    criterion a: Bool { ask "?" judge llm judges [llm, llm] aggregate majority }
+    sink normalize(a)
+    """) == ["GSR601"]
+
+
+def test_a_comment_inside_a_criterion_body_is_not_a_label():
+    result = check("""
+    task pointwise { scale = 1..5 }
+    criterion a: Bool { # TODO: sharpen
+      ask "?" }
+    criterion b: Nominal{ # the labels
+      x, y } { ask "x or y?" }
+    sink mean(items: [normalize(a), map(b, to: {x: 1, y: 0})])
+    """)
+    assert result.ok, result.diagnostics
+
+
+def test_what_parsed_is_still_checked_after_a_syntax_error():
+    result = check("""
+    task pointwise { scale = 1..5 }
+    criterion a: Bool { ask "?" }
+    node broken = mean(items: [normalize(a)
+    node typed = cap(base: a, trigger: a, at: 0.2)
+    sink typed
+    """)
+    found = sorted({d.code for d in result.diagnostics})
+    assert found == ["GSR001", "GSR301"]  # the type error in the next declaration is reported too
+    assert result.program is None
+
+
+def test_headerless_program_is_named_after_its_file():
+    result = check("task pointwise { scale = 1..5 }\ncriterion a: Bool { ask \"?\" }\nsink normalize(a)\n",
+                   "/tmp/2-my-rubric.gsr")
+    assert result.program.name == "_2_my_rubric"
