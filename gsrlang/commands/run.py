@@ -42,7 +42,8 @@ def add_arguments(p) -> None:
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference shown to model judges")
     p.add_argument("--out", metavar="FILE", help="write one result line per item here (`-`: standard output)")
     p.add_argument("--trace", metavar="FILE", help="write one trace record per item here")
-    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="judge calls in flight (default: 8)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="judge calls in flight (default: the model judges' `concurrency` setting, else 8)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N rows")
     p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
@@ -202,7 +203,7 @@ def run(args) -> int:
         raise UsageError(f"a {mode} run judges {need} response column{'s' if need > 1 else ''}; got "
                          f"{len(responses)} ({', '.join(responses)})" +
                          (": name them with --responses A,B" if mode == "pairwise" else ""))
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must not be negative")
@@ -211,9 +212,10 @@ def run(args) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     registry = build_registry(program, args)
+    concurrency = _concurrency(args, registry)
     reporter = Reporter(args.data, not args.no_progress, args.quiet)
     try:
-        summary = run_file(program, args.data, columns, registry, mode, args.out, args.trace, args.concurrency,
+        summary = run_file(program, args.data, columns, registry, mode, args.out, args.trace, concurrency,
                            args.limit, args.program, on_item=reporter.item)
     except DataError as exc:
         reporter.close()
@@ -240,6 +242,13 @@ def _llm_judge(args):
         return build_llm_judge(args)
     except LLMError as exc:
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
+
+
+def _concurrency(args, registry) -> int:
+    """--concurrency, else the model judges' resolved setting (environment, gsr.toml), else 8."""
+    llm = registry.get("llm")
+    settings = getattr(llm, "settings", None)
+    return args.concurrency or (settings.default.concurrency if settings is not None else 8)
 
 
 def _llm_report(registry, summary, stream) -> bool:
