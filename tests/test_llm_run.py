@@ -75,6 +75,8 @@ def _verdict(section: str, text: str):
 
 def fake_model(body: dict) -> dict:
     prompt = prompt_text(body)
+    if "## Criterion" not in prompt:  # e.g. the empty body of a request cut short by kill -9
+        return Reply(status=400, content="fake model: not a judge prompt")
     section = prompt[prompt.rindex("## Criterion"):]
     quotes = {"evidence": ["GOOD"]} if '"evidence"' in section else {}
     if '"response_1"' in section:
@@ -96,6 +98,17 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def trace_cost(records: list[dict]) -> tuple[int, int]:
+    """(calls, prompt tokens) summed over every judgment of a trace: the run's cost, item by item."""
+    calls = tokens = 0
+    for record in records:
+        for node in record["nodes"]:
+            for j in node.get("judgments") or ():
+                calls += j["provenance"].get("calls", 0)
+                tokens += j["provenance"].get("tokens", {}).get("prompt", 0)
+    return calls, tokens
 
 
 def gsr(*argv) -> int:
@@ -143,6 +156,9 @@ def test_helpsteer2_pointwise(server, tmp_path, capsys):
     assert code == 0 and len(server.requests) == 10
     assert "10 calls (10 from the cache, 0 HTTP requests" in io.out and "0 prompt + 0 completion tokens" in io.out
     assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
+    # the trace replays exactly, without a model
+    assert gsr("replay", "t.jsonl") == 0 and "reproduced exactly" in capsys.readouterr().out
+    assert len(server.requests) == 10
 
 
 def test_mtbench_pairwise(server, tmp_path, capsys):
@@ -188,6 +204,7 @@ def test_ensemble_example_with_roles_pointwise_and_joint_pairwise(server, tmp_pa
     depth = next(n for n in trace[0]["nodes"] if n["id"] == "depth")["judgments"][0]
     assert depth["provenance"]["evidence"] == ["GOOD"] and depth["provenance"]["evidence_found"] == [True]
     assert all(r.get("seed") is not None for r in server.requests)  # seed = 7 in gsr.toml: sent per call
+    assert trace_cost(trace)[0] == len(server.requests)  # every call is accounted for in the trace
 
     server.reset()
     pairs = write_jsonl(tmp_path / "pairs.jsonl", [
@@ -201,6 +218,9 @@ def test_ensemble_example_with_roles_pointwise_and_joint_pairwise(server, tmp_pa
     assert len(joint) == 2  # depth: both orders
     first, second = (r.prompt for r in joint)
     assert (first.index("BAD") < first.index("GOOD")) != (second.index("BAD") < second.index("GOOD"))
+    calls, tokens = trace_cost(read_jsonl(tmp_path / "pt.jsonl"))  # joint calls are counted once
+    assert calls == len(server.requests) and f"model judges: {calls} calls" in io.out
+    assert f"{tokens} prompt + " in io.out
     depth = next(n for n in read_jsonl(tmp_path / "pt.jsonl")[0]["nodes"] if n["id"] == "depth")
     a, b = depth["judgments"]
     assert [o["candidates"] for o in a["provenance"]["orders"]] == [["A", "B"], ["B", "A"]]

@@ -433,6 +433,7 @@ class LLMJudge:
                            "completion": sum(v.provenance.get("tokens", {}).get("completion", 0) for v in votes)},
                 "latency_s": max((v.provenance.get("latency_s", 0.0) for v in votes), default=0.0),
                 "cached": all(v.provenance.get("cached") for v in votes),
+                "calls": sum(v.provenance.get("calls", 0) for v in votes),
             }
             if ens.args.get("weights") is not None:
                 prov["weights"] = list(ens.args["weights"])
@@ -503,6 +504,7 @@ class LLMJudge:
                        "raw": out.raw, **self._provenance(proc, role, seed, spec, out)}
                 if k > 0:  # the calls are shared: count their tokens on the first candidate only
                     rec["tokens"] = {"prompt": 0, "completion": 0}
+                    rec["calls"] = 0
                     rec["calls_shared_with"] = cands[0].id
                 if r.get("evidence"):
                     rec["evidence"] = r["evidence"]
@@ -522,6 +524,7 @@ class LLMJudge:
                            "completion": sum(r["tokens"]["completion"] for r in records)},
                 "latency_s": max(r.get("latency_s", 0.0) for r in records),
                 "cached": all(r.get("cached") for r in records),
+                "calls": sum(r.get("calls", 0) for r in records) if k == 0 else 0,
             }
             judgments.append(Judgment(j.value, j.status, j.reason, records[0]["raw"], prov))
         return judgments
