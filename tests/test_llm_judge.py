@@ -358,6 +358,11 @@ async def test_fewshot_examples_are_balanced_in_the_prompt(server):
     assert sorted(shown) == sorted(expected)
     assert user.index("## Worked examples") > user.index("## Criterion")
     assert judge.validate(node("clear")) is None
+    assert judge.report() == []
+    typo = make_judge(server, fewshot=FewShotBank(rows + [FewShotRow("claer", "t", "yes", None, 11)], k=4))
+    await typo.judge(node("clear"), it, it.candidates[0])
+    assert "claer" in typo.report()[0] and "not used" in typo.report()[0]
+    await typo.aclose()
     bad = FewShotBank([FewShotRow("clear", "t", "perhaps", None, 4)])
     assert "line 4" in make_judge(server, fewshot=bad).validate(node("clear"))
     await judge.aclose()

@@ -320,6 +320,7 @@ class LLMJudge:
         self._roles: dict[str, _RoleStats] = {}
         self._gates: dict[int, asyncio.Semaphore] = {}
         self._closed_usage = Usage()
+        self._fewshot_used: set[str] = set()
 
     # ---------------------------------------------------------------- interface
     def validate(self, node: Node) -> str | None:
@@ -403,6 +404,11 @@ class LLMJudge:
                 lines.append(f"{who}: {rs.failures} of {rs.units} calls failed; first error: {rs.first_error}")
             if rs.dead:
                 lines.append(f"{who}: stopped calling it: {rs.dead}")
+        if self.fewshot is not None and self._fewshot_used:
+            unused = sorted(self.fewshot.criteria() - self._fewshot_used)
+            if unused:
+                lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
+                             f"{', '.join(unused)}; those examples were not used")
         return lines
 
     @property
@@ -445,6 +451,7 @@ class LLMJudge:
         crit = node.criterion
         examples = [Example(e.text, e.verdict, e.reason) for e in crit.examples]
         if self.fewshot is not None:
+            self._fewshot_used.add(node.id)
             examples += self.fewshot.examples_for(node.id, node.type.required())
         examples = [e for e in examples if e.text not in exclude]
         token = data_token(self.seed, [item.id, item.input, item.reference, *(c.text for c in item.candidates)])
