@@ -227,6 +227,23 @@ def test_ensemble_example_with_roles_pointwise_and_joint_pairwise(server, tmp_pa
     assert a["provenance"]["agreement"] == "agree" and (a["value"], b["value"]) == ("shallow", "thorough")
 
 
+def test_fewshot_file_and_options_through_the_cli(server, tmp_path, capsys):
+    shots = tmp_path / "shots.csv"
+    shots.write_text("criterion,text,verdict,reason\n" + "".join(
+        f"correct,SHOT-{i} text,{1 + i % 5},r{i}\n" for i in range(20)), encoding="utf-8")
+    data = write_jsonl(tmp_path / "items.jsonl", [{"input": "q", "response": "GOOD"}])
+    code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--model", "m", "--fewshot", shots,
+               "--fewshot-k", "3", "--seed", "11", "--max-reasks", "0", "--no-cache", "--out", "r.jsonl")
+    io = capsys.readouterr()
+    assert code == 0, io.err
+    with_shots = [r for r in server.requests if "SHOT-" in r.prompt]
+    assert len(with_shots) == 1  # only the criterion the file has examples for
+    verdicts = re.findall(r"Verdict: [A-E] \((\d)\)", with_shots[0].prompt)
+    assert len(verdicts) == 3 and len(set(verdicts)) == 3  # balanced: three different levels
+    assert all(r["seed"] is not None for r in server.requests)  # --seed: a sampling seed per call
+    assert not (tmp_path / ".gsr-cache").exists()  # --no-cache
+
+
 def test_no_model_configured_is_a_clear_error(tmp_path, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", [{"input": "x", "response": "y"}])
     code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise")
@@ -325,7 +342,7 @@ def test_kill_and_resume_gives_the_same_results_without_asking_twice(tmp_path, m
 # ----------------------------------------------------------------------------------------- the key never leaks
 
 
-def test_the_key_is_never_written(tmp_path, monkeypatch, capsys):
+def test_the_key_is_never_written(tmp_path, monkeypatch, capsys, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("GSR_DEBUG", "")
     calls = {"n": 0}
@@ -341,6 +358,7 @@ def test_the_key_is_never_written(tmp_path, monkeypatch, capsys):
     data = write_jsonl(tmp_path / "items.jsonl",
                        [{"id": str(i), "input": "q", "response": f"GOOD {i}"} for i in range(6)])
     with FakeOpenAI(responder=responder) as server:
+        server.reject_json_schema = True  # the structured-output fallback logs a warning
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--model", "m", "--out", "r.jsonl",
                    "--trace", "t.jsonl", "--max-retries", "1")
@@ -357,4 +375,5 @@ def test_the_key_is_never_written(tmp_path, monkeypatch, capsys):
     for path in written:
         assert KEY.encode() not in path.read_bytes(), path
     assert KEY not in io.out and KEY not in io.err
+    assert "falling back to json_object" in caplog.text and KEY not in caplog.text  # the logs
     assert "***" in io.err or "***" in (tmp_path / "t2.jsonl").read_text()  # scrubbed, not dropped
