@@ -572,3 +572,51 @@ async def test_joint_with_a_single_candidate_judges_pointwise(server):
     (only,) = await judge.judge_joint(prog.node("better"), item("solo"))
     assert only.value == "5" and "orders" not in only.provenance
     await judge.aclose()
+
+
+# ----------------------------------------------------------------------------------------- building the judge
+
+
+async def test_build_llm_judge_flags_over_env_over_gsr_toml(tmp_path, monkeypatch):
+    import argparse
+
+    from gsrlang.judges.llm.config import ConfigError
+    from gsrlang.judges.llm.judge import create_judge
+    from gsrlang.judges.llm.options import add_llm_arguments, build_llm_judge
+
+    for var in list(__import__("os").environ):
+        if var.startswith(("GSR_", "OPENAI_")):
+            monkeypatch.delenv(var)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model")  # a flag the command already has is kept
+    add_llm_arguments(parser)
+    assert build_llm_judge(parser.parse_args([])) is None  # no model anywhere
+    (tmp_path / "gsr.toml").write_text('[judge]\nmodel = "toml-model"\nconcurrency = 3\nseed = 4\n'
+                                       '[judge.roles.strong]\nmodel = "big"\n', encoding="utf-8")
+    judge = build_llm_judge(parser.parse_args([]))
+    assert judge.settings.default.model == "toml-model" and judge.settings.default.concurrency == 3
+    assert judge.seed == 4 and judge.settings.for_role("strong").model == "big"
+    assert (tmp_path / ".gsr-cache" / "judgments.sqlite").exists()  # the default cache
+    await judge.aclose()
+    monkeypatch.setenv("GSR_MODEL", "env-model")
+    judge = build_llm_judge(parser.parse_args(["--no-cache"]))
+    assert judge.settings.default.model == "env-model" and judge.cache is None
+    await judge.aclose()
+    args = parser.parse_args(["--model", "flag-model", "--role", "strong=other@http://127.0.0.1:8/v1",
+                              "--concurrency", "5", "--max-reasks", "1", "--joint-disagreement", "first",
+                              "--cache", str(tmp_path / "c" / "x.sqlite")])
+    judge = build_llm_judge(args)
+    assert judge.settings.default.model == "flag-model" and judge.settings.default.concurrency == 5
+    strong = judge.settings.for_role("strong")
+    assert (strong.model, strong.base_url) == ("other", "http://127.0.0.1:8/v1")
+    assert judge.max_reasks == 1 and judge.joint_disagreement == "first"
+    await judge.aclose()
+    with pytest.raises(ConfigError, match="NO_SUCH_VAR"):
+        build_llm_judge(parser.parse_args(["--api-key-env", "NO_SUCH_VAR"]))
+    with pytest.raises(ConfigError, match="NAME=MODEL"):
+        build_llm_judge(parser.parse_args(["--role", "strong"]))
+    judge = create_judge({"model": "hook-model", "no_cache": True, "max_reasks": 0})
+    assert judge.settings.default.model == "hook-model" and judge.cache is None and judge.max_reasks == 0
+    await judge.aclose()
