@@ -153,7 +153,6 @@ class _Stats:
     judgments: Counter = attrs.field(factory=Counter)
     units: int = 0
     calls: int = 0
-    requests: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -626,7 +625,7 @@ class LLMJudge:
                 out.error = str(exc)
                 stats.prompt_tokens += out.prompt_tokens
                 stats.completion_tokens += out.completion_tokens
-                return self._failed(n_out, f"the judge call failed: {exc}", spec, out)
+                return self._failed(n_out, str(exc), spec, out)
             except AnswerFormatError as exc:
                 all_cached = False
                 out.requests += client.usage.http_requests - before
@@ -666,7 +665,6 @@ class LLMJudge:
         stats.prompt_tokens += out.prompt_tokens
         stats.completion_tokens += out.completion_tokens
         stats.latency_s += out.latency_s
-        stats.requests += out.requests
         if problem is None:
             out.results = last_results
         else:
