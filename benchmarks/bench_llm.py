@@ -198,7 +198,6 @@ def _lcp(seqs: list[list[str]]) -> int:
 
 async def _prompts_for(prog, base_url: str, pairwise: bool) -> dict[str, list[list[str]]]:
     """The first-ask prompt of every model call for one item, grouped by the candidate it shows."""
-    from fakeserver import prompt_text  # noqa: F401 - the server is in another process; we rebuild locally
     from gsrlang.data import Candidate, Item
     from gsrlang.judges.llm.config import JudgeConfig, JudgeSettings
     from gsrlang.judges.llm.judge import LLMJudge

@@ -24,9 +24,9 @@ from gsrlang.judges.llm.judge import LLMJudge
 from gsrlang.judges.llm.prompts import AnswerSpec
 
 try:
-    from fakeserver import FakeOpenAI, Fault, Reply, prompt_text, scripted
+    from fakeserver import FakeOpenAI, Fault, prompt_text, scripted
 except ImportError:  # tests/ imported as a package
-    from tests.fakeserver import FakeOpenAI, Fault, Reply, prompt_text, scripted
+    from tests.fakeserver import FakeOpenAI, Fault, prompt_text, scripted
 
 KEY = "sk-judge-test-KEY-7781"
 
@@ -424,7 +424,10 @@ task pointwise { scale = 1..5 }
 criterion maj: Bool { ask "Q-MAJ?" judges 3 aggregate majority }
 criterion una: Bool { ask "Q-UNA?" judges 3 aggregate unanimous }
 criterion anyof: Bool { ask "Q-ANY?" judges 3 aggregate any }
-criterion wei: Bool { ask "Q-WEI?" judges [llm(role: "a"), llm(role: "b"), llm(role: "c")] aggregate weighted(weights: [0.5, 0.3, 0.3]) }
+criterion wei: Bool {
+  ask "Q-WEI?"
+  judges [llm(role: "a"), llm(role: "b"), llm(role: "c")] aggregate weighted(weights: [0.5, 0.3, 0.3])
+}
 criterion avg: Ordinal[1..5] { ask "Q-AVG?" judges 3 aggregate mean }
 criterion med: Ordinal[1..5] { ask "Q-MED?" judges 3 aggregate median }
 criterion mod: Ordinal[1..5] { ask "Q-MOD?" judges 3 aggregate mode }

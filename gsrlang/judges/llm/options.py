@@ -49,7 +49,8 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
     add("--max-tokens", type=int, metavar="N", help="answer length limit")
     add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
-    add("--max-retries", type=int, metavar="N", help="retries on 429, 5xx, timeouts and dropped connections (default 5)")
+    add("--max-retries", type=int, metavar="N",
+        help="retries on 429, 5xx, timeouts and dropped connections (default 5)")
     add("--concurrency", type=int, metavar="N", help="model requests in flight per judge model (default 8)")
     add("--seed", type=int, metavar="N",
         help="makes the run reproducible: option order, few-shot draws and the model's sampling seed are "
