@@ -70,7 +70,7 @@ class OperatorSig:
     def signature(self) -> str:
         tp = f"<{', '.join(self.type_params)}>" if self.type_params else ""
         ports = ", ".join(f"{p.name}: {p.pattern}" for p in self.ports)
-        params = ", ".join(_param_text(p) for p in self.params)
+        params = ", ".join(param_text(p) for p in self.params)
         inside = ports + (f"; {params}" if params else "")
         return f"{self.kind} {self.name}{tp}({inside}) -> {self.result}"
 
@@ -88,7 +88,7 @@ class RuleSig:
         return next((p for p in self.params if p.name == name), None)
 
     def signature(self) -> str:
-        return f"rule {self.name}({', '.join(_param_text(p) for p in self.params)}) -> {self.result}"
+        return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
 
 
 @attrs.frozen
@@ -108,7 +108,8 @@ class Catalog:
         return self.operators.get(name)
 
 
-def _param_text(p: ParamSig) -> str:
+def param_text(p: ParamSig) -> str:
+    """A parameter as written in a signature: `weights: [Real] per items = equal`."""
     text = f"{p.name}: {p.pattern}"
     if p.per:
         text += f" per {p.per}"

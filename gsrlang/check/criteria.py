@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gsrlang.catalog import REQUIRED, ParamSig, Symbol, format_literal, literal_value
 from gsrlang.check.context import Context, Decl, did_you_mean
-from gsrlang.check.values import check_param_value, literal_fits
+from gsrlang.check.values import check_param_value, literal_fits, values_of
 from gsrlang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
 from gsrlang.syntax import ast
 from gsrlang.types import BOOL, JType, Pattern, ordinal
@@ -151,11 +151,7 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
 
 
 def _verdict_help(t: JType) -> str:
-    if t.kind == "bool":
-        return "the verdict is `true` or `false`"
-    if t.kind == "score":
-        return f"the verdict is a number in [{t.lo:g}, {t.hi:g}]"
-    return "the verdict is one of " + ", ".join(t.labels)
+    return "the verdict is " + values_of(t)
 
 
 def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> list[LevelSpec]:

@@ -59,12 +59,17 @@ def _safe(expr) -> bool:
         return False
 
 
-def _value_help(t: JType) -> str:
+def values_of(t: JType) -> str:
+    """What a literal of type `t` may be, in words: "`true` or `false`", "a number in [0, 1]", "one of a, b"."""
     if t.kind == "bool":
-        return "write `true` or `false`"
+        return "`true` or `false`"
     if t.kind == "score":
-        return f"write a number in [{t.lo:g}, {t.hi:g}]"
-    return "write one of " + ", ".join(t.labels)
+        return f"a number in [{t.lo:g}, {t.hi:g}]"
+    return "one of " + ", ".join(t.labels)
+
+
+def _value_help(t: JType) -> str:
+    return "write " + values_of(t)
 
 
 def _check(ctx: Context, name: str, p: Pattern, expr, path):

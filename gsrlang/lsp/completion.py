@@ -21,7 +21,8 @@ from lsprotocol import types
 
 from gsrlang.catalog import OperatorSig, ParamSig, PortSig
 from gsrlang.lsp import knowledge
-from gsrlang.lsp.hover import describe_operator, describe_rule, param_text
+from gsrlang.catalog import param_text
+from gsrlang.lsp.hover import describe_operator, describe_rule
 from gsrlang.lsp.model import DocumentModel
 from gsrlang.lsp.positions import PositionMap
 from gsrlang.span import Span

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, format_literal
+from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, format_literal, param_text
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
@@ -85,15 +85,6 @@ def describe_argument(model: DocumentModel, owner, sig: PortSig | ParamSig) -> s
         enum = _enum_of(model, sig)
         if enum is not None:
             text += f"\n\none of: {', '.join(f'`{m}`' for m in enum.members)}" + (f"\n\n{enum.doc}" if enum.doc else "")
-    return text
-
-
-def param_text(p: ParamSig) -> str:
-    text = f"{p.name}: {p.pattern}"
-    if p.per:
-        text += f" per {p.per}"
-    if not p.required:
-        text += f" = {format_literal(p.default)}"
     return text
 
 
