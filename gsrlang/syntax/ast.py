@@ -20,6 +20,15 @@ def node(cls):
     return attrs.frozen(cls)
 
 
+def key_text(key) -> str:
+    """A level's or a mapping entry's key as text: a name, `true` / `false`, or a number or string."""
+    if isinstance(key, Ident):
+        return key.name
+    if isinstance(key, BoolLit):
+        return "true" if key.value else "false"
+    return str(key.value)
+
+
 # ---- leaves ------------------------------------------------------------------------------
 @node
 class Ident:
@@ -95,12 +104,7 @@ class Entry:
 
     @property
     def key_text(self) -> str:
-        k = self.key
-        if isinstance(k, Ident):
-            return k.name
-        if isinstance(k, BoolLit):
-            return "true" if k.value else "false"
-        return str(k.value)
+        return key_text(self.key)
 
 
 @node
@@ -165,12 +169,7 @@ class Level:
 
     @property
     def key_text(self) -> str:
-        k = self.key
-        if isinstance(k, Ident):
-            return k.name
-        if isinstance(k, BoolLit):
-            return "true" if k.value else "false"
-        return str(k.value)
+        return key_text(self.key)
 
 
 @node
