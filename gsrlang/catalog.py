@@ -7,11 +7,16 @@ the language server all read it from here.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
+import sys
 from functools import cache
 from pathlib import Path
 
 import attrs
 
+from gsrlang import __version__
 from gsrlang.span import Span
 from gsrlang.syntax import ast
 from gsrlang.types import Pattern
@@ -244,6 +249,34 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
 
 @cache
 def default_catalog() -> Catalog:
+    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's text, so start-up skips parsing it."""
     from gsrlang.resources import stdlib_dir
 
-    return load_catalog(stdlib_dir())
+    folder = stdlib_dir()
+    sources = sorted(folder.glob("*.gsr"))
+    key = hashlib.sha256(f"{__version__} {sys.version}".encode())
+    for path in sources:
+        key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    cached = _cache_dir() / f"catalog-{key.hexdigest()[:32]}.pickle"
+    try:
+        with open(cached, "rb") as fh:
+            catalog = pickle.load(fh)
+        if isinstance(catalog, Catalog):
+            return catalog
+    except Exception:  # missing, unreadable or from another layout: rebuild it
+        pass
+    catalog = load_catalog(folder)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(catalog, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home: parse the stdlib on every start instead
+    return catalog
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gsrlang"

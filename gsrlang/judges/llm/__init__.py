@@ -12,33 +12,33 @@ OpenAI-compatible server works (OpenAI, vLLM, Ollama, llama.cpp, LM Studio)::
 
 from typing import TYPE_CHECKING, Any
 
-from .cache import CacheError, JudgmentCache
-from .config import (
-    ConfigError,
-    JudgeConfig,
-    JudgeSettings,
-    LLMError,
-    Secret,
-    STRUCTURED_MODES,
-    find_config_file,
-    resolve_settings,
-)
-from .jsonparse import AnswerFormatError, RefusalError, extract_json
-
 if TYPE_CHECKING:
+    from .cache import CacheError, JudgmentCache
     from .client import ChatRequest, ChatResult, ClientPool, JudgeCallError, LLMClient, Usage
+    from .config import (STRUCTURED_MODES, ConfigError, JudgeConfig, JudgeSettings, LLMError, Secret,
+                         find_config_file, resolve_settings)
+    from .jsonparse import AnswerFormatError, RefusalError, extract_json
 
-# client.py imports the openai package (about a second); load it on first use so
-# that code needing only config/cache/jsonparse stays quick to import.
-_LAZY = {"ChatRequest", "ChatResult", "ClientPool", "JudgeCallError", "LLMClient", "Usage"}
+# Every name is loaded on first use: client.py imports the openai package (about a second) and cache.py
+# sqlite3, and `gsr` registers its command-line flags (gsrlang.judges.llm.options) on every start-up.
+_LAZY = {
+    "cache": ("CacheError", "JudgmentCache"),
+    "client": ("ChatRequest", "ChatResult", "ClientPool", "JudgeCallError", "LLMClient", "Usage"),
+    "config": ("ConfigError", "JudgeConfig", "JudgeSettings", "LLMError", "Secret", "STRUCTURED_MODES",
+               "find_config_file", "resolve_settings"),
+    "jsonparse": ("AnswerFormatError", "RefusalError", "extract_json"),
+}
+_MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from . import client
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(client, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "AnswerFormatError",
