@@ -21,7 +21,17 @@ from gsrlang.span import Span
 from gsrlang.syntax import ast
 from gsrlang.types import Pattern
 
-REQUIRED = object()  # a parameter without a default
+class _Required:
+    """The default of a parameter without one; a singleton that survives pickling (the catalogue cache)."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __reduce__(self):
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
 
 
 class CatalogError(Exception):
