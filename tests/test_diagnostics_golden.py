@@ -13,11 +13,6 @@ A few cases are not files: GENERATED ones are bytes written to a temporary folde
 binary file, invalid UTF-8; no raw bytes are committed) and MISSING ones name a path
 that deliberately does not exist (GSR005). Both still have a `.expected` file.
 
-KNOWN_ISSUES are cases whose current output is wrong (a crash, cascade noise, a wrong
-span). They have no `.expected` file; each has a targeted check, marked
-`xfail(strict=True)`, that flips when the checker is fixed: then remove the entry and
-regenerate.
-
 Regenerate the expected files after an intended change of the checker's output:
 
     GSR_REGEN=1 .venv/bin/pytest tests/test_diagnostics_golden.py
@@ -31,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -69,19 +63,13 @@ def _codes(ds) -> list[str]:
 
 
 # name -> (why the current output is not acceptable, a check that holds once it is fixed)
-# None at present: the issues found while writing these cases (map without `to`, misplaced positional
-# arguments, cascades after a rejected parameter or a second sink, the span of an unclosed bracket, the
-# position of an invalid UTF-8 byte) are fixed and pinned by their golden files.
-KNOWN_ISSUES: dict[str, tuple[str, Callable[[list[Diagnostic], str], bool]]] = {}
-
-
 def _case_names() -> list[str]:
     names = {p.stem for p in CASES.glob("*.gsr")} | set(GENERATED) | MISSING
     return sorted(names)
 
 
 ALL_CASES = _case_names()
-GOLDEN_CASES = [n for n in ALL_CASES if n not in KNOWN_ISSUES]
+GOLDEN_CASES = ALL_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -147,13 +135,6 @@ def test_cli_output_is_the_golden_output(name, capsys):
     assert status == (1 if has_error else 0)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_ISSUES[n][0]))
-                                  for n in KNOWN_ISSUES])
-def test_known_issue(name, tmp_path):
-    diagnostics, _, concise = run_case(name, tmp_path)
-    assert KNOWN_ISSUES[name][1](diagnostics, concise), concise
-
-
 # ---- the case folder itself ------------------------------------------------------------------------------
 def test_every_code_has_a_golden_case():
     covered = {_code_of(n) for n in GOLDEN_CASES if (CASES / f"{n}.expected").exists()}
@@ -167,10 +148,7 @@ def test_case_names_and_files_are_consistent():
         if name in MISSING:
             assert not (CASES / f"{name}.gsr").exists()
     for expected in CASES.glob("*.expected"):
-        assert expected.stem in GOLDEN_CASES, f"{expected.name} has no case (or is a known issue)"
-    for name in KNOWN_ISSUES:
-        assert name in ALL_CASES, name
-        assert not (CASES / f"{name}.expected").exists(), f"{name} is a known issue: its output is not golden"
+        assert expected.stem in GOLDEN_CASES, f"{expected.name} has no case"
 
 
 def test_import_fragments_are_used():
