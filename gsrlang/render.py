@@ -86,7 +86,8 @@ class TraceItem:
 
 
 def _records(path: Path):
-    """(line, record) for each trace record: through `gsrlang.runtime.trace` (which checks the version)."""
+    """(line, record) for each item record: through `gsrlang.runtime.trace` (which checks the version and
+    leaves out the run-summary record)."""
     try:
         from gsrlang.runtime.trace import TraceError as _RuntimeTraceError, read_trace
     except ImportError:  # the runtime is optional for drawing; read the JSON lines directly
@@ -104,9 +105,12 @@ def _records(path: Path):
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                yield number, json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TraceError(f"{path}: line {number} is not a JSON object ({exc.msg})") from exc
+            if isinstance(record, dict) and record.get("kind") == "run_summary":
+                continue  # the run's totals that end a completed run's trace, not an item
+            yield number, record
 
 
 def read_trace_item(path: str | Path, item_id: str) -> TraceItem:

@@ -24,9 +24,9 @@ from gsrlang.cli import main
 from gsrlang.judges.llm import ChatRequest, JudgeConfig
 
 try:
-    from fakeserver import FakeOpenAI, Reply, prompt_text
+    from fakeserver import FakeOpenAI, Fault, Reply, prompt_text
 except ImportError:  # tests/ imported as a package
-    from tests.fakeserver import FakeOpenAI, Reply, prompt_text
+    from tests.fakeserver import FakeOpenAI, Fault, Reply, prompt_text
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPSTEER = ROOT / "examples" / "helpsteer2" / "helpfulness.gsr"
@@ -104,6 +104,8 @@ def trace_cost(records: list[dict]) -> tuple[int, int]:
     """(calls, prompt tokens) summed over every judgment of a trace: the run's cost, item by item."""
     calls = tokens = 0
     for record in records:
+        if record.get("kind") == "run_summary":  # the run's totals, not an item
+            continue
         for node in record["nodes"]:
             for j in node.get("judgments") or ():
                 calls += j["provenance"].get("calls", 0)
@@ -268,6 +270,86 @@ def test_a_judge_failing_every_call_is_loud(server, tmp_path, capsys):
     assert "WARNING" in io.err and "EVERY call failed" in io.err and "stopped calling it" in io.err
     assert all(r["status"] == "invalid" for r in read_jsonl(tmp_path / "r.jsonl"))
     assert len(server.requests) < 5 * 5
+
+
+# ----------------------------------------------------------------------------------------- run totals in the trace
+
+
+def _provenance_totals(records: list[dict]) -> dict:
+    """Calls and tokens summed over every judgment's provenance (the first candidate of a joint call holds it)."""
+    totals = {"calls": 0, "prompt": 0, "completion": 0, "cached_calls": 0}
+    for record in records:
+        for node in record["nodes"]:
+            for j in node.get("judgments") or ():
+                p = j["provenance"]
+                totals["calls"] += p.get("calls", 0)
+                totals["prompt"] += p.get("tokens", {}).get("prompt", 0)
+                totals["completion"] += p.get("tokens", {}).get("completion", 0)
+                totals["cached_calls"] += p.get("calls", 0) if p.get("cached") else 0
+    return totals
+
+
+def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "items.jsonl", [
+        {"id": "g", "prompt": "Capital of France?", "response": "GOOD: Paris.", "label": 5},
+        {"id": "b", "prompt": "Capital of France?", "response": "BAD: Lyon.", "label": 1},
+        {"id": "x", "prompt": "Capital of Italy?", "response": "GOOD: Rome.", "label": 5},
+    ])
+    answered = {"n": 0}
+
+    def responder(body):  # the first answer holds no JSON: one re-ask
+        answered["n"] += 1
+        return "I think it is fine." if answered["n"] == 1 else fake_model(body)
+
+    server.responder = responder
+    server.enqueue(Fault.status(500))  # one retried HTTP request
+    argv = ["run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt", "--id-field", "id",
+            "--label-field", "label", "--model", "fake-judge", "--bootstrap", "0", "--concurrency", "2"]
+    code = gsr(*argv, "--out", "r.jsonl", "--trace", "t.jsonl")
+    io = capsys.readouterr()
+    assert code == 0, io.err
+    records = read_jsonl(tmp_path / "t.jsonl")
+    items, summary = records[:-1], records[-1]
+    assert len(items) == 3 and all("kind" not in r for r in items)
+    assert summary["kind"] == "run_summary" and summary["trace_version"] == 1
+    assert (summary["items"], summary["ok"], summary["invalid"], summary["failed"]) == (3, 3, 0, 0)
+    assert summary["mode"] == "pointwise" and summary["program"]["name"] == "helpfulness"
+    assert 0 < summary["wall_s"] < 60
+    llm = summary["judges"]["llm"]
+    prov = _provenance_totals(items)
+    # the totals are the sum over the judgments' provenance ...
+    assert llm["calls"] == prov["calls"] == 3 * 5 + 1  # five model criteria per item, plus the re-ask
+    assert llm["prompt_tokens"] == prov["prompt"] > 0 and llm["completion_tokens"] == prov["completion"] > 0
+    assert llm["cache_hits"] == prov["cached_calls"] == 0
+    # ... and what the server saw: every HTTP request (the 500 included), every token it counted
+    assert llm["http_requests"] == len(server.requests) == llm["calls"] + 1
+    assert llm["retries"] == 1 and llm["reasks"] == 1
+    served = [r for r in server.requests if r.fault is None]
+    assert llm["prompt_tokens"] == sum(max(1, -(-len(r.prompt) // 4)) for r in served)
+    assert llm["judgments"] == 15 and llm["ok"] == 15
+    # the summary printed at the end says the same
+    assert f"model judges: {llm['calls']} calls (0 from the cache, {llm['http_requests']} HTTP requests" in io.out
+
+    # the same run again: every call from the cache, no request, no token; the results are the same
+    n = len(server.requests)
+    assert gsr(*argv, "--out", "r2.jsonl", "--trace", "t2.jsonl") == 0
+    capsys.readouterr()
+    assert len(server.requests) == n
+    assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
+    again = read_jsonl(tmp_path / "t2.jsonl")
+    llm2 = again[-1]["judges"]["llm"]
+    assert llm2["cache_hits"] == llm2["calls"] == _provenance_totals(again[:-1])["cached_calls"] == 16
+    assert (llm2["http_requests"], llm2["prompt_tokens"], llm2["completion_tokens"]) == (0, 0, 0)
+    # the two traces differ only in what the run cost (provenance, the summary), never in the item outcomes
+    assert [r["result"] for r in again[:-1]] == [r["result"] for r in items]
+
+    # replay skips the summary record and reports it
+    code = gsr("replay", "t.jsonl", "--bootstrap", "0")
+    out = capsys.readouterr().out
+    assert code == 0 and "replayed 3 items" in out
+    assert ("recorded run: 3 items (3 ok, 0 invalid, 0 failed) in" in out and
+            f"model judges: 16 calls (0 from the cache, 17 HTTP requests), {llm['prompt_tokens']} prompt + "
+            f"{llm['completion_tokens']} completion tokens" in out)
 
 
 # ----------------------------------------------------------------------------------------- kill and resume

@@ -178,3 +178,26 @@ def test_pairwise_records_replay():
     assert record["result"]["winner"] == "first"
     [(*_, d)] = replay(prog, [record])
     assert d is None
+
+
+def test_the_run_summary_record_is_kept_apart_from_the_items(tmp_path):
+    from gsrlang.render import read_trace_item
+    from gsrlang.runtime.batch import replay_file
+    from gsrlang.runtime.trace import TraceWriter, is_summary, read_trace, summary_record
+
+    prog = program()
+    plan = Plan(prog)
+    path = tmp_path / "t.jsonl"
+    with path.open("w") as handle:
+        writer = TraceWriter(handle, plan, "chat.gsr")
+        for it in ITEMS:
+            writer.write(asyncio.run(execute(plan, it, default_registry(), "pointwise")))
+        writer.write_summary(summary_record(items=4, ok=3, invalid=1, failed=0, wall_s=0.5, judges={}))
+    assert [r["item"]["id"] for _, r in read_trace(path)] == ["i0", "i1", "i2", "i3"]
+    everything = list(read_trace(path, summaries=True))
+    assert len(everything) == 5 and is_summary(everything[-1][1]) and everything[-1][0] == 5
+    assert not any(is_summary(r) for _, r in everything[:-1])
+    summary = replay_file(path, prog, verify=True)
+    assert summary.items == 4 and summary.first_difference is None
+    assert summary.recorded == everything[-1][1]
+    assert read_trace_item(path, "i2").item_id == "i2"  # the overlay reader skips it too

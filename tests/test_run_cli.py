@@ -47,13 +47,21 @@ def test_run_topical_chat_graph_program(tmp_path, capsys):
     assert first["id"] == "tc-000" and first["mode"] == "pointwise" and first["scale"] == [1.0, 5.0]
     assert isinstance(first["score"], int) and 1 <= first["score"] <= 5
     assert "240 items: 240 ok, 0 invalid, 0 failed" in io.out and "qwk" in io.out
-    assert len(lines(trace)) == 240
+    records = lines(trace)
+    assert len(records) == 241  # one record per item, then the run summary
+    assert all("kind" not in r for r in records[:240])
+    summary = records[-1]
+    assert summary["kind"] == "run_summary" and summary["trace_version"] == 1
+    assert (summary["items"], summary["ok"], summary["invalid"], summary["failed"]) == (240, 240, 0, 0)
+    assert summary["program"]["name"] == "topical_chat_overall" and summary["judges"] == {}
+    assert summary["wall_s"] >= 0 and summary["labelled"] == 240
     # the results file is what gsr metrics reads
     report = metrics_from_results(out, bootstrap=0)
     assert report["metrics"]["n"] == 240 and report["metrics"]["exact"]["value"] is not None
 
     code, io = gsr("replay", trace, capsys=capsys)
-    assert code == 0 and "reproduced exactly" in io.out
+    assert code == 0 and "replayed 240 items" in io.out and "reproduced exactly" in io.out
+    assert "recorded run: 240 items (240 ok, 0 invalid, 0 failed) in" in io.out and "no model judge" in io.out
 
     code, io = gsr("metrics", out, "--bootstrap", "20", capsys=capsys)
     assert code == 0 and "pointwise results" in io.out and "exact" in io.out
@@ -158,7 +166,10 @@ def test_bad_rows_are_reported_counted_and_nothing_is_lost(tmp_path, capsys):
     for needle in ("line 2: missing column 'response'", "line 3: column 'response' must be text",
                    "line 8: truncated JSON", "label 7 is outside the scale 1..5", "4.5 is outside Score[1..3]"):
         assert needle in io.err
-    assert len(lines(trace)) == 7
+    records = lines(trace)
+    assert len(records) == 8 and records[-1]["kind"] == "run_summary"
+    assert (records[-1]["ok"], records[-1]["invalid"], records[-1]["failed"], records[-1]["label_problems"]) == \
+        (3, 1, 3, 1)
     code, io = gsr("replay", trace, capsys=capsys)
     assert code == 0 and "3 failed rows carried over" in io.out
 

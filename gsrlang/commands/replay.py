@@ -22,6 +22,12 @@ with the same names and types), the recorded judgments are re-composed under it:
 the cheap "what if". Write the new results with --out (and a new trace with
 --trace); agreement is printed when the trace holds labels.
 
+A trace of per-item programs (`gsr run --programs`) is verified record by record,
+each under the program file its record names (re-checked; it must still have the
+recorded hash); items that ran under no program are carried over. A trace's
+run-summary record (its last line) is not replayed: its totals are printed
+("recorded run: ...").
+
 exit status: 0 reproduced exactly (or re-composed); 1 a difference, another program
 version, or criteria that do not match; 2 the trace or program cannot be read.
 
@@ -72,35 +78,49 @@ def run(args) -> int:
     from gsrlang.commands.run import load_program
     from gsrlang.data import DataError
     from gsrlang.runtime.batch import replay_file
+    from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
 
     header = _first_header(args.trace)
     recorded_hash = header.get("hash")
     explicit = args.program is not None
-    path = args.program if explicit else _resolve_program_path(header, args.trace)
-    program = load_program(path)
-    if program is None:
-        return 1
-    verify = program.content_hash == recorded_hash
+    per_item = "index" in header  # recorded by `gsr run --programs`: each record names its own program
     out = sys.stderr if args.out == "-" else sys.stdout
-    if not verify and not explicit:
-        print(f"gsr replay: `{path}` has changed since the trace was recorded: the trace was recorded under "
-              f"version {recorded_hash}, the file is now {program.content_hash}.\n"
-              f"To re-compose the recorded judgments under the current version, run\n"
-              f"  gsr replay {args.trace} --program {path}", file=sys.stderr)
-        return 1
-    label = f"`{path}`"
-    if not verify and not args.quiet:
-        print(f"re-composing the judgments recorded under {header.get('name')!r} ({_short(recorded_hash)}) "
-              f"with {label} ({_short(program.content_hash)})", file=out)
+    programs = None
+    if per_item and not explicit:
+        program, path, verify = None, None, True
+        programs = RecordedPrograms(args.trace)
+        label = "each record's own program"
+    else:
+        path = args.program if explicit else _resolve_program_path(header, args.trace)
+        program = load_program(path)
+        if program is None:
+            return 1
+        verify = program.content_hash == recorded_hash and not per_item
+        if not verify and not explicit:
+            print(f"gsr replay: `{path}` has changed since the trace was recorded: the trace was recorded under "
+                  f"version {recorded_hash}, the file is now {program.content_hash}.\n"
+                  f"To re-compose the recorded judgments under the current version, run\n"
+                  f"  gsr replay {args.trace} --program {path}", file=sys.stderr)
+            return 1
+        label = f"`{path}`"
+        if not verify and not args.quiet:
+            recorded = ("the per-item programs of " + str(header.get("index"))) if per_item else \
+                f"{header.get('name')!r} ({_short(recorded_hash)})"
+            print(f"re-composing the judgments recorded under {recorded} with {label} "
+                  f"({_short(program.content_hash)})", file=out)
     shown = []
+    scale = []
 
-    def on_item(run, line, difference):
+    def on_item(run, line, difference, static):
         if args.show is not None and str(run.id) == args.show:
-            shown.append(run)
+            shown.append((run, static))
+        if not scale and line.get("scale"):
+            scale.append(tuple(line["scale"]))
 
     try:
-        summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label, on_item=on_item)
+        summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label, on_item=on_item,
+                              programs=programs)
     except ReplayError as exc:
         print(f"gsr replay: {exc}", file=sys.stderr)
         return 1
@@ -109,10 +129,12 @@ def run(args) -> int:
 
     if not verify and not args.quiet:
         first = _first_record(args.trace)
-        unused = unused_criteria(program, first) if first else []
+        unused = unused_criteria(program, first) if first and not per_item else []
         if unused:
             print(f"  recorded criteria not used by {label}: {', '.join(unused)}", file=out)
 
+    under = f"{label} ({_short(program.content_hash)})" if program is not None else \
+        f"each record's own program ({programs.checked} program{'s' if programs.checked != 1 else ''} checked)"
     if verify:
         if summary.first_difference is not None:
             d = summary.first_difference
@@ -122,7 +144,7 @@ def run(args) -> int:
         else:
             carried = f" ({summary.failed} failed rows carried over)" if summary.failed else ""
             print(f"replayed {summary.items} item{'s' if summary.items != 1 else ''} of {args.trace} under "
-                  f"{label} ({_short(program.content_hash)}) in {summary.seconds:.2f} s: every node output, readout "
+                  f"{under} in {summary.seconds:.2f} s: every node output, readout "
                   f"and result reproduced exactly{carried}", file=out)
             code = 0
     else:
@@ -130,11 +152,27 @@ def run(args) -> int:
         if args.out and args.out != "-":
             print(f"  wrote results {args.out}", file=out)
         code = 0
+    if summary.recorded is not None and not args.quiet:
+        print(f"  {recorded_run(summary.recorded)}", file=out)
     if not args.quiet and (not verify or code == 0):
-        _print_metrics(summary, program, args.bootstrap, out)
+        _print_metrics(summary, program, args.bootstrap, out, scale[0] if scale else None)
     if args.show is not None:
-        _show(args, program, shown, out)
+        _show(args, shown, out)
     return code
+
+
+def recorded_run(record: dict) -> str:
+    """One line on a trace's run-summary record: items, wall time, and the model judges' cost."""
+    items = record.get("items", 0)
+    text = (f"recorded run: {items} item{'s' if items != 1 else ''} ({record.get('ok', 0)} ok, "
+            f"{record.get('invalid', 0)} invalid, {record.get('failed', 0)} failed) in "
+            f"{float(record.get('wall_s') or 0):.2f} s")
+    llm = (record.get("judges") or {}).get("llm")
+    if not llm:
+        return text + "; no model judge"
+    return (text + f"; model judges: {llm.get('calls', 0)} calls ({llm.get('cache_hits', 0)} from the cache, "
+            f"{llm.get('http_requests', 0)} HTTP requests), {llm.get('prompt_tokens', 0)} prompt + "
+            f"{llm.get('completion_tokens', 0)} completion tokens")
 
 
 def _short(digest: str | None) -> str:
@@ -150,28 +188,32 @@ def _first_record(path: str) -> dict | None:
     return None
 
 
-def _print_metrics(summary, program, bootstrap: int, out) -> None:
+def _print_metrics(summary, program, bootstrap: int, out, scale=None) -> None:
     from gsrlang.metrics import format_report
 
-    p = program.readout.pointwise
-    report = summary.metrics((p.lo, p.hi) if (p and summary.mode == "pointwise") else None, bootstrap)
+    p = program.readout.pointwise if program is not None else None
+    if p is not None:
+        scale = (p.lo, p.hi)
+    report = summary.metrics(scale if summary.mode == "pointwise" else None, bootstrap)
     if report is not None:
         print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=out)
         print(format_report(report), file=out)
 
 
-def _show(args, program, shown, out) -> None:
+def _show(args, shown, out) -> None:
     from rich.console import Console
 
-    from gsrlang.runtime.compose import Plan
     from gsrlang.runtime.explain import decision_tree
     from gsrlang.runtime.trace import trace_record
 
     if not shown:
         print(f"gsr replay: no item {args.show!r} in the trace", file=sys.stderr)
         return
-    record = trace_record(shown[0], Plan(program))
+    run, static = shown[0]
+    if not static.nodes:
+        print(f"gsr replay: item {args.show!r} has no decision path: {run.reason}", file=sys.stderr)
+        return
+    record = trace_record(run, None, static=static)
     console = Console(file=out)
     for c in range(max(1, len(record["item"]["candidates"]))):
         console.print(decision_tree(record, c))
-

@@ -15,6 +15,15 @@ candidate, compose the graph, read out a native score (pointwise) or a verdict
 reason and the run carries on. With --label-field, agreement with the labels is
 printed at the end (as `gsr metrics` would).
 
+With --programs INDEX instead of PROGRAM, each item runs under its own program: the
+`index.jsonl` of a batch `gsr compile --data ... --out-dir DIR`, matched by item id
+(--id-field, else the row's `id`, else the row number, as the compile numbered them).
+An item without a usable program (its compile failed, its id is not in the index, its
+program does not check or declares another task or scale) is invalid, with the reason.
+
+A completed run ends its trace with a run-summary record (counts, wall time, model
+calls, cache hits and tokens); `gsr replay` skips it and reports it.
+
 exit status: 0 every item ok; 1 some item failed (a bad row), was invalid, or had
 an unusable label; 2 the program, the data file or the options cannot be used.
 
@@ -22,22 +31,27 @@ examples:
   gsr run examples/topical_chat/overall.gsr --data examples/topical_chat/data/dev.jsonl \\
       --input-field context --reference-field fact --id-field id --label-field scores.overall \\
       --out out/results.jsonl --trace out/trace.jsonl
-  gsr run rubric.gsr --data pairs.json --mode pairwise --responses output_1,output_2 --label-field label"""
+  gsr run rubric.gsr --data pairs.json --mode pairwise --responses output_1,output_2 --label-field label
+  gsr run --programs programs/index.jsonl --data items.jsonl --id-field id --label-field human_score"""
 
 MAX_REPORTED = 20
 
 
 def add_arguments(p) -> None:
-    p.add_argument("program", metavar="PROGRAM", help="the .gsr program")
+    p.add_argument("program", metavar="PROGRAM", nargs="?", help="the .gsr program (or --programs)")
+    p.add_argument("--programs", metavar="INDEX",
+                   help="per-item programs instead of PROGRAM: the index.jsonl of a batch `gsr compile`")
     p.add_argument("--data", required=True, metavar="FILE", help="items: .jsonl, .csv, .tsv or .json (an array)")
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
-                   help="which task to run (default: the program's only task)")
+                   help="which task to run (default: the program's only task; with --programs, the first "
+                        "program's)")
     g = p.add_argument_group("columns (dotted paths into JSON objects are allowed: scores.overall)")
     g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
     g.add_argument("--response-field", default="response", metavar="NAME",
                    help="the response to judge, pointwise (default: response)")
     g.add_argument("--responses", metavar="A,B", help="the responses to compare, pairwise: two columns, comma-separated")
-    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the line number)")
+    g.add_argument("--id-field", metavar="NAME",
+                   help="the item id (default: the line number; with --programs, the `id` column if any)")
     g.add_argument("--label-field", metavar="NAME", help="the human label (a score on the scale, or 1/2/A/B/tie)")
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference shown to model judges")
     p.add_argument("--out", metavar="FILE", help="write one result line per item here (`-`: standard output)")
@@ -186,14 +200,9 @@ def print_summary(summary, program, args, stream) -> None:
             print(format_report(report), file=stream)
 
 
-def run(args) -> int:
-    from gsrlang.data import ColumnMap, DataError
-    from gsrlang.runtime.batch import run_file
+def _columns(args, mode: str):
+    from gsrlang.data import ColumnMap
 
-    program = load_program(args.program)
-    if program is None:
-        return 1
-    mode = choose_mode(program, args.mode)
     if args.responses:
         responses = tuple(r.strip() for r in args.responses.split(",") if r.strip())
     else:
@@ -208,9 +217,27 @@ def run(args) -> int:
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must not be negative")
     try:
-        columns = ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+        return ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def run(args) -> int:
+    from gsrlang.data import DataError
+    from gsrlang.runtime.batch import run_file
+
+    if args.program is None and args.programs is None:
+        raise UsageError("name the program to run (PROGRAM), or per-item programs with --programs INDEX")
+    if args.program is not None and args.programs is not None:
+        raise UsageError("PROGRAM and --programs exclude each other: run one program over every item, or each "
+                         "item under its own program from a compile index")
+    if args.programs is not None:
+        return run_per_item(args)
+    program = load_program(args.program)
+    if program is None:
+        return 1
+    mode = choose_mode(program, args.mode)
+    columns = _columns(args, mode)
     registry = build_registry(program, args)
     concurrency = _concurrency(args, registry)
     reporter = Reporter(args.data, not args.no_progress, args.quiet)
@@ -224,12 +251,76 @@ def run(args) -> int:
         reporter.close()
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
+    return _finish(args, registry, summary, stream)
+
+
+def _finish(args, registry, summary, stream) -> int:
     judge_failed = _llm_report(registry, summary, stream)
     if not args.out and not args.trace and not args.quiet:
         sys.stdout.flush()
         print("  (nothing was written: use --out results.jsonl and --trace trace.jsonl to keep the results)",
               file=sys.stderr)
     return 1 if summary.problems or judge_failed else 0
+
+
+def run_per_item(args) -> int:
+    """`gsr run --programs INDEX`: each item under its own program from a batch compile's index."""
+    from gsrlang.data import DataError
+    from gsrlang.judges.base import JudgeConfigError
+    from gsrlang.judges.registry import default_registry
+    from gsrlang.runtime.batch import run_index_file
+    from gsrlang.runtime.programs import IndexedPrograms
+
+    two = bool(args.responses) and len([r for r in args.responses.split(",") if r.strip()]) == 2
+    try:
+        programs = IndexedPrograms(args.programs)
+        mode = programs.choose_mode(args.mode, fallback="pairwise" if two else "pointwise")
+    except (DataError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    columns = _columns(args, mode)
+    try:  # a model judge when one is configured: which programs need it is known only as they are checked
+        registry = default_registry(_llm_judge(args))
+    except JudgeConfigError as exc:
+        raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
+    programs.start(mode, columns, registry)
+    concurrency = _concurrency(args, registry)
+    reporter = Reporter(args.data, not args.no_progress, args.quiet)
+    try:
+        summary = run_index_file(programs, args.data, programs.columns, registry, args.out, args.trace,
+                                 concurrency, args.limit, on_item=reporter.item, compile_ids=args.id_field is None)
+    except DataError as exc:
+        reporter.close()
+        raise UsageError(str(exc)) from None
+    finally:
+        reporter.close()
+    stream = sys.stderr if args.out == "-" else sys.stdout
+    print_index_summary(summary, programs, args, stream)
+    return _finish(args, registry, summary, stream)
+
+
+def print_index_summary(summary, programs, args, stream) -> None:
+    """The end-of-run summary of a per-item run: counts, the programs, metrics."""
+    from gsrlang.metrics import format_report
+
+    print(f"per-item programs of {programs.index}, {summary.mode}: {summary.line()} in {summary.seconds:.2f} s",
+          file=stream)
+    checked = f"{programs.checked} program file{'s' if programs.checked != 1 else ''} checked"
+    bad = f", {programs.unusable} did not check" if programs.unusable else ""
+    none = (f"; {programs.no_program} item{'s' if programs.no_program != 1 else ''} had no usable program "
+            "(invalid; see `reason` in the results)") if programs.no_program else ""
+    print(f"  {checked}{bad}{none}", file=stream)
+    if summary.label_problems:
+        print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
+              "(left out of the metrics; see `label_error` in the results)", file=stream)
+    written = [w for w in (f"results {args.out}" if args.out else None, f"trace {args.trace}" if args.trace else None)
+               if w]
+    if written:
+        print("  wrote " + ", ".join(written), file=stream)
+    if args.label_field and not args.quiet:
+        report = summary.metrics(programs.scale if summary.mode == "pointwise" else None, args.bootstrap)
+        if report is not None:
+            print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
+            print(format_report(report), file=stream)
 
 
 def _llm_judge(args):

@@ -51,6 +51,11 @@ class JudgeRegistry:
     def judges(self) -> list[Judge]:
         return list(self._judges.values())
 
+    def usage(self) -> dict[str, dict]:
+        """{procedure kind: counters} for the judges that count their work (`usage()`: the LLM judge's calls,
+        HTTP requests, cache hits, tokens, ...), for the run summary."""
+        return {kind: judge.usage() for kind, judge in self._judges.items() if callable(getattr(judge, "usage", None))}
+
     def judge_for(self, node) -> Judge:
         judge = self._judges.get(node.criterion.procedure.kind)
         if judge is None:

@@ -1,10 +1,13 @@
 """Whole runs over a data file: stream items through the executor, write results and traces, count outcomes.
 
-`run_file(...)` is what `gsr run` and the demo call; `replay_file(...)` is what
-`gsr replay` calls. Both write one results line (and one trace record) per item as
-soon as it is done, in input order, and keep only counters in memory (plus one
-(prediction, label) pair per labelled item when metrics must be computed without a
-results file), so memory stays flat however long the file is.
+`run_file(...)` is what `gsr run` and the demo call; `run_index_file(...)` is `gsr run
+--programs` (each item under its own program); `replay_file(...)` is what `gsr replay`
+calls. All write one results line (and one trace record) per item as soon as it is
+done, in input order, and keep only counters in memory (plus one (prediction, label)
+pair per labelled item when metrics must be computed without a results file), so
+memory stays flat however long the file is. A run that completes ends its trace with
+the run-summary record (`run_summary_record`); replay skips it and keeps it in
+`RunSummary.recorded`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import itertools
 import time
 from pathlib import Path
-from typing import Callable, Iterable, TextIO
+from typing import Callable, TextIO
 
 import attrs
 
@@ -21,11 +24,11 @@ from gsrlang.data import ColumnMap, Item, parse_pairwise_label, parse_pointwise_
 from gsrlang.metrics import pairwise_metrics, pointwise_metrics, with_confidence
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.executor import ItemRun, run_items
+from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.replay import Difference, replay_records
-from gsrlang.runtime.trace import TraceWriter, dumps, read_trace, result_line
+from gsrlang.runtime.trace import TraceWriter, _Static, dumps, is_summary, read_trace, result_line, summary_record
 
-__all__ = ["RunSummary", "label_reader", "replay_file", "run_file"]
+__all__ = ["RunSummary", "label_reader", "replay_file", "run_file", "run_index_file", "run_summary_record"]
 
 
 @attrs.define
@@ -44,6 +47,7 @@ class RunSummary:
     first_difference: Difference | None = None
     preds: list = attrs.field(factory=list)  # (prediction, gold) for labelled items, for metrics
     golds: list = attrs.field(factory=list)
+    recorded: dict | None = None  # replay: the trace's run-summary record, if it has one
 
     @property
     def problems(self) -> int:
@@ -82,10 +86,15 @@ class RunSummary:
                 f"{self.failed} failed")
 
 
-def label_reader(program: Program, mode: str, columns: ColumnMap) -> Callable[[Item], tuple[object, str | None]]:
-    """Reads an item's gold label: a number within the pointwise scale, or first / second / tie."""
+def label_reader(program: Program | None, mode: str, columns: ColumnMap,
+                 scale: tuple[float, float] | None = None) -> Callable[[Item], tuple[object, str | None]]:
+    """Reads an item's gold label: a number within the pointwise scale, or first / second / tie.
+
+    The scale is the program's, else `scale` (an item that ran under no program), else unchecked."""
     if mode == "pointwise":
-        r = program.readout.pointwise
+        r = program.readout.pointwise if program is not None else None
+        if r is None and scale is not None:
+            r = _Scale(*scale)
 
         def read(item: Item):
             if item.label is None:
@@ -110,6 +119,12 @@ def label_reader(program: Program, mode: str, columns: ColumnMap) -> Callable[[I
     return read_pair
 
 
+@attrs.frozen
+class _Scale:
+    lo: float
+    hi: float
+
+
 def _open(path: str | None) -> TextIO | None:
     if path is None:
         return None
@@ -121,28 +136,41 @@ def _open(path: str | None) -> TextIO | None:
     return open(path, "w", encoding="utf-8")
 
 
-async def _arun(program: Program, items: Iterable, registry, mode: str, columns: ColumnMap, out: str | None,
-                trace: str | None, concurrency: int, program_path: str | None, on_item, keep_pairs: bool,
-                summary: RunSummary) -> None:
-    plan = Plan(program)
-    labels = label_reader(program, mode, columns) if columns.label_field else None
+async def _write_runs(stream, out: str | None, trace: str | None, registry, summary: RunSummary, on_item,
+                      keep_pairs: bool, t0: float, run_info: Callable[[], dict], static=None) -> None:
+    """Write each run of the stream (ItemRun, with `static`: one program; else (ItemRun, static) pairs): its
+    result line and trace record; count it; end the trace with the run summary when the stream is done.
+    Closes the files and the judges."""
     out_f, trace_f = _open(out), _open(trace)
-    writer = TraceWriter(trace_f, plan, program_path) if trace_f else None
+    writer = TraceWriter(trace_f) if trace_f else None
+    pairs = static is None
     try:
-        async for run in run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels):
-            line = result_line(run, program)
+        async for run in stream:
+            if pairs:
+                run, static = run
+            line = result_line(run, static.program, static.source)
             if out_f:
                 out_f.write(dumps(line) + "\n")
             if writer:
-                writer.write(run)
+                writer.write(run, static)
             summary.count(run, line, keep_pairs)
             if on_item:
                 on_item(run, line)
+        if writer:
+            writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
     finally:
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
                 f.close()
         await registry.aclose()
+
+
+def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: dict) -> dict:
+    """The record that ends a completed run's trace: counts, wall time and each judge's usage (model calls,
+    HTTP requests, cache hits, tokens, ...)."""
+    return summary_record(mode=summary.mode, **run_info, items=summary.items, ok=summary.ok,
+                          invalid=summary.invalid, failed=summary.failed, label_problems=summary.label_problems,
+                          labelled=summary.labelled, wall_s=round(wall_s, 3), judges=registry.usage())
 
 
 def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str, out: str | None = None,
@@ -154,47 +182,118 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
     if limit is not None:
         items = itertools.islice(items, limit)
     summary = RunSummary(program.name, program.content_hash, mode)
+    path = program_path if program_path is not None else program.path
     t0 = time.perf_counter()
+
+    async def go():
+        plan = Plan(program)
+        labels = label_reader(program, mode, columns) if columns.label_field else None
+        runs = run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels)
+
+        def info() -> dict:
+            return {"program": {"name": program.name, "hash": program.content_hash, "path": path}}
+
+        await _write_runs(runs, out, trace, registry, summary, on_item, keep_pairs, t0, info, _Static(plan, path))
+
     try:
-        asyncio.run(_arun(program, items, registry, mode, columns, out, trace, concurrency,
-                          program_path if program_path is not None else program.path, on_item, keep_pairs, summary))
+        asyncio.run(go())
     finally:
         summary.seconds = time.perf_counter() - t0
     return summary
 
 
-def replay_file(trace_path: str | Path, program: Program, verify: bool, out: str | None = None,
+def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out: str | None = None,
+                   trace: str | None = None, concurrency: int = 8, limit: int | None = None,
+                   on_item: Callable[[ItemRun, dict], None] | None = None, keep_pairs: bool = True,
+                   compile_ids: bool = False) -> RunSummary:
+    """Run every row of `data` under its own program (`programs`: an `IndexedPrograms` whose mode is chosen).
+
+    compile_ids: give items the id a batch compile gives them (the row's `id` column when there is
+    one, else the row number), for data read without an id column. Raises DataError as `run_file` does.
+    """
+    from gsrlang.runtime.programs import compile_id
+    from gsrlang.runtime.trace import NotRun
+
+    mode = programs.mode
+    items = read_items(data, columns)
+    if compile_ids:
+        items = (compile_id(it) if isinstance(it, Item) else it for it in items)
+    if limit is not None:
+        items = itertools.islice(items, limit)
+    summary = RunSummary(programs.index, "", mode)
+    t0 = time.perf_counter()
+    failed_row = NotRun(None, programs.index)
+
+    async def go():
+        async def stream():
+            async for run, ref in run_items_each(programs.resolve, items, registry, mode, concurrency):
+                yield run, (ref.static if ref is not None else failed_row)
+
+        def info() -> dict:
+            return {"programs": {"index": programs.index, "checked": programs.checked,
+                                 "did_not_check": programs.unusable, "items_without_program": programs.no_program}}
+
+        await _write_runs(stream(), out, trace, registry, summary, on_item, keep_pairs, t0, info)
+
+    try:
+        asyncio.run(go())
+    finally:
+        summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def replay_file(trace_path: str | Path, program: Program | None, verify: bool, out: str | None = None,
                 trace: str | None = None, program_path: str | None = None, program_label: str = "the program",
-                on_item: Callable[[ItemRun, dict, Difference | None], None] | None = None,
-                keep_pairs: bool = True, limit: int | None = None) -> RunSummary:
-    """Replay a trace under `program` (verify: compare; else re-compose); raises TraceError / ReplayError."""
-    plan = Plan(program)
-    records = read_trace(trace_path)
+                on_item: Callable[[ItemRun, dict, Difference | None, object], None] | None = None,
+                keep_pairs: bool = True, limit: int | None = None, programs=None) -> RunSummary:
+    """Replay a trace under `program` (verify: compare; else re-compose); raises TraceError / ReplayError.
+
+    With `programs` (a `RecordedPrograms`, and `program` None), a per-item trace is verified,
+    each record under the program it names. The trace's run-summary record is not replayed:
+    it is kept in `summary.recorded`. `on_item(run, result line, difference, trace static)`.
+    """
+    from gsrlang.runtime.replay import replay_records_each
+
+    summary = RunSummary(program.name if program else "", program.content_hash if program else "", "")
+    records = _item_records(read_trace(trace_path, summaries=True), summary)
     if limit is not None:
         records = itertools.islice(records, limit)
-    mode = None
-    summary = RunSummary(program.name, program.content_hash, "")
     out_f, trace_f = _open(out), _open(trace)
-    writer = TraceWriter(trace_f, plan, program_path if program_path is not None else program.path) if trace_f else None
+    writer = TraceWriter(trace_f) if trace_f else None
+    if programs is not None:
+        replayed = replay_records_each(programs, records)
+    else:
+        plan = Plan(program)
+        single = _Static(plan, program_path if program_path is not None else program.path)
+        replayed = (r + (single,) for r in replay_records(plan, records, verify, program_label))
     t0 = time.perf_counter()
     try:
-        for _, record, run, line, difference in replay_records(plan, records, verify, program_label):
-            if mode is None:
-                mode = summary.mode = run.mode
+        for _, record, run, line, difference, static in replayed:
+            if not summary.mode:
+                summary.mode = run.mode
             if out_f:
                 out_f.write(dumps(line) + "\n")
             if writer:
-                writer.write(run)
+                writer.write(run, static)
             summary.count(run, line, keep_pairs)
             if difference is not None:
                 summary.differences += 1
                 if summary.first_difference is None:
                     summary.first_difference = difference
             if on_item:
-                on_item(run, line, difference)
+                on_item(run, line, difference, static)
     finally:
         summary.seconds = time.perf_counter() - t0
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
                 f.close()
     return summary
+
+
+def _item_records(records, summary: RunSummary):
+    """The item records; the run summary (the last one, if several) goes to `summary.recorded`."""
+    for line, record in records:
+        if is_summary(record):
+            summary.recorded = record
+            continue
+        yield line, record

@@ -15,7 +15,8 @@ An item never raises: a judge that raises, an invalid judgment, an operator that
 fails (every item skipped) or a readout that cannot read the sink make it an
 *invalid* item with a reason; a data row that could not become an item is a
 *failed* one. `run_items` streams many items with a bounded number in flight and
-yields their results in input order, so memory stays flat for any number of items.
+yields their results in input order, so memory stays flat for any number of items;
+`run_items_each` does the same with each item under its own program (`gsr run --programs`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import ReadoutResult, read
 from gsrlang.runtime.values import ABSTAIN, value_problem
 
-__all__ = ["ItemRun", "LabelReader", "check_judgments", "default_mode", "execute", "failed_run", "run_items"]
+__all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
+           "run_items", "run_items_each"]
 
 # (item) -> (gold label in the form the results use, or None; why the label cannot be used, or None)
 LabelReader = Callable[[Item], tuple[object, "str | None"]]
@@ -209,13 +211,14 @@ async def execute(program: Program | Plan, item: Item, registry, mode: str | Non
     return finish(plan, mode, item.id, item.line, candidates, values, checked, reason, label, label_error)
 
 
-def _all_inline(plan: Plan, registry) -> bool:
+def all_inline(plan: Plan, registry) -> bool:
+    """Whether every criterion of the plan is served by an inline judge (no I/O: no task per item needed)."""
     return all(getattr(registry.judge_for(node), "inline", False) for _, node in plan.criteria)
 
 
-async def run_items(program: Program | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
-                    concurrency: int = 8, labels: LabelReader | None = None,
-                    window: int | None = None) -> AsyncIterator[ItemRun]:
+def run_items(program: Program | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
+              concurrency: int = 8, labels: LabelReader | None = None,
+              window: int | None = None) -> AsyncIterator[ItemRun]:
     """Evaluate a stream of items, yielding one ItemRun per entry, in input order.
 
     At most `concurrency` judge calls run at once, and at most `window` items
@@ -225,19 +228,59 @@ async def run_items(program: Program | Plan, items: Iterable[Item | ItemError], 
     plan = program if isinstance(program, Plan) else Plan(program)
     mode = mode or default_mode(plan.program)
     concurrency = max(1, int(concurrency))
-    window = max(1, window or 2 * concurrency)
     limiter = asyncio.Semaphore(concurrency)
-    inline = _all_inline(plan, registry)
+    inline = all_inline(plan, registry)
+
+    async def start(entry):
+        if isinstance(entry, ItemError):
+            return failed_run(entry, mode)
+        if inline:  # nothing to wait for: no task per item
+            return await execute(plan, entry, registry, mode, None, labels)
+        return asyncio.ensure_future(execute(plan, entry, registry, mode, limiter, labels))
+
+    return _in_order(items, start, window or 2 * concurrency)  # closing it cancels what is still in flight
+
+
+def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | ItemError], registry, mode: str,
+                   concurrency: int = 8, window: int | None = None) -> AsyncIterator[tuple[ItemRun, object]]:
+    """Evaluate a stream of items, each under its own program: (ItemRun, ref) per entry, in input order.
+
+    `resolve(item)` returns the item's program reference: an object with `plan` (the
+    Plan to run, or None when the item cannot run under a program), `problem` (why
+    not, when `plan` is None), `labels` (a LabelReader, or None) and `inline` (every
+    judge of the plan is inline). An item without a plan comes out invalid with the
+    problem as its reason; a data row that could not become an item comes out failed,
+    with ref None. Concurrency, window and order are as for `run_items`.
+    """
+    concurrency = max(1, int(concurrency))
+    limiter = asyncio.Semaphore(concurrency)
+
+    async def pair(ref, item):
+        return await execute(ref.plan, item, registry, mode, limiter, ref.labels), ref
+
+    async def start(entry):
+        if isinstance(entry, ItemError):
+            return failed_run(entry, mode), None
+        ref = resolve(entry)
+        if ref.plan is None:
+            label, label_error = ref.labels(entry) if ref.labels else (None, None)
+            return ItemRun(entry.id, entry.line, mode, tuple(c.id for c in entry.candidates), "invalid",
+                           ref.problem, label=label, label_error=label_error), ref
+        if ref.inline:
+            return await execute(ref.plan, entry, registry, mode, None, ref.labels), ref
+        return asyncio.ensure_future(pair(ref, entry))
+
+    return _in_order(items, start, window or 2 * concurrency)
+
+
+async def _in_order(entries: Iterable, start, window: int) -> AsyncIterator:
+    """Start each entry (`await start(entry)`: a result, or a Future of one) with at most `window` in flight;
+    yield the results in input order."""
+    window = max(1, window)
     pending: deque = deque()
     try:
-        for entry in items:
-            if isinstance(entry, ItemError):
-                run = failed_run(entry, mode)
-                pending.append(run)
-            elif inline:  # nothing to wait for: no task per item
-                pending.append(await execute(plan, entry, registry, mode, None, labels))
-            else:
-                pending.append(asyncio.ensure_future(execute(plan, entry, registry, mode, limiter, labels)))
+        for entry in entries:
+            pending.append(await start(entry))
             while pending and (len(pending) >= window or _done(pending[0])):
                 yield await _result(pending.popleft())
         while pending:
@@ -252,5 +295,5 @@ def _done(p) -> bool:
     return not isinstance(p, asyncio.Future) or p.done()
 
 
-async def _result(p) -> ItemRun:
+async def _result(p):
     return await p if isinstance(p, asyncio.Future) else p

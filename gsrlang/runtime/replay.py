@@ -30,8 +30,8 @@ from gsrlang.runtime.executor import ItemRun, check_judgments, finish
 from gsrlang.runtime.trace import _jsonable, node_static, result_line
 from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, format_value, value_from_json
 
-__all__ = ["Difference", "ReplayError", "compatibility_problems", "first_difference", "rebuild", "replay_records",
-           "same"]
+__all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
+           "replay_records", "replay_records_each", "same"]
 
 
 class ReplayError(Exception):
@@ -125,9 +125,16 @@ def unused_criteria(program: Program, record: dict) -> list[str]:
 
 # ---- recomputation -----------------------------------------------------------------------------------------------
 def _failed(record: dict) -> ItemRun:
+    """A record with no nodes, carried over: a failed row, or (per-item programs) an item run under no program."""
     item, result = record.get("item") or {}, record.get("result") or {}
+    status = "invalid" if record.get("status") == "invalid" else "failed"
     return ItemRun(item.get("id"), item.get("line", 0), record.get("mode"), tuple(item.get("candidates") or ()),
-                   "failed", result.get("reason"), label=result.get("label"), label_error=result.get("label_error"))
+                   status, result.get("reason"), label=result.get("label"), label_error=result.get("label_error"))
+
+
+def carried(record: dict) -> bool:
+    """Whether the record is carried over as it is (a failed row, or an item not run under a program)."""
+    return record.get("status") in ("failed", "invalid") and not record.get("nodes")
 
 
 def _optional_types(plan: Plan) -> dict:
@@ -141,7 +148,7 @@ def _optional_types(plan: Plan) -> dict:
 def rebuild(plan: Plan, record: dict) -> ItemRun:
     """Recompute an item from its trace record: recorded criterion outputs in, composition and readout out."""
     if record.get("status") == "failed" or not record.get("nodes"):
-        return _failed(record)
+        return _failed(record)  # nothing to recompute
     types = _optional_types(plan)
     item = record["item"]
     candidates = tuple(item["candidates"])
@@ -210,7 +217,7 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
         return Difference(item_id, line, node, candidate, recorded, recomputed, detail)
 
     nodes = record.get("nodes") or []
-    if run.status != "failed":
+    if run.status != "failed" and (run.values is not None or nodes):  # else carried over: the result is compared
         if len(nodes) != len(static):
             return diff("result", f"{len(nodes)} nodes", f"{len(static)} nodes", detail="the program has a different "
                         "number of nodes than the record")
@@ -260,28 +267,69 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
 
     verify: every record must carry this program's hash (ReplayError otherwise) and is
     compared with the recomputation. Otherwise (what if) each record's criteria are
-    checked for compatibility and nothing is compared.
+    checked for compatibility (once per recorded program) and nothing is compared.
     """
     program = plan.program
     digest = program.content_hash
     static = node_static(plan)
     getters = structure_getters(static)
-    checked_first = False
+    compatible: set = set()
     for line, record in records:
         header = record.get("program") or {}
         if verify and header.get("hash") != digest:
             raise ReplayError(
                 f"trace line {line} was recorded under another version of the program "
                 f"({header.get('name')!r}, {header.get('hash')}); {program_label} is {digest}")
-        if not verify and record.get("nodes") and not checked_first:
+        if not verify and record.get("nodes") and header.get("hash") not in compatible:
             problems = compatibility_problems(program, record, program_label)
             if problems:
                 raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
                                   "\n  - ".join(problems))
-            checked_first = True
+            compatible.add(header.get("hash"))
         run = rebuild(plan, record)
         result = result_line(run, program)
         yield line, record, run, result, (first_difference(plan, static, line, record, run, result, getters) if verify else None)
+
+
+def replay_records_each(programs, records: Iterable[tuple[int, dict]]
+                        ) -> Iterator[tuple[int, dict, ItemRun, dict, Difference | None, object]]:
+    """Verify a per-item trace: each record under the program it names (re-checked, same hash).
+
+    `programs` is a `gsrlang.runtime.programs.RecordedPrograms`. Yields what `replay_records`
+    yields, plus the trace static to write the record again with. Records of items that
+    ran under no program are carried over (their result line is compared). Raises
+    ReplayError when a record's program is missing, no longer checks or has changed.
+    """
+    from gsrlang.runtime.trace import NotRun, _Static
+
+    prepared: dict = {}  # program hash -> (plan, node statics, getters); bounded like the program cache
+    for line, record in records:
+        header = record.get("program") or {}
+        source = {"name": header.get("name"), "hash": header.get("hash"), "path": header.get("path")}
+        if carried(record):
+            run = _failed(record)
+            static = NotRun(header.get("path"), header.get("index"), header.get("name"), header.get("hash"))
+            result = result_line(run, None, source)
+            difference = first_difference(None, [], line, record, run, result)  # the result line only
+            yield line, record, run, result, difference, static
+            continue
+        program, problem = programs.program(header)
+        if program is None:
+            item_id = (record.get("item") or {}).get("id")
+            raise ReplayError(f"trace line {line} (item {item_id!r}): {problem}")
+        key = (program.content_hash, header.get("path"), header.get("index"))
+        entry = prepared.get(key)
+        if entry is None:
+            if len(prepared) >= 64:
+                prepared.pop(next(iter(prepared)))
+            plan = Plan(program)
+            nodes = node_static(plan)
+            entry = prepared[key] = (plan, nodes, structure_getters(nodes),
+                                     _Static(plan, header.get("path"), header.get("index")))
+        plan, nodes, getters, static = entry
+        run = rebuild(plan, record)
+        result = result_line(run, program, static.source)
+        yield line, record, run, result, first_difference(plan, nodes, line, record, run, result, getters), static
 
 
 def describe_value(v) -> str:

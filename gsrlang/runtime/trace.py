@@ -39,6 +39,20 @@ source node ids in slot order; `output` holds one value per candidate (null for 
 abstention, or for a criterion whose judgment was invalid; the whole `output` is
 null for a node that was never computed). Floats are written with `repr`, so
 they round-trip exactly.
+
+**Per-item programs** (`gsr run --programs index.jsonl`): every record names its own
+program, and its header also holds `"index"` (the index file as given); the result
+line gets `"program": {"name", "hash", "path"}`. An item that was not run under a
+program (none compiled, it does not check, another mode or scale) has no nodes, its
+result's `status` is "invalid", and its header has null `name` / `hash` when the
+program could not be loaded.
+
+**Run summary**: a run that completes ends its trace with one more record,
+`{"trace_version": 1, "kind": "run_summary", "items", "ok", "invalid", "failed",
+"label_problems", "labelled", "wall_s", "mode", "program" | "programs", "judges":
+{"llm": {"calls", "http_requests", "cache_hits", "prompt_tokens",
+"completion_tokens", ...}}}`. Item records have no `kind`; `read_trace` yields only
+item records unless asked for the summary too (`summaries=True`).
 """
 
 from __future__ import annotations
@@ -55,10 +69,11 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun
 from gsrlang.runtime.values import ABSTAIN
 
-__all__ = ["TRACE_VERSION", "TraceError", "dumps", "judgment_json", "read_trace", "result_line", "trace_record",
-           "TraceWriter"]
+__all__ = ["RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps", "is_summary", "judgment_json", "read_trace",
+           "result_line", "summary_record", "trace_record", "TraceWriter"]
 
 TRACE_VERSION = 1
+RUN_SUMMARY = "run_summary"  # the `kind` of the record that ends a completed run's trace
 
 
 class TraceError(DataError):
@@ -90,15 +105,21 @@ def judgment_json(j: Judgment) -> dict:
             "provenance": j.provenance}
 
 
-def result_line(run: ItemRun, program: Program) -> dict:
-    """The results-file line for one item (see the module docstring)."""
+def result_line(run: ItemRun, program: Program | None, source: dict | None = None) -> dict:
+    """The results-file line for one item (see the module docstring).
+
+    `program` is the program the item ran under (None: it ran under none, so no
+    scale); `source` (per-item programs only) is the `program` field: name, hash, path.
+    """
     out: dict = {"id": run.id, "line": run.line, "status": run.status, "mode": run.mode}
+    if source is not None:
+        out["program"] = source
     r = run.readout
     ok = run.status == "ok" and r is not None
     if run.mode == "pointwise":
         out["score"] = r.score if ok else None
         out["raw"] = r.raw if ok else None
-        p = program.readout.pointwise
+        p = program.readout.pointwise if program is not None else None
         if p is not None:
             out["scale"] = [p.lo, p.hi]
     else:
@@ -112,11 +133,20 @@ def result_line(run: ItemRun, program: Program) -> dict:
 
 
 class _Static:
-    """The per-node parts of a trace record that do not depend on the item (computed once per program)."""
+    """The per-node parts of a trace record that do not depend on the item (computed once per program).
 
-    def __init__(self, plan: Plan, path: str | None):
+    `index` (per-item programs): the index file, recorded in the header, and the
+    result lines name their program (`source`).
+    """
+
+    def __init__(self, plan: Plan, path: str | None, index: str | None = None):
         program = plan.program
+        self.program = program
         self.header = {"name": program.name, "hash": program.content_hash, "path": path, "sink": program.sink}
+        self.source = None
+        if index is not None:
+            self.header["index"] = index
+            self.source = {"name": program.name, "hash": program.content_hash, "path": path}
         self.nodes = []
         for n in program.nodes:
             d: dict = {"id": n.id, "kind": n.kind, "type": str(n.type)}
@@ -131,15 +161,31 @@ class _Static:
             self.nodes.append(d)
 
 
+class NotRun:
+    """The trace header of an item that ran under no program (per-item programs only).
+
+    `name` and `digest` are the program's when it was loaded but could not run the
+    item (another mode or scale, judges that cannot serve it); None when it could not
+    be loaded at all.
+    """
+
+    program = None  # the result line has no scale: the item was not scored on any
+    nodes: list = []
+
+    def __init__(self, path: str | None, index: str | None, name: str | None = None, digest: str | None = None):
+        self.header = {"name": name, "hash": digest, "path": path, "sink": None, "index": index}
+        self.source = {"name": name, "hash": digest, "path": path}
+
+
 def node_static(plan: Plan) -> list[dict]:
     """The item-independent part of each node's trace entry, in program order."""
     return _Static(plan, None).nodes
 
 
-def trace_record(run: ItemRun, plan: Plan, path: str | None = None, static: _Static | None = None) -> dict:
+def trace_record(run: ItemRun, plan: Plan | None, path: str | None = None, static: _Static | None = None) -> dict:
     static = static or _Static(plan, path)
     nodes = []
-    if run.values is not None:
+    if run.values is not None and static.nodes:
         for i, base in enumerate(static.nodes):
             d = dict(base)
             v = run.values[i]
@@ -155,24 +201,39 @@ def trace_record(run: ItemRun, plan: Plan, path: str | None = None, static: _Sta
         "status": run.status,
         "nodes": nodes,
         "readout": run.readout.to_json() if run.readout is not None else None,
-        "result": result_line(run, plan.program),
+        "result": result_line(run, static.program, static.source),
     }
 
 
 class TraceWriter:
-    """Writes trace records for one program to an open text file."""
+    """Writes trace records to an open text file: for one program, or each item's own (`static`)."""
 
-    def __init__(self, handle, plan: Plan, path: str | None):
+    def __init__(self, handle, plan: Plan | None = None, path: str | None = None):
         self.handle = handle
         self.plan = plan
-        self.static = _Static(plan, path)
+        self.static = _Static(plan, path) if plan is not None else None
 
-    def write(self, run: ItemRun) -> None:
-        self.handle.write(dumps_compact(trace_record(run, self.plan, static=self.static)) + "\n")
+    def write(self, run: ItemRun, static: _Static | NotRun | None = None) -> None:
+        static = static or self.static
+        self.handle.write(dumps_compact(trace_record(run, self.plan, static=static)) + "\n")
+
+    def write_summary(self, record: dict) -> None:
+        self.handle.write(dumps_compact(record) + "\n")
 
 
-def read_trace(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for every trace record of a file; raises TraceError on a malformed line."""
+def summary_record(**fields) -> dict:
+    """The run-summary record that ends a completed run's trace (see the module docstring)."""
+    return {"trace_version": TRACE_VERSION, "kind": RUN_SUMMARY, **fields}
+
+
+def is_summary(record: dict) -> bool:
+    return record.get("kind") == RUN_SUMMARY
+
+
+def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for every item record of a file (and the run summary with `summaries`).
+
+    Raises TraceError on a malformed line."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
@@ -189,4 +250,6 @@ def read_trace(path: str | Path) -> Iterator[tuple[int, dict]]:
             if record["trace_version"] != TRACE_VERSION:
                 raise TraceError(f"{path}: line {line} is a version {record['trace_version']} trace record; "
                                  f"this gsr reads version {TRACE_VERSION}")
+            if "kind" in record and not summaries and record["kind"] == RUN_SUMMARY:
+                continue
             yield line, record
