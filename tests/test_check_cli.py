@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
-from gsrlang.diagnostics.codes import CODES
+from gsrlang.diagnostics.codes import ALL_CODES
 
 CLEAN = (
     'rubric helpfulness "How helpful is the response to the prompt?"\n'
@@ -359,8 +359,6 @@ def test_explain_is_case_insensitive(spelling, capsys):
 
 
 def test_explain_list(capsys):
-    from gsrlang.diagnostics.codes import ALL_CODES
-
     status, out, _ = gsr("explain", "--list", capsys=capsys)
     lines = out.splitlines()
     assert status == 0 and len(lines) == len(ALL_CODES)  # the checker's codes, then the compiler's (GSR9xx)

@@ -22,14 +22,7 @@ from gsrlang.data import (
     read_items,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-TOPICAL_CHAT = SHARED_DATA / "topical_chat" / "dev.jsonl"
-LLMBAR = SHARED_DATA / "llmbar" / "natural.json"
-
-needs_topical_chat = pytest.mark.skipif(
-    not TOPICAL_CHAT.is_file(), reason=f"shared data set not present: {TOPICAL_CHAT}"
-)
-needs_llmbar = pytest.mark.skipif(not LLMBAR.is_file(), reason=f"shared data set not present: {LLMBAR}")
+from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
 POINTWISE = ColumnMap()
 PAIRWISE = ColumnMap(response_fields=("left", "right"))

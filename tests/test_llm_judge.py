@@ -283,7 +283,6 @@ async def test_a_failed_call_is_an_invalid_judgment_not_a_crash(server):
 async def test_a_judge_that_fails_every_call_is_stopped_and_reported(server):
     server.require_key = "sk-some-other-key"  # every call: 401
     judge = make_judge(server)
-    it = item("x")
     results = await asyncio.gather(*(judge.judge(node("clear"), item(f"t{i}", id=str(i)), Candidate("A", f"t{i}"))
                                      for i in range(30)))
     assert all(r.status == "invalid" for r in results)

@@ -286,7 +286,7 @@ async def test_completion_inside_a_call(client: LanguageClient, workspace: Path)
     assert items["weights"].text_edit.new_text == "weights: "
 
     text2 = text.replace("[body], \n", "[body], on_abstain: \n")
-    version = change_doc(client, uri, text2)
+    change_doc(client, uri, text2)
     items = await complete(client, uri, at(text2, "on_abstain: \n", 12))
     assert set(items) == {"skip", "zero", "partial", "fail"}
     assert items["skip"].kind == types.CompletionItemKind.EnumMember

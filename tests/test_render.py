@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 
 from gsrlang.check.driver import analyze
 from gsrlang.diagnostics import Diagnostic, Fix, Label, error, warning

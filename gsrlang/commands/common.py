@@ -78,3 +78,16 @@ class DiagnosticPrinter:
             sys.stdout.write(render_json(self.batches))
         elif self.fmt == "sarif":
             sys.stdout.write(render_sarif(self.batches, self.version))
+
+
+def write_output(path: str | None, text: str) -> None:
+    """Write a command's output to `path`, or to stdout without one; an unwritable path is a usage error."""
+    if not path:
+        sys.stdout.write(text)
+        return
+    from gsrlang.cli import UsageError
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write `{path}`: {exc.strerror}") from exc

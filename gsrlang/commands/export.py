@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, read_error, use_color
+from gsrlang.commands.common import DiagnosticPrinter, read_error, use_color, write_output
 
 HELP = "export a checked .gsr program as JSON (the graph, its types and its readout)"
 DESCRIPTION = """\
@@ -57,15 +57,7 @@ def run(args) -> int:
     if analysis.diagnostics:  # warnings
         _report(printer, path, analysis.text, analysis.diagnostics)
     text = json.dumps(program_to_json(analysis.program), indent=2, ensure_ascii=False) + "\n"
-    if args.output:
-        from gsrlang.cli import UsageError
-
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write `{args.output}`: {exc.strerror}") from exc
-    else:
-        sys.stdout.write(text)
+    write_output(args.output, text)
     return 0
 
 

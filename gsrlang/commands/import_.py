@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, use_color
+from gsrlang.commands.common import DiagnosticPrinter, use_color, write_output
 
 HELP = "turn a program's JSON form (from `gsr export`) back into checked .gsr source"
 DESCRIPTION = """\
@@ -74,15 +74,7 @@ def run(args) -> int:
         for message in mismatches:
             print(f"{name}: {message}", file=sys.stderr)
         return 1
-    if args.output:
-        from gsrlang.cli import UsageError
-
-        try:
-            Path(args.output).write_text(source, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write `{args.output}`: {exc.strerror}") from exc
-    else:
-        sys.stdout.write(source)
+    write_output(args.output, source)
     return 0
 
 

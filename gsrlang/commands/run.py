@@ -223,7 +223,6 @@ def _columns(args, mode: str):
 
 
 def run(args) -> int:
-    from gsrlang.data import DataError
     from gsrlang.runtime.batch import run_file
 
     if args.program is None and args.programs is None:
@@ -240,18 +239,25 @@ def run(args) -> int:
     columns = _columns(args, mode)
     registry = build_registry(program, args)
     concurrency = _concurrency(args, registry)
-    reporter = Reporter(args.data, not args.no_progress, args.quiet)
-    try:
-        summary = run_file(program, args.data, columns, registry, mode, args.out, args.trace, concurrency,
-                           args.limit, args.program, on_item=reporter.item)
-    except DataError as exc:
-        reporter.close()
-        raise UsageError(str(exc)) from None
-    finally:
-        reporter.close()
+    summary = _with_progress(args, lambda on_item: run_file(
+        program, args.data, columns, registry, mode, args.out, args.trace, concurrency, args.limit, args.program,
+        on_item=on_item))
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
     return _finish(args, registry, summary, stream)
+
+
+def _with_progress(args, run_items):
+    """Run `run_items(on_item)` with the progress display; a data file that cannot be read is a usage error."""
+    from gsrlang.data import DataError
+
+    reporter = Reporter(args.data, not args.no_progress, args.quiet)
+    try:
+        return run_items(reporter.item)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        reporter.close()
 
 
 def _finish(args, registry, summary, stream) -> int:
@@ -265,7 +271,7 @@ def _finish(args, registry, summary, stream) -> int:
 
 def run_per_item(args) -> int:
     """`gsr run --programs INDEX`: each item under its own program from a batch compile's index."""
-    from gsrlang.data import DataError
+    from gsrlang.data import DataError  # the index's own problems
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.batch import run_index_file
@@ -284,15 +290,9 @@ def run_per_item(args) -> int:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
     concurrency = _concurrency(args, registry)
-    reporter = Reporter(args.data, not args.no_progress, args.quiet)
-    try:
-        summary = run_index_file(programs, args.data, programs.columns, registry, args.out, args.trace,
-                                 concurrency, args.limit, on_item=reporter.item, compile_ids=args.id_field is None)
-    except DataError as exc:
-        reporter.close()
-        raise UsageError(str(exc)) from None
-    finally:
-        reporter.close()
+    summary = _with_progress(args, lambda on_item: run_index_file(
+        programs, args.data, programs.columns, registry, args.out, args.trace, concurrency, args.limit,
+        on_item=on_item, compile_ids=args.id_field is None))
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_index_summary(summary, programs, args, stream)
     return _finish(args, registry, summary, stream)

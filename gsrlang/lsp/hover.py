@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, format_literal, param_text
+from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
