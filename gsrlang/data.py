@@ -43,6 +43,8 @@ __all__ = [
     "parse_pairwise_label",
     "parse_pointwise_label",
     "read_items",
+    "read_rows",
+    "Row",
 ]
 
 #: File extensions :func:`read_items` understands (matched case-insensitively).
@@ -435,7 +437,19 @@ def _describe_json_error(error: json.JSONDecodeError, text: str) -> str:
     return f"invalid JSON at column {column}: {message}"
 
 
-def _jsonl_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
+@attrs.frozen
+class Row:
+    """One row of a data file, parsed but not yet interpreted (see :func:`read_rows`)."""
+
+    line: int  # the physical line the row starts on (its position, in a .json array)
+    where: str  # how messages name it: "line 17" or "item 3"
+    default_id: str  # its id when no id column is named: the line (JSONL), row (CSV) or position (.json)
+    record: object = None  # the parsed row (a dict when well formed); None when `problem` says why not
+    problem: str | None = None
+    empty_is_none: bool = False  # CSV: an empty cell means "no value"
+
+
+def _jsonl_rows(path: Path) -> Iterator[Row]:
     with path.open("rb") as handle:
         for line, raw in enumerate(handle, start=1):
             text = _decode(raw, path, line).rstrip("\r\n")
@@ -443,12 +457,9 @@ def _jsonl_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
                 continue
             where = f"line {line}"
             try:
-                record = json.loads(text)
+                yield Row(line, where, str(line), json.loads(text))
             except json.JSONDecodeError as error:
-                fallback = str(line) if columns.id_field is None else None
-                yield ItemError(id=fallback, line=line, reason=f"{where}: {_describe_json_error(error, text)}")
-                continue
-            yield _build_item(record, columns, line, where, str(line), empty_is_none=False)
+                yield Row(line, where, str(line), problem=_describe_json_error(error, text))
 
 
 def _decoded_lines(handle, path: Path) -> Iterator[str]:
@@ -457,7 +468,7 @@ def _decoded_lines(handle, path: Path) -> Iterator[str]:
         yield _decode(raw, path, line)
 
 
-def _csv_items(path: Path, columns: ColumnMap, delimiter: str) -> Iterator[Item | ItemError]:
+def _csv_rows(path: Path, required: Sequence[str], delimiter: str) -> Iterator[Row]:
     with path.open("rb") as handle:
         reader = csv.reader(_decoded_lines(handle, path), delimiter=delimiter)
         header: list[str] | None = None
@@ -474,7 +485,7 @@ def _csv_items(path: Path, columns: ColumnMap, delimiter: str) -> Iterator[Item 
                 continue
             if header is None:
                 header = cells
-                missing = [name for name in columns.required_fields() if name not in header]
+                missing = [name for name in required if name not in header]
                 if missing:
                     raise DataError(
                         f"{path}: the header has no column {', '.join(map(repr, missing))} "
@@ -484,17 +495,13 @@ def _csv_items(path: Path, columns: ColumnMap, delimiter: str) -> Iterator[Item 
             row_number += 1
             where = f"line {start}"
             if len(cells) != len(header):
-                yield ItemError(
-                    id=str(row_number) if columns.id_field is None else None,
-                    line=start,
-                    reason=f"{where}: row has {len(cells)} fields but the header has {len(header)}",
-                )
+                yield Row(start, where, str(row_number),
+                          problem=f"row has {len(cells)} fields but the header has {len(header)}")
                 continue
-            row = dict(zip(header, cells))
-            yield _build_item(row, columns, start, where, str(row_number), empty_is_none=True)
+            yield Row(start, where, str(row_number), dict(zip(header, cells)), empty_is_none=True)
 
 
-def _json_array_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
+def _json_array_rows(path: Path) -> Iterator[Row]:
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
@@ -513,7 +520,33 @@ def _json_array_items(path: Path, columns: ColumnMap) -> Iterator[Item | ItemErr
     if not isinstance(rows, list):
         raise DataError(f"{path}: expected a top-level JSON array of objects, got {_kind(rows)}")
     for position, record in enumerate(rows, start=1):
-        yield _build_item(record, columns, position, f"item {position}", str(position), empty_is_none=False)
+        yield Row(position, f"item {position}", str(position), record)
+
+
+def read_rows(path: str | Path, required_columns: Sequence[str] = ()) -> Iterator[Row]:
+    """Stream the rows of a JSONL, CSV/TSV or JSON-array file, parsed but not interpreted.
+
+    The one reader behind :func:`read_items` and the compiler's batch mode. A row that
+    cannot be parsed (invalid JSON, a CSV row with the wrong number of fields) is a
+    :class:`Row` with a `problem`; a CSV header lacking one of `required_columns`, a
+    file that is not UTF-8, or an unreadable file raise :class:`DataError`.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_EXTENSIONS:
+        raise DataError(
+            f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
+            f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
+    if suffix in (".jsonl", ".ndjson"):
+        return _jsonl_rows(path)
+    if suffix in (".csv", ".tsv"):
+        return _csv_rows(path, tuple(required_columns), "\t" if suffix == ".tsv" else ",")
+    return _json_array_rows(path)
 
 
 def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
@@ -540,19 +573,12 @@ def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemErro
             when a CSV header lacks a configured column, when CSV cannot be
             parsed, or when a ``.json`` file is not a valid JSON array.
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_EXTENSIONS:
-        raise DataError(
-            f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
-            f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}"
-        )
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
-    if not path.is_file():
-        raise DataError(f"{path}: not a regular file")
-    if suffix in (".jsonl", ".ndjson"):
-        return _jsonl_items(path, columns)
-    if suffix in (".csv", ".tsv"):
-        return _csv_items(path, columns, "\t" if suffix == ".tsv" else ",")
-    return _json_array_items(path, columns)
+    rows = read_rows(path, columns.required_fields())
+    return (_item_from_row(row, columns) for row in rows)
+
+
+def _item_from_row(row: Row, columns: ColumnMap) -> Item | ItemError:
+    if row.problem is not None:
+        fallback = row.default_id if columns.id_field is None else None
+        return ItemError(id=fallback, line=row.line, reason=f"{row.where}: {row.problem}")
+    return _build_item(row.record, columns, row.line, row.where, row.default_id, row.empty_is_none)

@@ -16,7 +16,6 @@ costs no model call. The output folder gets:
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import re
 from collections import Counter
@@ -26,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 import attrs
 
 from gsrlang.compiler.spec import CompileSpec, Contract, SpecError
-from gsrlang.data import SUPPORTED_EXTENSIONS, DataError, ItemError, MissingFieldError, get_path
+from gsrlang.data import DataError, ItemError, MissingFieldError, Row, get_path, read_rows
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 1
@@ -119,85 +118,18 @@ def read_compile_items(path: str | Path, fields: CompileFields, contract: Contra
                        ) -> Iterator[CompileItem | ItemError]:
     """Stream the items of a data file as CompileItem (or ItemError for a bad row).
 
-    Raises DataError for a file that cannot be read at all (missing, unsupported, bad header).
+    Rows are read by the same reader as `gsr run` (gsrlang.data.read_rows); only the named compile
+    columns are read from them. Raises DataError for a file that cannot be read at all (missing,
+    unsupported, a CSV header without a named column).
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_EXTENSIONS:
-        raise DataError(f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
-                        f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}")
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if suffix in (".jsonl", ".ndjson"):
-        return _jsonl(path, fields, contract)
-    if suffix in (".csv", ".tsv"):
-        return _csv(path, fields, contract, "\t" if suffix == ".tsv" else ",")
-    return _json_array(path, fields, contract)
+    rows = read_rows(path, fields.named())
+    return (_compile_item(row, fields, contract) for row in rows)
 
 
-def _decode(raw: bytes, path: Path, line: int) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: line {line} is not valid UTF-8") from None
-    return text.removeprefix("\ufeff") if line == 1 else text
-
-
-def _jsonl(path: Path, fields, contract) -> Iterator[CompileItem | ItemError]:
-    with path.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
-            text = _decode(raw, path, line).strip()
-            if not text:
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield ItemError(id=str(line), line=line, reason=f"line {line}: invalid JSON ({exc.msg})")
-                continue
-            yield _project(record, fields, contract, line, f"line {line}", str(line), empty_is_none=False)
-
-
-def _csv(path: Path, fields, contract, delimiter: str) -> Iterator[CompileItem | ItemError]:
-    with path.open("rb") as handle:
-        lines = (_decode(raw, path, n) for n, raw in enumerate(handle, start=1))
-        reader = csv.reader(lines, delimiter=delimiter)
-        header = None
-        row_number = 0
-        while True:
-            start = reader.line_num + 1
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                raise DataError(f"{path}: line {reader.line_num}: {exc}") from None
-            if not cells:
-                continue
-            if header is None:
-                header = cells
-                missing = [f for f in fields.named() if f not in header]
-                if missing:
-                    raise DataError(f"{path}: the header has no column {', '.join(map(repr, missing))} "
-                                    f"(columns: {', '.join(header)})")
-                continue
-            row_number += 1
-            if len(cells) != len(header):
-                yield ItemError(id=str(row_number), line=start,
-                                reason=f"line {start}: row has {len(cells)} fields but the header has {len(header)}")
-                continue
-            wanted = {k: v for k, v in zip(header, cells) if k in fields.named() or k == "id"}
-            yield _project(wanted, fields, contract, start, f"line {start}", str(row_number), empty_is_none=True)
-
-
-def _json_array(path: Path, fields, contract) -> Iterator[CompileItem | ItemError]:
-    try:
-        rows = json.loads(path.read_bytes().decode("utf-8").removeprefix("\ufeff"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a JSON array of objects ({exc})") from None
-    if not isinstance(rows, list):
-        raise DataError(f"{path}: expected a top-level JSON array of objects")
-    for position, record in enumerate(rows, start=1):
-        yield _project(record, fields, contract, position, f"item {position}", str(position), empty_is_none=False)
+def _compile_item(row: Row, fields: CompileFields, contract: Contract) -> CompileItem | ItemError:
+    if row.problem is not None:
+        return ItemError(id=row.default_id, line=row.line, reason=f"{row.where}: {row.problem}")
+    return _project(row.record, fields, contract, row.line, row.where, row.default_id, row.empty_is_none)
 
 
 # ---- the index and the report ----------------------------------------------------------------------
