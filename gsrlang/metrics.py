@@ -542,8 +542,13 @@ def _result_mode(record: Mapping) -> str | None:
     return None
 
 
-def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Agreement metrics, with bootstrap intervals, for a results JSONL file.
+def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Agreement metrics, with bootstrap intervals, for a results JSONL file (or several: one per run).
+
+    Several files are several runs of the same items (e.g. the same program judged
+    by a model with different seeds): each file is a run, named by its file name
+    (and, when its lines carry ``run``, by that too), and ``summary`` gives means
+    and standard deviations over them.
 
     Each line describes one judged item: ``status`` (``"ok"``, ``"invalid"``
     or ``"failed"``), ``mode``, the prediction (``score`` for pointwise,
@@ -569,7 +574,8 @@ def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0)
         DataError: for an unreadable file, a file with no result lines, mixed
             modes, scales or run fields, or a malformed prediction or label.
     """
-    path = Path(path)
+    paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
+    several = len(paths) > 1
     mode: str | None = None
     scale: tuple[float, float] | None = None
     statuses: Counter[str] = Counter()
@@ -577,7 +583,7 @@ def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0)
     n_lines = n_unlabeled = n_superseded = 0
     has_run: bool | None = None
 
-    for line, record in _numbered_results(path):
+    for path, line, record in ((p, n, r) for p in paths for n, r in _numbered_results(p)):
         n_lines += 1
         where = f"{path}: line {line}"
         line_mode = _result_mode(record)
@@ -593,14 +599,18 @@ def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0)
                 scale = line_scale
             elif line_scale != scale:
                 raise DataError(f"{where}: scale {list(line_scale)} differs from earlier lines ({list(scale)})")
-        if has_run is None:
-            has_run = "run" in record
-        elif has_run != ("run" in record):
-            raise DataError(f"{where}: some lines have a 'run' field and some do not")
+        if several:  # each file is a run
+            run_id = path.name if "run" not in record else f"{path.name}#{record['run']}"
+        else:
+            if has_run is None:
+                has_run = "run" in record
+            elif has_run != ("run" in record):
+                raise DataError(f"{where}: some lines have a 'run' field and some do not")
+            run_id = record.get("run")
 
         status = str(record.get("status"))
         statuses[status] += 1
-        items = runs.setdefault(record.get("run"), {})
+        items = runs.setdefault(run_id, {})
         if record.get("label") is None:
             n_unlabeled += 1
             continue
@@ -615,7 +625,7 @@ def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0)
         items[key] = (pred, gold)
 
     if mode is None:
-        raise DataError(f"{path}: no result lines")
+        raise DataError(f"{', '.join(map(str, paths))}: no result lines")
 
     if mode == "pointwise":
         def report_fn(preds, golds):
@@ -631,7 +641,7 @@ def metrics_from_results(path: str | Path, bootstrap: int = 1000, seed: int = 0)
         per_run[run_id] = with_confidence(report_fn, preds, golds, n_resamples=bootstrap, seed=seed)
 
     result = {
-        "path": str(path),
+        "path": ", ".join(str(p) for p in paths),
         "mode": mode,
         "scale": list(scale) if scale is not None else None,
         "n_lines": n_lines,

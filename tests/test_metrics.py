@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 from pathlib import Path
@@ -566,3 +567,24 @@ def test_llmbar_agreement_with_simple_judges():
     assert report["accuracy"]["value"] == pytest.approx(expected)
     low, high = report["accuracy"]["ci95"]
     assert low <= expected <= high
+
+
+def test_several_result_files_are_several_runs(tmp_path, capsys):
+    """`gsr metrics a.jsonl b.jsonl`: each file is a run; the summary holds the mean and sd over runs."""
+    from gsrlang.cli import main
+
+    def run_file(name, preds):
+        lines = [{"id": str(i), "status": "ok", "mode": "pointwise", "score": p, "label": g, "scale": [1, 5]}
+                 for i, (p, g) in enumerate(zip(preds, [1, 2, 3, 4, 5]))]
+        return write_results(tmp_path / name, lines)
+
+    a = run_file("a.jsonl", [1, 2, 3, 4, 5])  # exact 1.0
+    b = run_file("b.jsonl", [1, 2, 3, 4, 4])  # exact 0.8
+    report = metrics_from_results([a, b], bootstrap=0)
+    assert set(report["runs"]) == {"a.jsonl", "b.jsonl"}
+    assert report["summary"]["exact"]["mean"] == pytest.approx(0.9)
+    assert report["summary"]["exact"]["sd"] == pytest.approx(statistics.stdev([1.0, 0.8]))
+    assert report["summary"]["exact"]["n"] == 2
+    assert main(["metrics", str(a), str(b), "--bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "0.900" in out

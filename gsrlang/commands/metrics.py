@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gsrlang.cli import UsageError
 
-HELP = "agreement metrics (with bootstrap 95% intervals) for a results file"
+HELP = "agreement metrics (with bootstrap 95% intervals) for results files"
 DESCRIPTION = """\
 Read a results file written by `gsr run --out` (or `gsr replay --out`) and print how
 well its predictions agree with the labels it holds.
@@ -17,17 +17,18 @@ pointwise: exact agreement and within-1 accuracy (the gold label rounded half up
 an invalid item is a miss), MAE, Pearson, Spearman and quadratic-weighted kappa
 (over valid items). pairwise: accuracy (ties, abstentions and invalid items are
 errors unless the gold is a tie), valid-only accuracy, coverage, invalid, tie and
-abstain rates. Lines with a `run` field are grouped by run, and means and standard
-deviations over the runs are shown. An undefined metric is shown as undefined,
-never as 0.
+abstain rates. Several files are several runs of the same items (each file a run),
+as are lines with a `run` field; then means and standard deviations over the runs
+are shown. An undefined metric is shown as undefined, never as 0.
 
 examples:
   gsr metrics out/results.jsonl
+  gsr metrics out/seed1.jsonl out/seed2.jsonl out/seed3.jsonl   # mean and sd over three runs
   gsr metrics out/results.jsonl --json > metrics.json"""
 
 
 def add_arguments(p) -> None:
-    p.add_argument("results", metavar="RESULTS", help="a results file (JSONL)")
+    p.add_argument("results", metavar="RESULTS", nargs="+", help="results files (JSONL); several are several runs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
@@ -37,8 +38,9 @@ def run(args) -> int:
     from gsrlang.data import DataError
     from gsrlang.metrics import format_report, metrics_from_results
 
-    if not Path(args.results).is_file():
-        raise UsageError(f"{args.results}: no such file")
+    for path in args.results:
+        if not Path(path).is_file():
+            raise UsageError(f"{path}: no such file")
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
     try:
