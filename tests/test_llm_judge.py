@@ -567,6 +567,17 @@ async def test_joint_disagreement_policies(server):
     await judge.aclose()
 
 
+async def test_a_criterion_declares_its_own_disagreement_policy(server):
+    """`llm(joint: true, on_disagree: first)` in the program overrides the run's default policy (mean)."""
+    prog = program(JOINT.replace("llm(joint: true) { ask \"Q-JOINT", "llm(joint: true, on_disagree: first) { ask \"Q-JOINT"))
+    server.responder = scripted({"Q-JOINT": joint_answer({"ALPHA": "2", "BETA": "2"}, position_bias="4")})
+    judge = make_judge(server, joint_disagreement="mean")
+    a, b = await judge.judge_joint(prog.node("better"), item("ALPHA text", "BETA text"))
+    assert (a.value, b.value) == ("4", "2")
+    assert a.provenance["policy"] == "first" and a.provenance["agreement"] == "disagree"
+    await judge.aclose()
+
+
 async def test_joint_with_a_single_candidate_judges_pointwise(server):
     prog = program(JOINT)
     server.responder = scripted({"Q-JOINT": choose("5")})

@@ -17,6 +17,7 @@ LLM_PARAMS = {
     "shuffle": ParamSig("shuffle", Pattern("bool"), True),
     "evidence": ParamSig("evidence", Pattern("bool"), False),
     "seed": ParamSig("seed", Pattern("int"), None),
+    "on_disagree": ParamSig("on_disagree", Pattern("enum", name="Disagreement"), None),
 }
 HUMAN_PARAMS = {"field": ParamSig("field", Pattern("string"))}
 BINARY_AGGREGATES = ("majority", "weighted", "unanimous", "any")
@@ -221,7 +222,14 @@ def _procedure(ctx: Context, proc: ast.Procedure, t: JType | None, path) -> Proc
     args = proc.args or ()
     if name == "llm":
         values = _bind(ctx, "llm", LLM_PARAMS, args, path, proc)
-        return ProcedureSpec("llm", "", values) if values is not None else None
+        if values is None:
+            return None
+        if values.get("on_disagree") == Symbol("abstain") and t is not None and not t.optional:
+            ctx.error("GSR601", f"`on_disagree: abstain` lets the judge abstain, but the criterion is `{t}`",
+                      _arg_span(args, "on_disagree", proc), "may abstain", path=path,
+                      help=f"declare the criterion `{t}?`, or choose `mean`, `first` or `invalid`")
+            return None
+        return ProcedureSpec("llm", "", values)
     if name == "human":
         values = _bind(ctx, "human", HUMAN_PARAMS, args, path, proc)
         return ProcedureSpec("human", "", values) if values is not None else None

@@ -81,7 +81,13 @@ from gsrlang.types import JType
 __all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders", "create_judge"]
 
 UNIT_VERSION = "gsr-unit/1"
-DISAGREEMENT_POLICIES = ("mean", "first", "abstain", "invalid")
+DISAGREEMENT_POLICIES = ("mean", "first", "abstain", "invalid")  # the stdlib's `enum Disagreement`
+
+
+def _declared_policy(proc) -> str | None:
+    """The criterion's own `llm(on_disagree: ...)`, which overrides the run's default policy."""
+    value = proc.args.get("on_disagree")
+    return str(value) if value is not None else None
 DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
 _FATAL_STATUS = (401, 403, 404)
 
@@ -515,13 +521,14 @@ class LLMJudge:
                 if r.get("evidence"):
                     rec["evidence"] = r["evidence"]
                 records.append(rec)
-            j, relation = combine_orders(self.joint_disagreement, node.type, per_order[0], per_order[1])
+            policy = _declared_policy(proc) or self.joint_disagreement
+            j, relation = combine_orders(policy, node.type, per_order[0], per_order[1])
             if relation == "disagree" and k == 0:
                 self.stats.joint_disagreements += 1
             prov = {
                 "procedure": proc.describe(),
                 "joint": True,
-                "policy": self.joint_disagreement,
+                "policy": policy,
                 "agreement": relation,
                 "orders": records,
                 "model": records[0].get("model"),
