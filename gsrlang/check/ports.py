@@ -84,6 +84,7 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
     ctx.nodes[node_id] = node
     if sig is None:
         _unknown_operator(ctx, call, path)
+        ctx.mentioned.update(names_in(call))  # its arguments are used; the operator is what is wrong
         node.kind = "unknown"
         return False
     node.kind = sig.kind
