@@ -271,3 +271,16 @@ def test_catalogue_survives_its_start_up_cache(tmp_path, monkeypatch):
     assert first == fresh and second == fresh
     assert second.operators["cap"].param("at").default is catalog_module.REQUIRED
     assert second.operators["cap"].param("at").required
+
+
+def test_the_language_reference_lists_the_whole_catalogue():
+    """docs/language.md states the language exactly: every stdlib operator signature appears in it."""
+    from pathlib import Path
+
+    from gsrlang.catalog import default_catalog
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "language.md").read_text(encoding="utf-8")
+    missing = [op.signature() for op in default_catalog().operators.values() if op.signature() not in text]
+    assert not missing, missing
+    for rule in default_catalog().rules:
+        assert f"rule.{rule}" in text or f"`{rule}(" in text, rule
