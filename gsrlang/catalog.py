@@ -265,7 +265,8 @@ def default_catalog() -> Catalog:
     folder = stdlib_dir()
     sources = sorted(folder.glob("*.gsr"))
     key = hashlib.sha256(f"{__version__} {sys.version}".encode())
-    for path in sources:
+    # the classes being pickled are part of the key too, so an edited catalog.py or types.py never loads stale objects
+    for path in (*sources, Path(__file__), Path(__file__).with_name("types.py")):
         key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     cached = _cache_dir() / f"catalog-{key.hexdigest()[:32]}.pickle"
     try:
