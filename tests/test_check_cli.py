@@ -413,3 +413,12 @@ def test_end_to_end_explain():
     assert done.returncode == 0 and done.stdout.startswith("GSR503: sink is not a Score (error)\n")
     done = subprocess.run([str(GSR), "explain", "GSR5030"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "did you mean `GSR503`" in done.stderr
+
+
+def test_checking_imports_no_network_client_renderer_or_server():
+    """`gsr check` stays fast: openai, graphviz and pygls are imported only by the commands that use them."""
+    code = ("import sys; from gsrlang.cli import main; status = main(['check', '-q', 'examples/helpsteer2/helpfulness.gsr']); "
+            "print(status, sorted(m for m in ('openai', 'graphviz', 'pygls', 'httpx', 'sqlite3') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    assert out == "0 []"
