@@ -210,7 +210,7 @@ def _atom_pattern(a: ast.TypeAtom, type_vars, enums) -> Pattern:
     raise CatalogError(f"unknown type {name!r} in a stdlib signature")
 
 
-def _params(decls, type_vars, enums, path) -> tuple[ParamSig, ...]:
+def _params(decls, type_vars, enums) -> tuple[ParamSig, ...]:
     out = []
     for d in decls:
         default = REQUIRED if d.default is None else literal_value(d.default)
@@ -249,10 +249,10 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
                 operators[item.name.name] = OperatorSig(
                     item.kind, item.name.name, tv,
                     tuple(PortSig(p.name.name, pattern_of(p.type, tv, enums)) for p in item.ports),
-                    _params(item.params, tv, enums, path), pattern_of(item.result, tv, enums), item.doc, path,
+                    _params(item.params, tv, enums), pattern_of(item.result, tv, enums), item.doc, path,
                     item.span)
             elif isinstance(item, ast.RuleDecl):
-                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums, path),
+                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums),
                                                 pattern_of(item.result, (), enums), item.doc, path, item.span)
     return Catalog(operators, rules, enums)
 

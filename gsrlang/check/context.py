@@ -36,7 +36,8 @@ class GNode:
     named: bool
     op: str | None = None
     inputs: list = attrs.Factory(list)  # (port, slot, source id, span of the argument)
-    params: dict = attrs.Factory(dict)  # name -> (value, span)
+    params: dict = attrs.Factory(dict)  # name -> (expression, span of the argument), as written
+    param_values: dict = attrs.Factory(dict)  # name -> checked Python value (set by the type pass)
     type: JType | None = None  # None until inferred, or when it could not be
     value: object = None
     criterion: object = None  # CriterionSpec

@@ -110,7 +110,7 @@ def _program_node(ctx: Context, node_id: str) -> Node:
     params = {}
     if g.kind in ("transform", "reduce", "gate"):
         sig = ctx.catalog.operator(g.op)
-        given = g.value or {}
+        given = g.param_values
         for p in sig.params:  # every parameter, defaults filled in, in signature order
             params[p.name] = given.get(p.name, p.default)
     value = g.value if g.kind == "const" else None

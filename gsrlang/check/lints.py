@@ -19,8 +19,8 @@ def check_lints(ctx: Context, reach: set[str]) -> None:
                 expr, span = node.params["on_abstain"]
                 ctx.warn("GSR701", "`on_abstain` has no effect: no item of this reducer can abstain", span,
                          "unused parameter", path=node.path, help="remove it, or declare the criteria that may abstain as `T?`")
-        if node.kind == "reduce" and "weights" in node.value and isinstance(node.value["weights"], list):
-            weights = node.value["weights"]
+        weights = node.param_values.get("weights")
+        if node.kind == "reduce" and isinstance(weights, list):
             if weights and sum(weights) == 0 and any(w > 0 for w in weights):
                 expr, span = node.params["weights"]
                 ctx.warn("GSR703", "the weights sum to zero: positive and negative weights cancel", span,

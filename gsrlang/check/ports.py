@@ -27,7 +27,7 @@ def build_graph(ctx: Context) -> None:
                 if value.name.name not in ctx.decls:
                     _unknown_name(ctx, value, decl.path)
                 continue
-            _expr_node(ctx, value, name, decl.path, named=True, decl_span=decl.item.name.span)
+            _expr_node(ctx, value, name, decl.path, named=True)
     for extra in ctx.sinks[1:]:
         ctx.mentioned.update(names_in(extra.value))  # reported as a second sink, not as unused names
     for sink in ctx.sinks[:1]:
@@ -39,7 +39,7 @@ def build_graph(ctx: Context) -> None:
                 ctx.sink_id = resolve_alias(ctx, target)
         else:
             sid = SINK_ID if SINK_ID not in ctx.decls else "(sink)"
-            if _expr_node(ctx, sink.value, sid, None, named=False, decl_span=sink.value.span):
+            if _expr_node(ctx, sink.value, sid, None, named=False):
                 ctx.sink_id = sid
 
 
@@ -66,7 +66,7 @@ def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
               fixes=fixes)
 
 
-def _expr_node(ctx: Context, expr, node_id: str, path, named: bool, decl_span=None) -> bool:
+def _expr_node(ctx: Context, expr, node_id: str, path, named: bool) -> bool:
     """Create the node for a declaration's or argument's expression. False if it could not be built."""
     if isinstance(expr, ast.Call):
         return _call_node(ctx, expr, node_id, path, named)

@@ -74,12 +74,11 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
             ok = False
         else:
             values[name] = value
-    node.params = {**{n: (e, s) for n, (e, s) in node.params.items()}}
-    node.value = values  # parameter values, read by the program builder
+    node.param_values = values
     if not ok:
         return None
     if node.op == "map" and "to" in values:
-        if not _check_map(ctx, node, values, bindings):
+        if not _check_map(ctx, node, values):
             return None
     if node.op == "default" and not any(ctx.nodes[resolve_alias(ctx, s)].type.optional for _, _, s, _ in node.inputs
                                         if ctx.nodes[resolve_alias(ctx, s)].type):
@@ -93,7 +92,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     return result
 
 
-def _check_map(ctx: Context, node: GNode, values: dict, bindings) -> bool:
+def _check_map(ctx: Context, node: GNode, values: dict) -> bool:
     src_type = None
     for _, _, source, _ in node.inputs:
         src_type = ctx.nodes[resolve_alias(ctx, source)].type

@@ -30,7 +30,7 @@ def literal_fits(t: JType, expr) -> bool:
     return False
 
 
-def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None, where: str = ""):
+def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None):
     """The parameter's Python value, or INVALID after reporting why."""
     if isinstance(expr, ast.Call) or (isinstance(expr, ast.ListExpr) and any(isinstance(i, ast.Call) for i in expr.items)):
         ctx.mentioned.update(names_in(expr))

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 
 import attrs
 
+from gsrlang.catalog import default_catalog
 from gsrlang.data import Candidate, Item
 from gsrlang.judges.base import ABSTAIN, Judgment
 from gsrlang.judges.llm.cache import JudgmentCache
@@ -81,7 +82,7 @@ from gsrlang.types import JType
 __all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders", "create_judge"]
 
 UNIT_VERSION = "gsr-unit/1"
-DISAGREEMENT_POLICIES = ("mean", "first", "abstain", "invalid")  # the stdlib's `enum Disagreement`
+DISAGREEMENT_POLICIES = default_catalog().enums["Disagreement"].members  # declared once, in stdlib/rules.gsr
 
 
 def _declared_policy(proc) -> str | None:

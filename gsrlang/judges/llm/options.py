@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gsrlang.catalog import default_catalog
+
 __all__ = ["DEFAULT_CACHE", "add_llm_arguments", "build_llm_judge", "judge_flags", "parse_role"]
 
 DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
@@ -67,7 +69,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--fewshot-k", type=int, default=4, metavar="N", help="few-shot examples per criterion (default 4)")
     add("--max-reasks", type=int, default=2, metavar="N",
         help="re-asks when an answer is outside the criterion's type (default 2); then abstained (T?) or invalid")
-    add("--joint-disagreement", choices=("mean", "first", "abstain", "invalid"), default="mean",
+    add("--joint-disagreement", choices=default_catalog().enums["Disagreement"].members, default="mean",
         help="joint judging asks in both orders (A/B, B/A); when they disagree: mean (average, for ordinal and "
              "score; else abstain), first, abstain (T?, else invalid) or invalid (default mean)")
 
