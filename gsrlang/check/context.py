@@ -64,6 +64,16 @@ class Context:
     import_failed: bool = False  # then unknown names may be the missing import's: not reported
     file_end: int = 0
 
+    def text_of(self, span: Span, path: str | None = None, max_len: int | None = None) -> str | None:
+        """The source text under a span of the checked file, for help and fixes (None for an imported file,
+        or when longer than `max_len` or spread over several lines where a short snippet is wanted)."""
+        if self.source_text is None or path is not None:
+            return None
+        text = self.source_text[span.start:span.end]
+        if max_len is not None and (len(text) > max_len or "\n" in text):
+            return None
+        return text
+
     def error(self, code: str, message: str, span: Span, label: str = "", *, path=None, **kw):
         self.diagnostics.append(error(code, message, span, label, path=path, **kw))
 

@@ -280,7 +280,7 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) 
     for a in args:
         if a.name is None:
             free = [n for n in sigs if n not in values]
-            text = ctx.source_text[a.value.span.start:a.value.span.end] if ctx.source_text and path is None else "value"
+            text = ctx.text_of(a.value.span, path) or "value"
             ctx.error("GSR206", f"`{what}` takes named arguments only", a.span, "positional", path=path,
                       help=f"write `{free[0]}: {text}`" if free else f"`{what}` takes no arguments")
             ok, misplaced = False, True

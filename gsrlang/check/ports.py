@@ -98,8 +98,8 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
         if arg.name is None:
             if seen_keyword:
                 free = [p.name for p in ports if p.name not in given]
-                hint = f"name it: `{free[0]}: {_snippet(ctx, arg.value)}`" if free and _snippet(ctx, arg.value) \
-                    else "name it: `port: value`"
+                snippet = ctx.text_of(arg.value.span, path, max_len=40)
+                hint = f"name it: `{free[0]}: {snippet}`" if free and snippet else "name it: `port: value`"
                 ctx.error("GSR206", "a positional argument follows a named one", arg.span, "positional", path=path,
                           help=hint)
                 ok, misplaced = False, True
@@ -213,13 +213,6 @@ def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, pat
               value.span, "not a judgment", path=path,
               help="ports take criteria, nodes or operator calls; literal settings are parameters")
     return False
-
-
-def _snippet(ctx: Context, expr) -> str | None:
-    if ctx.source_text is None:
-        return None
-    text = ctx.source_text[expr.span.start:expr.span.end]
-    return text if len(text) <= 40 and "\n" not in text else None
 
 
 def _unknown_operator(ctx: Context, call: ast.Call, path) -> None:

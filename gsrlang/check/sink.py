@@ -36,7 +36,7 @@ def check_sink_type(ctx: Context) -> None:
     if t is None:
         return
     span = ctx.sinks[0].value.span
-    text = ctx.source_text[span.start:span.end] if ctx.source_text is not None else None
+    text = ctx.text_of(span)
     if t.optional:
         fix = (Fix("wrap in `default(..., value: 0)`", span, f"default({text}, value: 0)"),) if text and t.kind == "score" else ()
         what = f"`{ctx.sink_id}`" if node.named else "the sink expression"

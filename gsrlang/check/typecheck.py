@@ -119,7 +119,7 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
         expected = str(bindings[pattern.name])
     help_, fixes = None, ()
     score_wanted = any(p.kind == "score" and not p.any_range for p in pattern.alternatives())
-    text = _source_text(ctx, span, node.path)
+    text = ctx.text_of(span, node.path)
     if score_wanted and t.kind in ("bool", "ordinal"):
         help_ = "wrap it in `normalize(...)`: a level's value, true = 1, false = 0"
         if text is not None:
@@ -141,7 +141,7 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
 
 
 def _abstention(ctx: Context, node: GNode, sig, port: str, t: JType, span, src: GNode) -> None:
-    text = _source_text(ctx, span, node.path)
+    text = ctx.text_of(span, node.path)
     secondary = []
     if src.named and src.kind == "criterion":
         secondary.append(Label(src.span, f"`{src.id}` is declared `{t}` here", src.path))
@@ -158,10 +158,3 @@ def _abstention(ctx: Context, node: GNode, sig, port: str, t: JType, span, src: 
               path=node.path, secondary=secondary,
               help="decide what an abstention means first: `default(x, value: ...)`", fixes=fixes)
 
-
-def _source_text(ctx: Context, span, path) -> str | None:
-    """The text under a span of the main file (fixes are offered only there)."""
-    text = ctx.source_text
-    if text is None or path is not None:
-        return None
-    return text[span.start:span.end]
