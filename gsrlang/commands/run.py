@@ -65,6 +65,11 @@ def add_arguments(p) -> None:
                    help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
+    from gsrlang.runtime.engines import ENGINES
+
+    e = p.add_argument_group("engine")
+    e.add_argument("--engine", choices=tuple(ENGINES), default="local",
+                   help="where the items run (default local: this process)")
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
@@ -223,7 +228,7 @@ def _columns(args, mode: str):
 
 
 def run(args) -> int:
-    from gsrlang.runtime.batch import run_file
+    from gsrlang.runtime.engines import RunJob, engine
 
     if args.program is None and args.programs is None:
         raise UsageError("name the program to run (PROGRAM), or per-item programs with --programs INDEX")
@@ -238,10 +243,10 @@ def run(args) -> int:
     mode = choose_mode(program, args.mode)
     columns = _columns(args, mode)
     registry = build_registry(program, args)
-    concurrency = _concurrency(args, registry)
-    summary = _with_progress(args, lambda on_item: run_file(
-        program, args.data, columns, registry, mode, args.out, args.trace, concurrency, args.limit, args.program,
-        on_item=on_item))
+    job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
+                 _concurrency(args, registry), args.limit, args)
+    run_job = engine(args.engine)
+    summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item))
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
     return _finish(args, registry, summary, stream)

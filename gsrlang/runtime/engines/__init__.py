@@ -1,0 +1,51 @@
+"""Engines: how `gsr run` schedules one program over the items of a data file.
+
+Everything but the scheduling is shared: `gsr run` checks the program, picks the mode and
+the columns, builds and checks the judges, then hands a :class:`RunJob` to an engine and
+prints the :class:`~gsrlang.runtime.batch.RunSummary` it returns. Every engine writes the
+same results lines and trace records, in input order (see :mod:`gsrlang.runtime.trace`).
+
+* ``local`` (:mod:`.local`): this process, one asyncio loop, judge calls bounded by
+  `concurrency` (`gsrlang.runtime.batch.run_file`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Callable
+
+import attrs
+
+from gsrlang.data import ColumnMap
+from gsrlang.program import Program
+
+__all__ = ["ENGINES", "RunJob", "engine"]
+
+#: engine name -> module (imported on demand, so choosing `local` never imports Ray)
+ENGINES = {"local": "gsrlang.runtime.engines.local"}
+
+
+@attrs.frozen
+class RunJob:
+    """What to run: one checked program over a data file, and where the results go.
+
+    `args` are the command's parsed flags: an engine that runs judges elsewhere (Ray actors)
+    rebuilds them from these, exactly as `gsr run` built the local ones.
+    """
+
+    program: Program
+    program_path: str | None
+    data: str
+    columns: ColumnMap
+    mode: str
+    out: str | None = None
+    trace: str | None = None
+    concurrency: int = 8
+    limit: int | None = None
+    args: argparse.Namespace | None = None
+
+
+def engine(name: str) -> Callable:
+    """The `run(job, registry, on_item) -> RunSummary` function of the engine called `name`."""
+    return importlib.import_module(ENGINES[name]).run
