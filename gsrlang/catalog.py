@@ -19,6 +19,7 @@ import attrs
 from gsrlang import __version__
 from gsrlang.span import Span
 from gsrlang.syntax import ast
+from gsrlang.syntax.literals import Symbol, format_literal, literal_value
 from gsrlang.types import Pattern
 
 class _Required:
@@ -133,54 +134,6 @@ def param_text(p: ParamSig) -> str:
     return text
 
 
-# ---- literal values ----------------------------------------------------------------------------
-@attrs.frozen
-class Symbol:
-    """A bare name used as a value in a parameter: an enum member such as `skip` or `round`."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def literal_value(expr) -> object:
-    """The Python value of a literal expression (Symbol for a bare name); raises ValueError otherwise."""
-    if isinstance(expr, ast.Number):
-        return expr.value
-    if isinstance(expr, ast.String):
-        return expr.value
-    if isinstance(expr, ast.BoolLit):
-        return expr.value
-    if isinstance(expr, ast.Ref):
-        return Symbol(expr.name.name)
-    if isinstance(expr, ast.Range):
-        return (expr.lo.value, expr.hi.value)
-    if isinstance(expr, ast.ListExpr):
-        return [literal_value(i) for i in expr.items]
-    if isinstance(expr, ast.MapExpr):
-        return {e.key_text: literal_value(e.value) for e in expr.entries}
-    raise ValueError("not a literal")
-
-
-def format_literal(value) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Symbol):
-        return value.name
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_literal(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
 # ---- loading -----------------------------------------------------------------------------------------
 _NAMED = {"Bool": "bool", "Real": "real", "Int": "int", "String": "string", "Ordinal": "ordinal",
           "Nominal": "nominal", "Score": "score"}
@@ -265,8 +218,10 @@ def default_catalog() -> Catalog:
     folder = stdlib_dir()
     sources = sorted(folder.glob("*.gsr"))
     key = hashlib.sha256(f"{__version__} {sys.version}".encode())
-    # the classes being pickled are part of the key too, so an edited catalog.py or types.py never loads stale objects
-    for path in (*sources, Path(__file__), Path(__file__).with_name("types.py")):
+    # the classes being pickled are part of the key too, so an edited catalog.py, types.py or
+    # syntax/literals.py never loads stale objects
+    here = Path(__file__).parent
+    for path in (*sources, Path(__file__), here / "types.py", here / "syntax" / "literals.py"):
         key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     cached = _cache_dir() / f"catalog-{key.hexdigest()[:32]}.pickle"
     try:

@@ -14,6 +14,7 @@ import os
 import sys
 
 from gsrlang import __version__
+from gsrlang.commands import UsageError
 
 # name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -35,10 +36,6 @@ exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the tool f
 Run `gsr COMMAND --help` for a command's options, `gsr explain GSR301` for a diagnostic."""
 
 
-class UsageError(Exception):
-    """A command was used wrongly (exit 2)."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gsr",
@@ -49,12 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gsr {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
-        try:
-            module = importlib.import_module(f"gsrlang.commands.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"gsrlang.commands.{module_name}":
-                continue  # not built yet
-            raise
+        module = importlib.import_module(f"gsrlang.commands.{module_name}")
         # argparse %-formats help strings: a literal % ("95% CI") must reach it as %%
         p = sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=getattr(module, "DESCRIPTION", module.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)

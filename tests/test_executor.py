@@ -9,7 +9,7 @@ import pytest
 
 from gsrlang.check.driver import analyze
 from gsrlang.data import Candidate, Item, ItemError
-from gsrlang.judges.base import ABSTAIN, Judgment
+from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.registry import JudgeRegistry, default_registry
 from gsrlang.runtime.executor import execute, run_items
 

@@ -17,7 +17,7 @@ import pytest
 
 from gsrlang.check.driver import analyze
 from gsrlang.data import Candidate, Item
-from gsrlang.judges.base import ABSTAIN
+from gsrlang.judgment import ABSTAIN
 from gsrlang.judges.llm import JudgeConfig, JudgeSettings, JudgmentCache
 from gsrlang.judges.llm.fewshot import FewShotBank, FewShotRow
 from gsrlang.judges.llm.judge import LLMJudge
@@ -594,8 +594,7 @@ async def test_build_llm_judge_flags_over_env_over_gsr_toml(tmp_path, monkeypatc
     import argparse
 
     from gsrlang.judges.llm.config import ConfigError
-    from gsrlang.judges.llm.judge import create_judge
-    from gsrlang.judges.llm.options import add_llm_arguments, build_llm_judge
+    from gsrlang.judges.llm.options import add_llm_arguments, build_llm_judge, create_judge
 
     for var in list(__import__("os").environ):
         if var.startswith(("GSR_", "OPENAI_")):

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gsrlang.check.driver import analyze
-from gsrlang.judges.base import ABSTAIN, Judgment
+from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.llm.fewshot import FewShotBank, FewShotError, FewShotRow, balanced_sample, parse_verdict
 from gsrlang.judges.llm.judge import aggregate, call_seed, combine_orders
 from gsrlang.judges.llm.prompts import (

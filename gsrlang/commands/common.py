@@ -85,7 +85,7 @@ def write_output(path: str | None, text: str) -> None:
     if not path:
         sys.stdout.write(text)
         return
-    from gsrlang.cli import UsageError
+    from gsrlang.commands import UsageError
 
     try:
         Path(path).write_text(text, encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.cli import UsageError
+from gsrlang.commands import UsageError
 
 HELP = "compile a natural-language rubric into a checked .gsr program with an LLM"
 DESCRIPTION = """\

@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.cli import UsageError
+    from gsrlang.commands import UsageError
     from gsrlang.diagnostics.codes import ALL_CODES as CODES
     from gsrlang.diagnostics.explanations import explain
 

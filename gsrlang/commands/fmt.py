@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.cli import UsageError
+    from gsrlang.commands import UsageError
 
     if "-" in args.paths and len(args.paths) > 1:
         raise UsageError("`-` (standard input) cannot be combined with other paths")

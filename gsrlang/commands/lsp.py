@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import logging
 
-    from gsrlang.cli import UsageError
+    from gsrlang.commands import UsageError
 
     if args.debounce_ms < 0:
         raise UsageError("--debounce-ms is a number of milliseconds, 0 or more")

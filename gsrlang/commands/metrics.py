@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gsrlang.cli import UsageError
+from gsrlang.commands import UsageError
 
 HELP = "agreement metrics (with bootstrap 95% intervals) for results files"
 DESCRIPTION = """\

@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from gsrlang.check.driver import analyze_file
-    from gsrlang.cli import UsageError
+    from gsrlang.commands import UsageError
 
     if (args.trace is None) != (args.item is None):
         raise UsageError("--trace and --item go together: name the trace file and the item to overlay")

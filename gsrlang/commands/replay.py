@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.cli import UsageError
+from gsrlang.commands import UsageError
 
 HELP = "recompute a trace with no judge call: verify it exactly, or re-compose it under an edited program"
 DESCRIPTION = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gsrlang.cli import UsageError
+from gsrlang.commands import UsageError
 
 HELP = "run a program over a data file (JSONL, CSV, JSON) and write results and traces"
 DESCRIPTION = """\

@@ -46,52 +46,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import attrs
-
-from gsrlang.runtime.values import ABSTAIN, Abstain
+from gsrlang.judgment import ABSTAIN, STATUSES, Judgment
 
 if TYPE_CHECKING:
     from gsrlang.data import Candidate, Item
     from gsrlang.program import Node
 
 __all__ = ["ABSTAIN", "Judge", "JudgeConfigError", "Judgment", "STATUSES"]
-
-STATUSES = ("ok", "abstained", "invalid")
-
-
-def _check_status(instance, attribute, value):
-    if value not in STATUSES:
-        raise ValueError(f"a judgment's status is one of {', '.join(STATUSES)}, got {value!r}")
-
-
-@attrs.frozen
-class Judgment:
-    """One judge's answer for one (criterion, candidate).
-
-    value: the judgment (bool | float | str), ABSTAIN when abstained, None when invalid.
-    status: "ok" | "abstained" | "invalid".
-    reason: the judge's short justification (ok), or why it could not answer.
-    raw: the judge's raw answer text, when there is one (model output, a cell's value).
-    provenance: JSON-able facts about how it was obtained (see the module docstring).
-    """
-
-    value: bool | float | str | Abstain | None
-    status: str = attrs.field(default="ok", validator=_check_status)
-    reason: str | None = None
-    raw: str | None = None
-    provenance: dict = attrs.field(factory=dict, hash=False)
-
-    @classmethod
-    def ok(cls, value, reason: str | None = None, raw: str | None = None, **provenance) -> "Judgment":
-        return cls(value, "ok", reason, raw, provenance)
-
-    @classmethod
-    def abstained(cls, reason: str | None = None, raw: str | None = None, **provenance) -> "Judgment":
-        return cls(ABSTAIN, "abstained", reason, raw, provenance)
-
-    @classmethod
-    def invalid(cls, reason: str, raw: str | None = None, **provenance) -> "Judgment":
-        return cls(None, "invalid", reason, raw, provenance)
 
 
 @runtime_checkable

@@ -28,7 +28,7 @@ import json
 import math
 
 from gsrlang.data import MissingFieldError, get_path
-from gsrlang.judges.base import Judgment
+from gsrlang.judgment import Judgment
 from gsrlang.types import JType
 
 __all__ = ["HumanJudge", "convert"]

@@ -8,12 +8,9 @@ A procedure kind is "rule", "human", "verifier" or "llm" (`ProcedureSpec.kind`).
 
 The LLM judge lives in `gsrlang.judges.llm` (it talks to a network, so the
 deterministic core never imports it). `load_llm_judge(options)` is the one hook the
-CLI and the demo use to build it: it calls `gsrlang.judges.llm.judge.create_judge(
-options)` when that module defines it, else builds its `LLMJudge(resolve_settings(
-options), cache=JudgmentCache(".gsr-cache/judgments.sqlite"))`; `options` holds the
-command-line settings (`model`, `base_url`, `concurrency`, ... as for
-`resolve_settings`, plus `cache`: a path, or None for no cache). It returns None when no model is configured (neither `--model` nor
-`GSR_MODEL` nor a project file says which).
+demo uses to build it from a dict of settings (`gsrlang.judges.llm.options.create_judge`);
+it returns None when no model is configured (neither `--model` nor `GSR_MODEL` nor a
+project file says which).
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from gsrlang.judges.verifier import VerifierJudge
 __all__ = ["JudgeRegistry", "default_registry", "llm_judge_available", "load_llm_judge"]
 
 LLM_HOOK = "gsrlang.judges.llm.judge"
-DEFAULT_CACHE = ".gsr-cache/judgments.sqlite"
 NO_MODEL_HELP = ("configure one with --model MODEL (or the GSR_MODEL environment variable; OPENAI_BASE_URL "
                  "for a local OpenAI-compatible server), or judge it with `rule.*`, `human(field: ...)` "
                  "or `verifier(...)` instead")
@@ -144,16 +140,10 @@ def load_llm_judge(options: Mapping | None = None) -> Judge | None:
     if not llm_judge_available():
         raise JudgeConfigError([f"a model is configured, but this installation of gsrlang has no LLM judge "
                                 f"(the `{LLM_HOOK}` module is missing)"])
-    module = importlib.import_module(LLM_HOOK)
-    try:
-        if hasattr(module, "create_judge"):
-            return module.create_judge(options)
-        # the LLM judge's own constructor: settings from flags > environment > gsr.toml, and the on-disk cache
-        from gsrlang.judges.llm import JudgmentCache, resolve_settings
+    from gsrlang.judges.llm.options import create_judge
 
-        cache_path = options.pop("cache", DEFAULT_CACHE)
-        settings = resolve_settings(options)
-        return module.LLMJudge(settings, cache=JudgmentCache(cache_path) if cache_path else None)
+    try:
+        return create_judge(options)
     except Exception as exc:  # a configuration problem, reported before any item runs
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from exc
 

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Callable
 
-from gsrlang.judges.base import Judgment
+from gsrlang.judgment import Judgment
 
 __all__ = ["RULES", "RuleJudge", "rule", "run_rule"]
 

@@ -25,8 +25,8 @@ import inspect
 from importlib import metadata
 from typing import Callable
 
-from gsrlang.judges.base import Judgment
-from gsrlang.runtime.values import ABSTAIN
+from gsrlang.judgment import Judgment
+from gsrlang.judgment import ABSTAIN
 
 __all__ = ["ENTRY_POINT_GROUP", "VerifierJudge", "find_verifier", "register_verifier", "unregister_verifier"]
 

@@ -20,11 +20,13 @@ from typing import Callable, TextIO
 
 import attrs
 
-from gsrlang.data import ColumnMap, Item, parse_pairwise_label, parse_pointwise_label, read_items
+from gsrlang.data import ColumnMap, Item, read_items
 from gsrlang.metrics import pairwise_metrics, pointwise_metrics, with_confidence
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
+from gsrlang.runtime.labels import label_reader
+from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, replay_records
 from gsrlang.runtime.trace import TraceWriter, _Static, dumps, is_summary, read_trace, result_line, summary_record
 
@@ -84,45 +86,6 @@ class RunSummary:
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
                 f"{self.failed} failed")
-
-
-def label_reader(program: Program | None, mode: str, columns: ColumnMap,
-                 scale: tuple[float, float] | None = None) -> Callable[[Item], tuple[object, str | None]]:
-    """Reads an item's gold label: a number within the pointwise scale, or first / second / tie.
-
-    The scale is the program's, else `scale` (an item that ran under no program), else unchecked."""
-    if mode == "pointwise":
-        r = program.readout.pointwise if program is not None else None
-        if r is None and scale is not None:
-            r = _Scale(*scale)
-
-        def read(item: Item):
-            if item.label is None:
-                return None, None
-            try:
-                x = parse_pointwise_label(item.label)
-            except ValueError as exc:
-                return None, f"line {item.line}: {exc}"
-            if r is not None and not r.lo <= x <= r.hi:
-                return None, (f"line {item.line}: label {x:g} is outside the scale {r.lo:g}..{r.hi:g} "
-                              "(the item is scored, but left out of the metrics)")
-            return x, None
-        return read
-
-    def read_pair(item: Item):
-        if item.label is None:
-            return None, None
-        try:
-            return parse_pairwise_label(item.label, columns.response_fields), None
-        except ValueError as exc:
-            return None, f"line {item.line}: {exc}"
-    return read_pair
-
-
-@attrs.frozen
-class _Scale:
-    lo: float
-    hi: float
 
 
 def _open(path: str | None) -> TextIO | None:
@@ -211,7 +174,6 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
     compile_ids: give items the id a batch compile gives them (the row's `id` column when there is
     one, else the row number), for data read without an id column. Raises DataError as `run_file` does.
     """
-    from gsrlang.runtime.programs import compile_id
     from gsrlang.runtime.trace import NotRun
 
     mode = programs.mode

@@ -28,7 +28,7 @@ from typing import AsyncIterator, Callable, Iterable, Sequence
 import attrs
 
 from gsrlang.data import Item, ItemError
-from gsrlang.judges.base import Judgment
+from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import ReadoutResult, read

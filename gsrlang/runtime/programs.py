@@ -27,6 +27,7 @@ from gsrlang.data import ColumnMap, DataError, Item
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import all_inline, default_mode
+from gsrlang.runtime.labels import label_reader
 
 __all__ = ["DEFAULT_CACHE_SIZE", "IndexedPrograms", "ProgramRef", "RecordedPrograms", "check_program",
            "compile_id"]
@@ -276,8 +277,6 @@ class IndexedPrograms:
     def _labels(self, program: Program | None) -> Callable | None:
         if not self.columns.label_field:
             return None
-        from gsrlang.runtime.batch import label_reader
-
         if program is None:
             if self._plain_labels is None:
                 self._plain_labels = label_reader(None, self.mode, self.columns, self.scale)

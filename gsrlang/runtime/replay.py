@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 
 import attrs
 
-from gsrlang.judges.base import Judgment
+from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish

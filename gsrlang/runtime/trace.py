@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gsrlang.data import DataError
-from gsrlang.judges.base import Judgment
+from gsrlang.judgment import Judgment
 from gsrlang.program import Program, json_value
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun

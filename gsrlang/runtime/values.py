@@ -15,30 +15,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from gsrlang.judgment import ABSTAIN, Abstain
 from gsrlang.types import JType
 
 __all__ = ["ABSTAIN", "Abstain", "RuntimeFailure", "checker", "format_value", "value_from_json",
            "value_problem", "value_to_json"]
-
-
-class Abstain:
-    """The type of `ABSTAIN`, the one value that means "the judge could not assess this"."""
-
-    _instance: "Abstain | None" = None
-
-    def __new__(cls):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSTAIN"
-
-    def __reduce__(self):
-        return (Abstain, ())
-
-
-ABSTAIN = Abstain()
 
 
 class RuntimeFailure(Exception):

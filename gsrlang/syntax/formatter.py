@@ -56,9 +56,9 @@ from typing import Callable, Sequence
 
 import attrs
 
-from gsrlang.catalog import format_literal
 from gsrlang.diagnostics import Diagnostic
 from gsrlang.syntax import ast
+from gsrlang.syntax.literals import format_literal
 
 WIDTH = 100
 INDENT = "  "

@@ -59,7 +59,7 @@ import attrs
 
 from gsrlang.catalog import default_catalog
 from gsrlang.data import Candidate, Item
-from gsrlang.judges.base import ABSTAIN, Judgment
+from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.llm.cache import JudgmentCache
 from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
@@ -79,7 +79,7 @@ from gsrlang.judges.llm.prompts import (
 from gsrlang.program import Node, ProcedureSpec
 from gsrlang.types import JType
 
-__all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders", "create_judge"]
+__all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders"]
 
 UNIT_VERSION = "gsr-unit/1"
 DISAGREEMENT_POLICIES = default_catalog().enums["Disagreement"].members  # declared once, in stdlib/rules.gsr
@@ -732,22 +732,3 @@ def _answer_field(obj):
         value = obj.get("answer")
         return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
     return None
-
-
-def create_judge(options: dict | None = None) -> LLMJudge:
-    """The registry's hook (:func:`gsrlang.judges.registry.load_llm_judge`): an LLMJudge from a dict of settings.
-
-    ``options`` holds :func:`resolve_settings` flags (``model``, ``base_url``, ``concurrency``, ...) and
-    optionally the judge's own options: ``cache`` (a path; default ``.gsr-cache/judgments.sqlite``),
-    ``no_cache``, ``fewshot`` (a path), ``fewshot_k``, ``max_reasks``, ``joint_disagreement``.
-    """
-    from gsrlang.judges.llm.config import resolve_settings
-    from gsrlang.judges.llm.options import DEFAULT_CACHE, create_from_settings
-
-    options = {k: v for k, v in (options or {}).items() if v is not None}
-    own = {k: options.pop(k) for k in ("cache", "no_cache", "fewshot", "fewshot_k", "max_reasks",
-                                       "joint_disagreement") if k in options}
-    settings = resolve_settings(options)
-    cache = None if own.pop("no_cache", False) else own.pop("cache", DEFAULT_CACHE)
-    own.pop("cache", None)
-    return create_from_settings(settings, cache=cache, **own)

@@ -17,7 +17,8 @@ from typing import Any
 
 from gsrlang.catalog import default_catalog
 
-__all__ = ["DEFAULT_CACHE", "add_llm_arguments", "build_llm_judge", "judge_flags", "parse_role"]
+__all__ = ["DEFAULT_CACHE", "add_llm_arguments", "build_llm_judge", "create_from_settings", "create_judge",
+           "judge_flags", "parse_role"]
 
 DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
 
@@ -167,3 +168,21 @@ def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot
     store = JudgmentCache(cache) if cache else None
     return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=max_reasks,
                     joint_disagreement=joint_disagreement, owns_cache=True, **judge_kwargs)
+
+
+def create_judge(options: dict | None = None):
+    """An LLMJudge from a dict of settings (what :func:`gsrlang.judges.registry.load_llm_judge` calls).
+
+    ``options`` holds :func:`resolve_settings` flags (``model``, ``base_url``, ``concurrency``, ...) and
+    optionally the judge's own options: ``cache`` (a path; default ``.gsr-cache/judgments.sqlite``),
+    ``no_cache``, ``fewshot`` (a path), ``fewshot_k``, ``max_reasks``, ``joint_disagreement``.
+    """
+    from gsrlang.judges.llm.config import resolve_settings
+
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    own = {k: options.pop(k) for k in ("cache", "no_cache", "fewshot", "fewshot_k", "max_reasks",
+                                       "joint_disagreement") if k in options}
+    settings = resolve_settings(options)
+    cache = None if own.pop("no_cache", False) else own.pop("cache", DEFAULT_CACHE)
+    own.pop("cache", None)
+    return create_from_settings(settings, cache=cache, **own)

@@ -50,7 +50,7 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from gsrlang.judges.base import ABSTAIN
+from gsrlang.judgment import ABSTAIN
 from gsrlang.types import JType
 
 __all__ = [

@@ -1,0 +1,108 @@
+"""The package's layering: imports run one way, from the commands down to the core value types.
+
+Read from the source (every `import`, including the ones inside functions), so a lazy import
+that hides a back-arrow is caught too. Lowest first:
+
+    span, types, judgment (Judgment, ABSTAIN), diagnostics
+    syntax -> catalog -> program (the checked program's data model) -> check
+    -> runtime -> judges -> commands -> cli
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "gsrlang"
+
+LAYERS = ["span", "types", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
+          "judges", "commands", "cli"]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            edges[name].update(t for t in targets if t in modules and t != name)
+    return edges
+
+
+def _layer(module: str) -> int | None:
+    found = None
+    for rank, layer in enumerate(LAYERS):
+        prefix = f"gsrlang.{layer}"
+        if module == prefix or module.startswith(prefix + "."):
+            found = rank
+    return found
+
+
+def test_no_module_imports_a_layer_above_it():
+    edges = _imports(_modules())
+    upward = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets
+                    if _layer(a) is not None and _layer(b) is not None and _layer(b) > _layer(a))
+    assert upward == []
+
+
+def test_no_import_cycles():
+    edges = _imports(_modules())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_import_reader_sees_lazy_and_relative_imports(tmp_path):
+    """What hid the old back-arrows: an import inside a function, a relative import."""
+    (tmp_path / "a.py").write_text("def f():\n    from gsrlang.cli import main\n")
+    (tmp_path / "b.py").write_text("from . import a\n")
+    (tmp_path / "__init__.py").write_text("")
+    modules = {"gsrlang.runtime.a": tmp_path / "a.py", "gsrlang.runtime.b": tmp_path / "b.py",
+               "gsrlang.runtime": tmp_path / "__init__.py", "gsrlang.cli": tmp_path / "__init__.py"}
+    edges = _imports(modules)
+    assert edges["gsrlang.runtime.a"] == {"gsrlang.cli"}
+    assert edges["gsrlang.runtime.b"] == {"gsrlang.runtime.a"}
+    assert _layer("gsrlang.runtime.a") < _layer("gsrlang.cli")
