@@ -77,7 +77,7 @@ def _resolve_program_path(header: dict, trace_path: str) -> str:
 def run(args) -> int:
     from gsrlang.commands.run import load_program
     from gsrlang.data import DataError
-    from gsrlang.runtime.batch import replay_file
+    from gsrlang.runtime.batch import replay_columnar, replay_file
     from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
 
@@ -118,9 +118,14 @@ def run(args) -> int:
         if not scale and line.get("scale"):
             scale.append(tuple(line["scale"]))
 
+    # a what-if with nothing to write item by item is evaluated column by column (same results, much faster)
+    columnar = not verify and programs is None and not args.out and not args.trace_out and args.show is None
     try:
-        summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label, on_item=on_item,
-                              programs=programs)
+        if columnar:
+            summary = replay_columnar(args.trace, program, label)
+        else:
+            summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label,
+                                  on_item=on_item, programs=programs)
     except ReplayError as exc:
         print(f"gsr replay: {exc}", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, replay_records
 from gsrlang.runtime.trace import TraceWriter, _Static, dumps, is_summary, read_trace, result_line, summary_record
 
-__all__ = ["RunSummary", "label_reader", "replay_file", "run_file", "run_index_file", "run_summary_record"]
+__all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "run_file", "run_index_file", "run_summary_record"]
 
 
 @attrs.define
@@ -249,6 +249,35 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
                 f.close()
+    return summary
+
+
+def replay_columnar(trace_path: str | Path, program: Program, program_label: str = "the program") -> RunSummary:
+    """Re-compose a trace under `program` with the columnar evaluator: the counts and the (prediction, label)
+    pairs of `replay_file(..., verify=False)` with no results or trace to write, in a fraction of the time.
+
+    Raises TraceError / ReplayError as `replay_file` does."""
+    from gsrlang.runtime.columnar import Evaluator, Table
+
+    summary = RunSummary(program.name, program.content_hash, "")
+    t0 = time.perf_counter()
+    table = Table.from_trace(program, str(trace_path), program_label)
+    for _, record in read_trace(trace_path, summaries=True):
+        if is_summary(record):
+            summary.recorded = record
+    evaluation = Evaluator(program).run(table)
+    summary.mode = table.mode
+    summary.items = len(table)
+    summary.ok = int(evaluation.ok.sum())
+    summary.failed = int(table.failed.sum())
+    summary.invalid = summary.items - summary.ok - summary.failed
+    summary.label_problems = table.label_errors
+    for pred, gold in zip(evaluation.predictions(), table.labels):
+        if gold is not None:
+            summary.labelled += 1
+            summary.preds.append(int(pred) if isinstance(pred, float) and pred.is_integer() else pred)
+            summary.golds.append(gold)
+    summary.seconds = time.perf_counter() - t0
     return summary
 
 

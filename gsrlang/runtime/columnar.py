@@ -1,0 +1,590 @@
+"""Columnar evaluation: one checked program over N items at once, one numpy array per node.
+
+The item-at-a-time interpreter (`gsrlang.runtime.compose` + `readout`) is the
+reference; this module computes the same thing for a whole column of items, so
+that tuning, ablation and what-if replay can try thousands of parameter sets
+over recorded judgments in milliseconds. It reads the same checked `Program` and
+the same `Plan` (ports, slot order, bound parameters), and never calls a judge:
+the criterion values come from a trace (`Table.from_trace`, through the trace
+module's reader) or from the judgments of inline judges (`human()`, `rule.*`)
+over a data file (`Table.from_data`).
+
+Layout: a pointwise item is one row, a pairwise item two (candidate-minor), so a
+column has R = N x m rows. Every node gives a `Column`: its values (float64 for a
+Score, bool for a Bool, int32 level codes for an Ordinal / Nominal), an
+`abstain` mask and an `invalid` mask. A row is invalid when a judgment was
+invalid, when an operator failed for it (a reducer with nothing left to reduce,
+a `map` with no score for the label) or when a value does not fit its node's
+type; an item is invalid when any of its rows is invalid at any node, exactly
+as the interpreter makes an item invalid at the first such node.
+
+Agreement with the interpreter (tested in tests/test_columnar.py, on every
+example, on generated programs and on every abstention policy):
+
+- every status (ok / invalid / failed), quantized score and pairwise winner is
+  equal;
+- every sink value is within `SINK_TOLERANCE` (|delta| <= 1e-12) of the
+  interpreter's, and almost always bit-identical. The interpreter sums with
+  `math.fsum` (correctly rounded); numpy sums in slot order, which can differ
+  in the last bit. That is why the tolerance exists, and why it cannot move a
+  score: a row whose raw score (or pairwise margin) lies within `BOUNDARY`
+  (1e-8) of a quantization boundary is recomputed by the interpreter itself
+  (`exact=True`, the default), and every other row is more than 1e-8 from the
+  boundary, far beyond a 1e-12 difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, Iterable, Sequence
+
+import attrs
+import numpy as np
+
+from gsrlang.program import Program, Readout
+from gsrlang.runtime.compose import CompositionError, Plan
+from gsrlang.runtime.operators import bind_params
+from gsrlang.runtime.readout import quantize, read
+from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
+from gsrlang.types import JType
+
+__all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+
+SINK_TOLERANCE = 1e-12
+BOUNDARY = 1e-8
+_INVALID = object()
+
+
+@attrs.frozen
+class Column:
+    """One node's output over every row: values, and where it abstained or is invalid."""
+
+    values: np.ndarray
+    abstain: np.ndarray
+    invalid: np.ndarray
+
+
+# ---- loading criterion values ----------------------------------------------------------------------------------
+def _cell(t: JType, status: str, value):
+    """A judgment as the interpreter's `check_judgments` leaves it: the value, ABSTAIN, or _INVALID."""
+    if status == "invalid":
+        return _INVALID
+    if status == "abstained":
+        return ABSTAIN if t.optional else _INVALID
+    if value is ABSTAIN or value_problem(value, t):
+        return _INVALID
+    return value
+
+
+def _encode(t: JType, cells: Sequence) -> Column:
+    """Cells (values, ABSTAIN, _INVALID) of one criterion as a Column of its type's encoding."""
+    invalid = np.fromiter((c is _INVALID for c in cells), bool, len(cells))
+    abstain = np.fromiter((c is ABSTAIN for c in cells), bool, len(cells))
+    if t.kind == "score":
+        values = np.fromiter((c if type(c) is float else 0.0 for c in cells), np.float64, len(cells))
+    elif t.kind == "bool":
+        values = np.fromiter((c is True for c in cells), bool, len(cells))
+    else:
+        code = {label: i for i, label in enumerate(t.labels)}
+        values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, len(cells))
+    return Column(values, abstain, invalid)
+
+
+@attrs.define
+class Table:
+    """The criterion values of N items (R = N x m rows), their labels and which items failed outright.
+
+    `labels` holds each item's gold label as the results lines do (a number, first /
+    second / tie, or None); `label_errors` counts the labels that could not be used.
+    """
+
+    mode: str
+    ids: list
+    criteria: dict  # criterion id -> Column
+    failed: np.ndarray  # per item: the data row never became an item (no judgments)
+    labels: list
+    label_errors: int = 0
+
+    @property
+    def m(self) -> int:
+        return 1 if self.mode == "pointwise" else 2
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray) -> "Table":
+        """The items at `index` (a fold, a resample), in that order."""
+        index = np.asarray(index)
+        rows = (index[:, None] * self.m + np.arange(self.m)).ravel()
+        crit = {k: Column(c.values[rows], c.abstain[rows], c.invalid[rows]) for k, c in self.criteria.items()}
+        return Table(self.mode, [self.ids[i] for i in index], crit, self.failed[index],
+                     [self.labels[i] for i in index], self.label_errors)
+
+    @classmethod
+    def from_cells(cls, program: Program, mode: str, entries: Iterable[tuple]) -> "Table":
+        """From (id, label, {criterion id: [(status, value) per candidate]} or None for a failed item)."""
+        m = 1 if mode == "pointwise" else 2
+        crit_nodes = program.criteria
+        cells: dict = {n.id: [] for n in crit_nodes}
+        ids, labels, failed = [], [], []
+        for item_id, label, judged in entries:
+            ids.append(item_id)
+            labels.append(label)
+            failed.append(judged is None)
+            for n in crit_nodes:
+                row = judged.get(n.id) if judged is not None else None
+                if row is None or len(row) != m:
+                    cells[n.id].extend([_INVALID] * m)
+                else:
+                    cells[n.id].extend(_cell(n.type, s, v) for s, v in row)
+        return cls(mode, ids, {n.id: _encode(n.type, cells[n.id]) for n in crit_nodes},
+                   np.array(failed, bool), labels)
+
+    @classmethod
+    def from_trace(cls, program: Program, path: str, program_label: str = "the program") -> "Table":
+        """The recorded criterion outputs of a trace (read with `read_trace`), for `program`.
+
+        The trace's criteria must feed the program (same names and types), as for
+        `gsr replay --program`; raises ReplayError otherwise, TraceError on a bad file.
+        """
+        from gsrlang.runtime.replay import ReplayError, compatibility_problems
+        from gsrlang.runtime.trace import read_trace
+
+        types = {n.id: n.type.maybe(True) for n in program.criteria}
+        checked: set = set()
+        mode = None
+        label_errors = 0
+
+        def entries():
+            nonlocal mode, label_errors
+            for line, record in read_trace(path):
+                header = record.get("program") or {}
+                nodes = record.get("nodes")
+                if mode is None:
+                    mode = record.get("mode")
+                elif record.get("mode") != mode:
+                    raise ReplayError(f"trace line {line} is a {record.get('mode')} item, the others {mode}")
+                if nodes and header.get("hash") not in checked:
+                    problems = compatibility_problems(program, record, program_label)
+                    if problems:
+                        raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
+                                          "\n  - ".join(problems))
+                    checked.add(header.get("hash"))
+                item, result = record.get("item") or {}, record.get("result") or {}
+                if result.get("label_error"):
+                    label_errors += 1
+                if record.get("status") == "failed" or not nodes:
+                    yield item.get("id"), result.get("label"), None
+                    continue
+                by_id = {n["id"]: n for n in nodes}
+                judged = {}
+                for cid, t in types.items():
+                    rec = by_id[cid]
+                    outputs = rec.get("output")
+                    recorded = rec.get("judgments")
+                    row = []
+                    for c in range(len(item.get("candidates") or ())):
+                        status = recorded[c].get("status", "ok") if recorded else "ok"
+                        if status == "invalid" or outputs is None:
+                            row.append(("invalid", None))
+                            continue
+                        try:
+                            row.append((status, value_from_json(outputs[c], t)))
+                        except RuntimeFailure:
+                            row.append(("invalid", None))
+                    judged[cid] = row
+                yield item.get("id"), result.get("label"), judged
+
+        rows = list(entries())
+        table = cls.from_cells(program, mode or "pointwise", rows)
+        table.label_errors = label_errors
+        return table
+
+    @classmethod
+    def from_data(cls, program: Program, data, columns, registry, mode: str) -> "Table":
+        """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate."""
+        from gsrlang.data import ItemError, read_items
+        from gsrlang.runtime.batch import label_reader
+        from gsrlang.runtime.executor import all_inline, judge_item
+
+        plan = Plan(program)
+        if not all_inline(plan, registry):
+            raise ValueError("columnar evaluation from data needs criteria that only read the data "
+                             "(human(), rule.*): record a trace with `gsr run --trace` for the others")
+        labels = label_reader(program, mode, columns) if columns.label_field else None
+        errors = 0
+        need = 1 if mode == "pointwise" else 2
+
+        async def go():
+            nonlocal errors
+            out = []
+            for entry in read_items(data, columns):
+                if isinstance(entry, ItemError):
+                    out.append((entry.id, None, None))
+                    continue
+                label, problem = labels(entry) if labels else (None, None)
+                errors += problem is not None
+                if len(entry.candidates) != need:
+                    out.append((entry.id, label, None))
+                    continue
+                judged = await judge_item(plan, entry, registry)
+                out.append((entry.id, label, {k: [(j.status, ABSTAIN if j.status == "abstained" else j.value)
+                                                  for j in v] for k, v in judged.items()}))
+            await registry.aclose()
+            return out
+
+        table = cls.from_cells(program, mode, asyncio.run(go()))
+        table.label_errors = errors
+        return table
+
+
+# ---- operators over columns --------------------------------------------------------------------------------------
+def _clamp(s: np.ndarray) -> np.ndarray:
+    return np.where(s > 1.0, 1.0, np.where(s > 0.0, s, 0.0))  # NaN and -0.0 become 0.0, as in the interpreter
+
+
+def _stack(cols: Sequence[Column], attr: str) -> np.ndarray:
+    return np.stack([getattr(c, attr) for c in cols], axis=1)
+
+
+def _resolved(items: Sequence[Column], policy: str, weights=None):
+    """(values with abstentions replaced, counted mask) after the `on_abstain` policy (see operators._resolve)."""
+    x = _stack(items, "values").astype(np.float64)
+    a = _stack(items, "abstain")
+    if policy == "skip":
+        return np.where(a, 0.0, x), ~a
+    if policy == "fail":
+        w = np.ones(len(items)) if weights is None else np.asarray(weights, float)
+        fill = np.where(w < 0, 1.0, 0.0)[None, :]
+    else:
+        fill = 0.5 if policy == "partial" else 0.0
+    return np.where(a, fill, x), np.ones_like(a)
+
+
+def _seq_sum(x: np.ndarray) -> np.ndarray:
+    """Sum along the slots, left to right (the interpreter's order, up to fsum's correct rounding)."""
+    total = x[:, 0].copy()
+    for j in range(1, x.shape[1]):
+        total += x[:, j]
+    return total
+
+
+def _mean(items, on_abstain="fail"):
+    x, counted = _resolved(items, on_abstain)
+    n = counted.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _clamp(_seq_sum(np.where(counted, x, 0.0)) / n), n == 0
+
+
+def _weighted_mean(items, weights="equal", on_abstain="fail"):
+    k = len(items)
+    w = np.ones(k) if weights == "equal" else np.asarray(weights, float)
+    if len(w) != k:
+        return np.zeros(len(items[0].values)), np.ones(len(items[0].values), bool)
+    x, counted = _resolved(items, on_abstain, w)
+    total = _seq_sum(np.where(counted, w * x, 0.0))
+    positive = _seq_sum(np.where(counted & (w > 0), w, 0.0))
+    negative = _seq_sum(np.where(counted & (w < 0), -w, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(positive > 0, total / positive, 1.0 + total / negative)
+    empty = counted.sum(axis=1) == 0
+    return _clamp(value), empty | ((positive <= 0) & (negative == 0))
+
+
+def _extreme(pick, fill):
+    def reduce_(items, on_abstain="fail"):
+        x, counted = _resolved(items, on_abstain)
+        return pick(np.where(counted, x, fill), axis=1), counted.sum(axis=1) == 0
+    return reduce_
+
+
+def _median(items, on_abstain="fail"):
+    x, counted = _resolved(items, on_abstain)
+    xs = np.sort(np.where(counted, x, np.inf), axis=1)
+    n = counted.sum(axis=1)
+    rows = np.arange(len(n))
+    mid = n // 2
+    upper = xs[rows, np.minimum(mid, xs.shape[1] - 1)]
+    lower = xs[rows, np.maximum(mid - 1, 0)]
+    with np.errstate(invalid="ignore"):
+        even = _clamp((lower + upper) / 2)
+    return np.where(n % 2 == 1, upper, even), n == 0
+
+
+def _product(items, on_abstain="fail"):
+    x, counted = _resolved(items, on_abstain)
+    p = np.ones(x.shape[0])
+    for j in range(x.shape[1]):  # left to right, slot order
+        p = p * np.where(counted[:, j], x[:, j], 1.0)
+    return p, counted.sum(axis=1) == 0
+
+
+def _bools(items, policy, fail_as):
+    b = _stack(items, "values").astype(bool)
+    a = _stack(items, "abstain")
+    if policy == "skip":
+        return b & ~a, ~a
+    return np.where(a, fail_as if policy == "fail" else False, b), np.ones_like(a)
+
+
+def _all(items, on_abstain="fail"):
+    b, counted = _bools(items, on_abstain, False)
+    return np.all(b | ~counted, axis=1), counted.sum(axis=1) == 0
+
+
+def _any(items, on_abstain="fail"):
+    b, counted = _bools(items, on_abstain, True)
+    return np.any(b & counted, axis=1), counted.sum(axis=1) == 0
+
+
+def _fraction(items, on_abstain="fail"):
+    b, counted = _bools(items, on_abstain, False)
+    n = counted.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (b & counted).sum(axis=1) / n, n == 0
+
+
+REDUCERS: dict[str, Callable] = {
+    "mean": _mean, "weighted_mean": _weighted_mean, "min": _extreme(np.min, np.inf),
+    "max": _extreme(np.max, -np.inf), "median": _median, "product": _product,
+    "all": _all, "any": _any, "fraction": _fraction,
+}
+
+
+def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
+    """(values, abstain, failed) of a TRANSFORM over column x."""
+    v, a = x.values, x.abstain
+    none = np.zeros(len(v), bool)
+    if op == "normalize":
+        t = kw["x_type"]
+        if t.kind == "bool":
+            return v.astype(np.float64), a, none
+        return np.asarray(t.values, np.float64)[v], a, none
+    if op == "scale":
+        t = kw["x_type"]
+        return np.minimum(1.0, np.maximum(0.0, (v - t.lo) / (t.hi - t.lo))), a, none
+    if op == "threshold":
+        return v >= kw["at"], a, none
+    if op == "not":
+        return ~v, a, none
+    if op == "invert":
+        return 1.0 - v, a, none
+    if op == "map":
+        labels = in_type.labels
+        lut = np.array([kw["to"].get(label, np.nan) for label in labels], np.float64)
+        out = lut[v]
+        return np.where(np.isnan(out), 0.0, out), a, np.isnan(out) & ~a
+    if op == "default":
+        value = kw["value"]
+        if node_type.kind in ("ordinal", "nominal"):
+            value = node_type.labels.index(value)
+        return np.where(a, value, v).astype(v.dtype), np.zeros(len(v), bool), none
+    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
+
+
+def _gate(op: str, base: Column, trigger: Column, kw: dict):
+    t = trigger.values
+    v = base.values
+    if op == "cap":
+        return np.where(t, np.minimum(v, kw["at"]), v), base.abstain
+    if op == "floor":
+        return np.where(t, np.maximum(v, kw["at"]), v), base.abstain
+    if op == "veto":
+        return np.where(t, 0.0, v), base.abstain
+    if op == "mask":
+        return v, base.abstain | t
+    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
+
+
+def _fits(t: JType, col_values: np.ndarray) -> np.ndarray:
+    """Rows whose value does not fit type t (only Scores can fall outside: a range and finiteness)."""
+    if t.kind != "score":
+        return np.zeros(len(col_values), bool)
+    with np.errstate(invalid="ignore"):
+        return ~((col_values >= t.lo) & (col_values <= t.hi))
+
+
+# ---- evaluation ----------------------------------------------------------------------------------------------------
+@attrs.frozen
+class Evaluation:
+    """The outcome over N items: per node columns, the sink, each item's status and native result."""
+
+    mode: str
+    nodes: dict  # node id -> Column
+    sink: np.ndarray  # (N, m) the sink's Score per candidate (0 where invalid)
+    ok: np.ndarray  # per item: has a valid result
+    failed: np.ndarray  # per item: the data row never became an item
+    raw: np.ndarray | None = None  # pointwise: lo + s (hi - lo)
+    score: np.ndarray | None = None  # pointwise: the quantized score (float; NaN where not ok)
+    winner: np.ndarray | None = None  # pairwise: "first" | "second" | "tie" | "abstain" | None
+
+    def predictions(self) -> list:
+        """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""
+        if self.mode == "pointwise":
+            return [float(s) if ok else None for s, ok in zip(self.score, self.ok)]
+        return [w if ok else None for w, ok in zip(self.winner, self.ok)]
+
+
+class Evaluator:
+    """A program bound for columnar evaluation; `run(table, params=...)` evaluates a parameter set.
+
+    `params` overrides node parameters ({node id: {parameter: value}}) and `thresholds`
+    the readout's cut points, without rebuilding the program: what tuning varies.
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.plan = Plan(program)
+
+    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None,
+            exact: bool = True) -> Evaluation:
+        plan = self.plan
+        R = len(table) * table.m
+        cols: dict[str, Column] = {}
+        failed_rows = np.repeat(table.failed, table.m)
+        for _, node in plan.criteria:
+            c = table.criteria[node.id]
+            cols[node.id] = Column(c.values, c.abstain, c.invalid | failed_rows)
+        for i, v in plan.consts:
+            node = plan.nodes[i]
+            fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
+            cols[node.id] = Column(np.full(R, fill), np.zeros(R, bool), np.zeros(R, bool))
+        for step in plan.steps:
+            cols[step.node.id] = self._step(step, cols, (params or {}).get(step.node.id), R)
+        sink = cols[self.program.sink]
+        m = table.m
+        bad_rows = np.zeros(R, bool)
+        for c in cols.values():
+            bad_rows |= c.invalid
+        bad_rows |= sink.abstain
+        ok = ~bad_rows.reshape(-1, m).any(axis=1)
+        s = np.where(bad_rows, 0.0, sink.values.astype(np.float64)).reshape(-1, m)
+        ev = self._readout(table, s, ok, thresholds)
+        evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
+        if exact:
+            self._fix_boundaries(table, evaluation, params, thresholds)
+        return evaluation
+
+    def _step(self, step, cols: dict, override: dict | None, R: int) -> Column:
+        node = step.node
+        kw = step.kwargs
+        if override:
+            port_types = {k[:-5]: v for k, v in kw.items() if k.endswith("_type")}
+            kw = bind_params(node.op, {**node.params, **override}, port_types)
+        ports = [[cols[self.plan.nodes[s].id] for s in sources] if is_list else cols[self.plan.nodes[sources[0]].id]
+                 for is_list, sources in step.ports]
+        kind = node.kind
+        if kind == "reduce":
+            items = ports[0]
+            params = {k: v for k, v in kw.items() if not k.endswith("_type")}
+            values, failed = REDUCERS[node.op](items, **params)
+            abstain = np.zeros(R, bool)
+            upstream = np.zeros(R, bool)
+            for c in items:
+                upstream |= c.invalid
+        elif kind == "gate":
+            base, trigger = ports
+            values, abstain = _gate(node.op, base, trigger, kw)
+            failed = np.zeros(R, bool)
+            upstream = base.invalid | trigger.invalid
+        else:
+            x = ports[0]
+            in_type = self.plan.nodes[step.ports[0][1][0]].type
+            values, abstain, failed = _transform(node.op, x, kw, in_type, node.type)
+            upstream = x.invalid
+        invalid = upstream | failed | (abstain & (not node.type.optional))
+        invalid |= _fits(node.type, values) & ~abstain
+        return Column(values, abstain, invalid)
+
+    def _readout(self, table: Table, s: np.ndarray, ok: np.ndarray, thresholds) -> tuple:
+        r = self.program.readout
+        if table.mode == "pointwise":
+            p = r.pointwise
+            s0 = s[:, 0]
+            raw = p.lo + s0 * (p.hi - p.lo)
+            q = p.quantize
+            if q == "round":
+                score = np.floor(np.round(raw, 9) + 0.5)
+            elif q == "floor":
+                score = np.floor(np.round(raw, 9))
+            elif q == "ceil":
+                score = np.ceil(np.round(raw, 9))
+            elif q == "thresholds":
+                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
+                score = int(p.lo) + (np.round(s0, 9)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
+            else:
+                score = raw.copy()
+            return raw, np.where(ok, score, np.nan), None
+        p = r.pairwise
+        a, b = s[:, 0], s[:, 1]
+        winner = np.where(a > b + p.epsilon, "first", np.where(b > a + p.epsilon, "second", p.on_tie)).astype(object)
+        winner[~ok] = None
+        return None, None, winner
+
+    def _near_boundary(self, ev: Evaluation, thresholds) -> np.ndarray:
+        """Items whose result a last-bit difference in the sink could change (recomputed exactly)."""
+        if ev.mode == "pointwise":
+            p = self.program.readout.pointwise
+            q = p.quantize
+            if q == "round":
+                d = np.abs(ev.raw - np.floor(ev.raw) - 0.5)
+            elif q in ("floor", "ceil"):
+                d = np.abs(ev.raw - np.round(ev.raw))
+            elif q == "thresholds":
+                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
+                d = np.abs(ev.sink[:, :1] - cuts[None, :]).min(axis=1) if len(cuts) else np.full(len(ev.ok), np.inf)
+            else:
+                return np.zeros(len(ev.ok), bool)
+            return ev.ok & (d < BOUNDARY)
+        eps = self.program.readout.pairwise.epsilon
+        diff = ev.sink[:, 0] - ev.sink[:, 1]
+        return ev.ok & ((np.abs(diff - eps) < BOUNDARY) | (np.abs(-diff - eps) < BOUNDARY))
+
+    def _fix_boundaries(self, table: Table, ev: Evaluation, params, thresholds) -> None:
+        near = np.flatnonzero(self._near_boundary(ev, thresholds))
+        if not len(near):
+            return
+        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
+                                                                                            thresholds)
+        plan = Plan(program)
+        m = table.m
+        cands = ("A",) if m == 1 else ("A", "B")
+        for i in near:
+            values = plan.new_values()
+            for k, node in plan.criteria:
+                col = table.criteria[node.id]
+                values[k] = tuple(_decode(node.type, col, i * m + c) for c in range(m))
+            try:
+                plan.compose(values, m)
+            except CompositionError:  # pragma: no cover - the columns said the item is valid
+                continue
+            sink = values[plan.sink_index]
+            ev.sink[i] = sink
+            if ev.mode == "pointwise":
+                raw, score = quantize(program.readout.pointwise, sink[0])
+                ev.raw[i], ev.score[i] = raw, score
+            else:
+                ev.winner[i] = read(program.readout, "pairwise", cands, dict(zip(cands, sink))).winner
+
+
+def _decode(t: JType, col: Column, row: int):
+    if col.abstain[row]:
+        return ABSTAIN
+    v = col.values[row]
+    if t.kind == "score":
+        return float(v)
+    if t.kind == "bool":
+        return bool(v)
+    return t.labels[int(v)]
+
+
+def with_parameters(program: Program, params: dict, thresholds: Sequence[float] | None = None) -> Program:
+    """The program with some node parameters (and the readout's cut points) replaced; structure unchanged."""
+    nodes = tuple(attrs.evolve(n, params={**n.params, **params[n.id]}) if n.id in params else n
+                  for n in program.nodes)
+    readout = program.readout
+    if thresholds is not None and readout.pointwise is not None:
+        readout = Readout(attrs.evolve(readout.pointwise, thresholds=tuple(float(t) for t in thresholds)),
+                          readout.pairwise)
+    return attrs.evolve(program, nodes=nodes, readout=readout)
+
