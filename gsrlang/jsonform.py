@@ -242,7 +242,7 @@ class _Writer:
 
     def _node(self, raw, path: str, index: int) -> "_NodeInfo | None":
         node = self.obj(raw, path, ("id", "kind", "type", "op", "params", "inputs", "value", "anonymous",
-                                    "criterion", "declared_type"), ("id", "kind"))
+                                    "criterion", "declared_type", "tune"), ("id", "kind"))
         if node is None:
             return None
         errors_before = len(self.errors)
@@ -314,6 +314,7 @@ class _Writer:
         if sig.kind != info.kind:
             self.err(_at(path, "kind"), f"`{op}` is a {sig.kind}, not a {info.kind}")
         info.op = op
+        tune = self._tune(node.get("tune", {}), _at(path, "tune"))
         params = node.get("params", {})
         if self.typed(params, _at(path, "params"), lambda v: isinstance(v, dict), "an object"):
             for name, value in params.items():
@@ -326,11 +327,15 @@ class _Writer:
                     continue
                 if value is None and psig.default is None:
                     continue
-                if not psig.required and _same(value, json_value(psig.default)):
+                tuned = {k: r for k, r in tune.items() if k == name or k.startswith(name + "[")}
+                if not tuned and not psig.required and _same(value, json_value(psig.default)):
                     continue  # the default: the checker fills it in again
-                text = self._literal(value, ppath, label=psig.pattern.kind == "var")
+                text = self._literal(value, ppath, label=psig.pattern.kind == "var", tune=tuned, key=name)
                 if text is not None:
                     info.params.append((name, text))
+            for key in tune:
+                if key.split("[")[0] not in params:
+                    self.err(_at(path, "tune"), f"{json_repr(key)} names no parameter of this node")
             for p in sig.params:
                 if p.required and p.name not in params:
                     self.err(_at(path, "params"), f"`{op}` needs its `{p.name}` parameter")
@@ -564,6 +569,16 @@ class _Writer:
         return (tuple(procs), e["aggregate"], tuple(agg_args))
 
     # ---- readout ----
+    def _tune(self, raw, path: str) -> dict:
+        """A node's or a readout's tuning ranges: {key: (lo, hi)} (see gsrlang.check.tunable)."""
+        def pair(v):
+            return isinstance(v, list) and len(v) == 2 and all(_is_number(x) and math.isfinite(x) for x in v)
+
+        if not self.typed(raw, path, lambda v: isinstance(v, dict) and all(pair(r) for r in v.values()),
+                          "an object of [lo, hi] ranges"):
+            return {}
+        return {k: tuple(v) for k, v in raw.items()}
+
     def _readout(self, raw, path: str) -> list[str]:
         r = self.obj(raw, path, ("pointwise", "pairwise"))
         if r is None:
@@ -573,7 +588,7 @@ class _Writer:
         lines = []
         if "pointwise" in r:
             ppath = _at(path, "pointwise")
-            p = self.obj(r["pointwise"], ppath, ("scale", "quantize", "thresholds"), ("scale",))
+            p = self.obj(r["pointwise"], ppath, ("scale", "quantize", "thresholds", "tune"), ("scale",))
             if p is not None and "scale" in p:
                 scale = p["scale"]
                 quantize = p.get("quantize", "round")
@@ -589,8 +604,15 @@ class _Writer:
                 if ok and thresholds and quantize != "thresholds":
                     self.err(_at(ppath, "thresholds"), "cut points are given only with `quantize: \"thresholds\"`")
                     ok = False
+                tune = p.get("tune", [])
+                ok &= self.typed(tune, _at(ppath, "tune"), lambda v: isinstance(v, list) and len(v) == len(thresholds)
+                                 and all(t is None or (isinstance(t, list) and len(t) == 2 and all(
+                                     _is_number(x) and math.isfinite(x) for x in t)) for t in v),
+                                 "one [lo, hi] range or null per cut point") if "tune" in p else True
                 if ok:
-                    q = "thresholds(" + ", ".join(_num(x) for x in thresholds) + ")" \
+                    cuts = [_num(x) + (f" in {_num(t[0])}..{_num(t[1])}" if tune and tune[i] else "")
+                            for i, (x, t) in enumerate(zip(thresholds, tune or [None] * len(thresholds)))]
+                    q = "thresholds(" + ", ".join(cuts) + ")" \
                         if quantize == "thresholds" else quantize
                     lines.append(f"task pointwise {{ scale = {_num(scale[0])}..{_num(scale[1])}  quantize = {q} }}")
         if "pairwise" in r:
@@ -608,11 +630,13 @@ class _Writer:
         return lines
 
     # ---- literals ----
-    def _literal(self, value, path: str, label: bool = False, scalar: bool = False, digits: bool = True) -> str | None:
+    def _literal(self, value, path: str, label: bool = False, scalar: bool = False, digits: bool = True,
+                 tune: dict | None = None, key: str = "") -> str | None:
         """A JSON value as a `.gsr` literal.
 
         `label`: a string that is a name (or, with `digits`, an integer) is written bare, as a label;
-        `scalar`: lists and objects are errors.
+        `scalar`: lists and objects are errors; `tune`: tuning ranges by key (`at`, `weights[0]`), `key`
+        the value's own key.
         """
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -620,7 +644,10 @@ class _Writer:
             if not math.isfinite(value):
                 self.err(path, "numbers must be finite")
                 return None
-            return _num(value) if _is_int(value) else repr(float(value))
+            text = _num(value) if _is_int(value) else repr(float(value))
+            if tune and key in tune:
+                text += f" in {_num(tune[key][0])}..{_num(tune[key][1])}"
+            return text
         if isinstance(value, str):
             if label and _NAME.match(value) and value not in _RESERVED_VALUES:
                 return value
@@ -631,7 +658,7 @@ class _Writer:
             self.err(path, f"expected a number, a boolean or a string, found {_jtype(value)}")
             return None
         if isinstance(value, list):
-            parts = [self._literal(v, _at(path, k), label) for k, v in enumerate(value)]
+            parts = [self._literal(v, _at(path, k), label, tune=tune, key=f"{key}[{k}]") for k, v in enumerate(value)]
             return None if None in parts else "[" + ", ".join(parts) + "]"
         if isinstance(value, dict):
             if set(value) == {"enum"}:
@@ -641,12 +668,12 @@ class _Writer:
                 self.err(_at(path, "enum"), f"{json_repr(member)} is not an enum member name")
                 return None
             parts = []
-            for key, v in value.items():
-                text = self._literal(v, _at(path, key), label)
+            for entry, v in value.items():
+                text = self._literal(v, _at(path, entry), label, tune=tune, key=f"{key}[{entry}]")
                 if text is None:
                     return None
-                k = key if (_NAME.match(key) and key not in _RESERVED_VALUES) or (key.isdigit() and key.isascii()) \
-                    else _string(key)
+                k = entry if (_NAME.match(entry) and entry not in _RESERVED_VALUES) or \
+                    (entry.isdigit() and entry.isascii()) else _string(entry)
                 parts.append(f"{k}: {text}")
             return "{" + ", ".join(parts) + "}"
         self.err(path, f"{_jtype(value)} is not a value a .gsr program can state")

@@ -91,6 +91,8 @@ class Node:
     named: bool = True  # declared with a name (criterion / node), not a nested call or literal
     span: Span = attrs.field(default=Span(0, 0), eq=False)
     path: str | None = attrs.field(default=None, eq=False)  # the file it was declared in (None: the main file)
+    # what `gsr tune` may move: {parameter key (`at`, `weights[0]`, `to[good]`): (lo, hi)}
+    tune: dict = attrs.field(factory=dict, hash=False, kw_only=True)
 
     def port_inputs(self, port: str) -> list[Input]:
         return [i for i in self.inputs if i.port == port]
@@ -102,6 +104,7 @@ class PointwiseReadout:
     hi: float
     quantize: str  # "round" | "floor" | "ceil" | "thresholds" | "none"
     thresholds: tuple[float, ...] = ()
+    tune: tuple = ()  # per cut point: the (lo, hi) `gsr tune` may move it within, or None; () when none may move
 
 
 @attrs.frozen
@@ -162,8 +165,18 @@ class Program:
 
     @property
     def content_hash(self) -> str:
-        canonical = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """The hash of the JSON form without the tuning ranges: they say what may move, not what the program does."""
+        canonical = json.dumps(_without_tune(self.to_json()), sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _without_tune(doc: dict) -> dict:
+    nodes = [{k: v for k, v in n.items() if k != "tune"} for n in doc["nodes"]]
+    readout = dict(doc["readout"])
+    if "pointwise" in readout:
+        readout["pointwise"] = {k: v for k, v in readout["pointwise"].items() if k != "tune"}
+    return {**doc, "nodes": nodes, "readout": readout}
 
 
 def json_value(value):
@@ -185,6 +198,8 @@ def _node_json(n: Node) -> dict:
         out["params"] = json_value(n.params)
     if n.inputs:
         out["inputs"] = [{"port": i.port, "slot": i.slot, "source": i.source} for i in n.inputs]
+    if n.tune:
+        out["tune"] = {k: list(v) for k, v in n.tune.items()}
     if n.kind == "const":
         out["value"] = n.value
     if not n.named:
@@ -213,6 +228,8 @@ def _readout_json(r: Readout) -> dict:
     if r.pointwise:
         p = r.pointwise
         out["pointwise"] = {"scale": [p.lo, p.hi], "quantize": p.quantize, "thresholds": list(p.thresholds)}
+        if p.tune:
+            out["pointwise"]["tune"] = [None if t is None else list(t) for t in p.tune]
     if r.pairwise:
         out["pairwise"] = {"epsilon": r.pairwise.epsilon, "on_tie": r.pairwise.on_tie}
     return out

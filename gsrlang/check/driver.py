@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from gsrlang.catalog import Catalog, default_catalog
-from gsrlang.check import criteria, cycles, declarations, imports, lints, ports, sink, typecheck
+from gsrlang.check import criteria, cycles, declarations, imports, lints, ports, sink, tunable, typecheck
 from gsrlang.check.context import Context
 from gsrlang.check.ports import resolve_alias
 from gsrlang.diagnostics import Diagnostic, has_errors
@@ -86,6 +86,7 @@ def check_module(ctx: Context, module: ast.Module, path: str | None) -> Program 
     ports.build_graph(ctx)
     acyclic = cycles.check_cycles(ctx)
     typecheck.infer_types(ctx)  # nodes on a cycle get no type, and nothing downstream of them is reported
+    tunable.check_tunables(ctx, [(module, None), *imported])
     if is_fragment:
         lints.check_lints(ctx, set(ctx.nodes))
         return None
@@ -114,4 +115,5 @@ def _program_node(ctx: Context, node_id: str) -> Node:
         for p in sig.params:  # every parameter, defaults filled in, in signature order
             params[p.name] = given.get(p.name, p.default)
     value = g.value if g.kind == "const" else None
-    return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path)
+    return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path,
+                tune=tunable.node_tunables(ctx, g))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gsrlang.check.context import Context, declared_here
 from gsrlang.check.cycles import edges_of
+from gsrlang.check.tunable import threshold_tunables
 from gsrlang.diagnostics import Fix
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.span import Span
@@ -106,7 +107,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                   help="e.g. `scale = 1..5`")
         return None
     lo, hi = scale.value.lo.value, scale.value.hi.value
-    quantize, thresholds = "round", ()
+    quantize, thresholds, tune = "round", (), ()
     q = settings.get("quantize")
     if q is not None:
         v = q.value
@@ -120,6 +121,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                           help="e.g. `quantize = thresholds(0.2, 0.4, 0.6, 0.8)` for a 1..5 scale")
                 return None
             thresholds = tuple(float(n.value) for n in nums)
+            tune = threshold_tunables(v) if any(n.tune is not None for n in nums) else ()
             steps = hi - lo
             if not (isinstance(lo, int) and isinstance(hi, int)):
                 ctx.error("GSR507", "`thresholds` needs an integer scale", v.span, "non-integer scale",
@@ -138,7 +140,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
             ctx.error("GSR505", "`quantize` is round, floor, ceil, none or thresholds(...)", v.span,
                       "unknown quantization")
             return None
-    return PointwiseReadout(float(lo), float(hi), quantize, thresholds) if ok else None
+    return PointwiseReadout(float(lo), float(hi), quantize, thresholds, tune) if ok else None
 
 
 def _pairwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PairwiseReadout | None:

@@ -49,6 +49,7 @@ _CODES = [
     ("GSR308", "incomplete or invalid label mapping"),
     ("GSR309", "invalid level anchor"),
     ("GSR310", "example verdict does not fit the type"),
+    ("GSR320", "number cannot be tuned here"),
     ("GSR401", "cycle in the graph"),
     ("GSR402", "node does not reach the sink"),
     ("GSR501", "no sink"),

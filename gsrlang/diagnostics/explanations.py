@@ -431,7 +431,8 @@ _EXPLANATIONS = [
     _e("GSR305", """
         A value is outside its allowed range: a `Score` parameter (a gate's `at`, `threshold`'s
         `at`) outside [0, 1], a constant judgment outside [0, 1], a pairwise `epsilon` outside
-        [0, 1), or a regular expression that does not compile.
+        [0, 1), a regular expression that does not compile, or a tuning range (`0.3 in 0.1..0.5`)
+        that is empty, does not hold its number, or leaves the parameter's own bounds.
 
         Scores inside the graph always lie in [0, 1]; the native scale (1..5 stars) appears only
         in the readout. A cap "at 2 stars" on a 1..5 scale is therefore `at: 0.25`, since the
@@ -521,6 +522,18 @@ _EXPLANATIONS = [
             }
             sink normalize(correct)
             ''')),
+    _e("GSR320", """
+        A number is marked tunable (`VALUE in LO..HI`) where `gsr tune` cannot move it. Tuning
+        learns a program's numbers from labelled data and keeps its structure, so only the
+        numbers that parameterise the composition can move: an operator's numeric parameter
+        (a gate's or `threshold`'s `at`, a reducer's `weights`, a `map`'s scores) and a cut
+        point of `quantize = thresholds(...)`. A constant node, a level value, a scale or a
+        rule's argument is part of what the program means, not a knob.
+        """,
+       _HEAD + _CORRECT + _UNSAFE + "node base = 0.8 in 0.5..1\n"
+       "sink cap(base: min(items: [normalize(correct), base]), trigger: unsafe, at: 0.25)\n",
+       _HEAD + _CORRECT + _UNSAFE + "node base = 0.8\n"
+       "sink cap(base: min(items: [normalize(correct), base]), trigger: unsafe, at: 0.25 in 0.1..0.5)\n"),
     # ---- graph shape ----------------------------------------------------------------------------
     _e("GSR401", """
         The evaluation graph has a cycle: a node depends, directly or through other nodes, on

@@ -44,8 +44,11 @@ class String:
 
 @node
 class Number:
+    """A number; `tune` is the range `gsr tune` may move it within (`0.35 in 0.1..0.6`), or None."""
+
     value: Union[int, float]
     span: Span = _span()
+    tune: "Range | None" = attrs.field(default=None, kw_only=True)
 
     @property
     def is_int(self) -> bool:

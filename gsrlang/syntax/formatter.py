@@ -486,6 +486,8 @@ class _Printer:
         if isinstance(e, ast.Ref):
             return e.name.name
         if isinstance(e, ast.Number):
+            if e.tune is not None:
+                return f"{_number(e.value)} in {_number(e.tune.lo.value)}..{_number(e.tune.hi.value)}"
             return _number(e.value)
         if isinstance(e, ast.BoolLit):
             return "true" if e.value else "false"

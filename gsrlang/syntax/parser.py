@@ -450,6 +450,9 @@ class _ToAst(Transformer):
     def range(self, meta, lo, hi):
         return ast.Range(lo, hi, span=self._s(meta))
 
+    def tunable(self, meta, value, lo, hi):
+        return ast.Number(value.value, tune=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=self._s(meta))
+
     # types
     def type_expr(self, meta, *atoms):
         return ast.TypeExpr(tuple(atoms), span=self._s(meta))
