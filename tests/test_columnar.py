@@ -20,7 +20,7 @@ from gsrlang.check.driver import analyze, analyze_file
 from gsrlang.data import ColumnMap
 from gsrlang.judges.base import Judgment
 from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.batch import run_file
+from gsrlang.runtime.batch import label_reader, run_file
 from gsrlang.runtime.columnar import SINK_TOLERANCE, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import check_judgments, default_mode, finish
@@ -149,7 +149,8 @@ def test_columnar_equals_the_interpreter_on_every_example(path, tmp_path):
 
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     for table in (Table.from_trace(program, str(trace)),
-                  Table.from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode)):
+                  Table.from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
+                                  label_reader(program, mode, ColumnMap(**cols)))):
         ev = Evaluator(program).run(table)
         preds = ev.predictions()
         assert len(preds) == len(lines) > 0

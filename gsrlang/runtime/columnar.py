@@ -201,17 +201,17 @@ class Table:
         return table
 
     @classmethod
-    def from_data(cls, program: Program, data, columns, registry, mode: str) -> "Table":
-        """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate."""
+    def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":
+        """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
+
+        `labels` reads an item's gold label (`gsrlang.runtime.batch.label_reader`); None: no labels."""
         from gsrlang.data import ItemError, read_items
-        from gsrlang.runtime.batch import label_reader
         from gsrlang.runtime.executor import all_inline, judge_item
 
         plan = Plan(program)
         if not all_inline(plan, registry):
             raise ValueError("columnar evaluation from data needs criteria that only read the data "
                              "(human(), rule.*): record a trace with `gsr run --trace` for the others")
-        labels = label_reader(program, mode, columns) if columns.label_field else None
         errors = 0
         need = 1 if mode == "pointwise" else 2
 
