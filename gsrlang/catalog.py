@@ -1,7 +1,7 @@
-"""The operator and rule catalogue, read from the `.gsr` signature files in stdlib/.
+"""The operator, judge-kind and rule catalogue, read from the `.gsr` signature files in stdlib/.
 
-This is the single source of truth for what operators exist, their ports, parameters,
-defaults and documentation: the checker, the runtime, the LLM compiler's prompt and
+This is the single source of truth for what operators and judge kinds exist, their ports,
+parameters, defaults, documentation and examples: the checker, the runtime, the LLM compiler's prompt and
 the language server all read it from here.
 """
 
@@ -65,8 +65,22 @@ class ParamSig:
         return self.default is REQUIRED
 
 
+class _Documented:
+    """The documentation comment of a signature, split into its prose and its `e.g. ...` example line."""
+
+    doc: str
+
+    @property
+    def description(self) -> str:
+        return "\n".join(line for line in self.doc.splitlines() if not line.startswith("e.g. ")).strip()
+
+    @property
+    def example(self) -> str | None:
+        return next((line[5:] for line in self.doc.splitlines() if line.startswith("e.g. ")), None)
+
+
 @attrs.frozen
-class OperatorSig:
+class OperatorSig(_Documented):
     kind: str  # transform | reduce | gate
     name: str
     type_params: tuple[str, ...]
@@ -92,7 +106,7 @@ class OperatorSig:
 
 
 @attrs.frozen
-class RuleSig:
+class RuleSig(_Documented):
     name: str
     params: tuple[ParamSig, ...]
     result: Pattern
@@ -108,6 +122,23 @@ class RuleSig:
 
 
 @attrs.frozen
+class JudgeSig(_Documented):
+    """A judge kind's signature (stdlib/judges.gsr): its parameters and documentation."""
+
+    name: str
+    params: tuple[ParamSig, ...]
+    doc: str
+    path: str
+    span: Span
+
+    def param(self, name: str) -> ParamSig | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def signature(self) -> str:
+        return f"judge {self.name}({', '.join(param_text(p) for p in self.params)})"
+
+
+@attrs.frozen
 class EnumSig:
     name: str
     members: tuple[str, ...]
@@ -119,6 +150,7 @@ class Catalog:
     operators: dict[str, OperatorSig]
     rules: dict[str, RuleSig]
     enums: dict[str, EnumSig]
+    judges: dict[str, JudgeSig] = attrs.field(factory=dict)
 
     def operator(self, name: str) -> OperatorSig | None:
         return self.operators.get(name)
@@ -136,7 +168,7 @@ def param_text(p: ParamSig) -> str:
 
 # ---- loading -----------------------------------------------------------------------------------------
 _NAMED = {"Bool": "bool", "Real": "real", "Int": "int", "String": "string", "Ordinal": "ordinal",
-          "Nominal": "nominal", "Score": "score"}
+          "Nominal": "nominal", "Score": "score", "Level": "level"}
 
 
 def pattern_of(t: ast.TypeExpr, type_vars=(), enums=()) -> Pattern:
@@ -192,7 +224,7 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
         for item in module.items:
             if isinstance(item, ast.EnumDecl):
                 enums[item.name.name] = EnumSig(item.name.name, tuple(m.name for m in item.members), item.doc)
-    operators, rules = {}, {}
+    operators, rules, judges = {}, {}, {}
     for path, module in modules:
         for item in module.items:
             if isinstance(item, ast.OpDecl):
@@ -207,7 +239,12 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
             elif isinstance(item, ast.RuleDecl):
                 rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums),
                                                 pattern_of(item.result, (), enums), item.doc, path, item.span)
-    return Catalog(operators, rules, enums)
+            elif isinstance(item, ast.JudgeDecl):
+                if item.name.name in judges:
+                    raise CatalogError(f"{path}: judge kind {item.name.name!r} declared twice")
+                judges[item.name.name] = JudgeSig(item.name.name, _params(item.params, (), enums), item.doc, path,
+                                                  item.span)
+    return Catalog(operators, rules, enums, judges)
 
 
 @cache

@@ -33,12 +33,12 @@ import re
 from typing import Any
 
 from gsrlang.catalog import REQUIRED, Catalog, default_catalog
+from gsrlang.check.judgekinds import judge_kinds
 from gsrlang.program import JSON_FORMAT_VERSION, Program, json_value
 from gsrlang.types import JType
 
 FORMAT = "gsr-program"
 NODE_KINDS = ("criterion", "transform", "reduce", "gate", "const")
-PROCEDURE_KINDS = ("llm", "rule", "human", "verifier")
 QUANTIZE = ("round", "floor", "ceil", "none", "thresholds")
 ON_TIE = ("tie", "abstain", "first", "second")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -503,18 +503,20 @@ class _Writer:
         if p is None or "kind" not in p:
             return None
         kind, name, args = p["kind"], p.get("name", ""), p.get("args", {})
-        if kind not in PROCEDURE_KINDS:
+        kinds = judge_kinds(self.catalog)
+        judge = kinds.get(kind) if isinstance(kind, str) else None
+        if judge is None:
             self.err(_at(path, "kind"), f"unknown procedure kind {json_repr(kind)} (expected one of "
-                                        f"{', '.join(PROCEDURE_KINDS)})")
+                                        f"{', '.join(kinds)})")
             return None
         if not self.typed(name, _at(path, "name"), lambda v: isinstance(v, str), "a string"):
             return None
         if not self.typed(args, _at(path, "args"), lambda v: isinstance(v, dict), "an object"):
             return None
-        if kind in ("llm", "human") and name:
+        if kind != "rule" and not judge.positional and name:
             self.err(_at(path, "name"), f"a `{kind}` procedure has no name (it is \"\")")
             return None
-        defaults = {}
+        defaults = {q.name: q.default for q in judge.sig.params if q.default is not REQUIRED}
         if kind == "rule":
             if not self.name(name, _at(path, "name"), "rule name"):
                 return None
@@ -524,14 +526,14 @@ class _Writer:
                                             f"{', '.join(sorted(self.catalog.rules))})")
                 return None
             defaults = {q.name: q.default for q in rule.params if q.default is not REQUIRED}
-        if kind == "verifier":
+        if judge.positional:
             if not name:
-                self.err(_at(path, "name"), "a verifier needs the name it is registered under")
+                self.err(_at(path, "name"), f"a `{kind}` procedure needs its {judge.positional}")
                 return None
             if args:
-                self.err(_at(path, "args"), "a verifier takes no arguments")
+                self.err(_at(path, "args"), f"a `{kind}` procedure takes no other arguments")
                 return None
-            return ("verifier", name, (("", _string(name)),))
+            return (kind, name, (("", _string(name)),))
         out = []
         for key, value in args.items():
             apath = _at(_at(path, "args"), key)
@@ -913,9 +915,9 @@ class _Plan:
 
 def _procedure_text(p: tuple) -> str:
     kind, name, args = p
-    if kind == "verifier":
-        return f"verifier({args[0][1]})"
-    head = {"llm": "llm", "human": "human"}.get(kind, f"rule.{name}")
+    if args and args[0][0] == "":  # a kind whose one argument is written without its name
+        return f"{kind}({args[0][1]})"
+    head = f"rule.{name}" if kind == "rule" else kind
     if not args:
         return head + "()" if kind == "rule" else head
     return head + "(" + ", ".join(f"{k}: {v}" for k, v in args) + ")"

@@ -47,14 +47,17 @@ class ExampleSpec:
 
 @attrs.frozen
 class ProcedureSpec:
-    kind: str  # "llm" | "rule" | "human" | "verifier"
-    name: str  # rule name, verifier name, or "" for llm / human
+    kind: str  # a judge kind (stdlib/judges.gsr): "llm" | "rule" | "human" | "verifier" | ...
+    name: str  # the rule's name, a kind's positional argument (a verifier's name), or ""
     args: dict = attrs.field(factory=dict, hash=False)
 
     def describe(self) -> str:
-        head = {"llm": "llm", "human": "human", "verifier": "verifier"}.get(self.kind, f"rule.{self.name}")
-        if self.kind == "verifier":
-            return f'verifier("{self.name}")'
+        if self.kind == "rule":
+            head = f"rule.{self.name}"
+        elif self.name:
+            return f'{self.kind}("{self.name}")'
+        else:
+            head = self.kind
         if not self.args:
             return head
         from gsrlang.catalog import format_literal

@@ -8,6 +8,8 @@ parameter type (Real, Int, String, an enum, a list or a map).
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 
@@ -84,7 +86,8 @@ class Pattern:
     """A type in a stdlib signature.
 
     kind: "bool", "score" (lo/hi, or any_range), "ordinal" / "nominal" (any of that family),
-    "var" (a type variable), "real", "int", "string", "enum" (name), "list" (element),
+    "var" (a type variable), "real", "int", "string", "enum" (name), "level" (a level of the
+    judgment at the operator's first port), "list" (element),
     "map" (element is the value pattern), or "union" (options).
     """
 
@@ -112,7 +115,7 @@ class Pattern:
             s = self.name
         else:
             s = {"bool": "Bool", "ordinal": "Ordinal", "nominal": "Nominal", "real": "Real", "int": "Int",
-                 "string": "String"}[k]
+                 "string": "String", "level": "Level"}[k]
         return s + ("?" if self.optional else "")
 
     @property
@@ -157,3 +160,61 @@ def substitute(pattern: Pattern, bindings: dict[str, JType]) -> JType | None:
     if pattern.kind == "score" and not pattern.any_range:
         return JType("score", pattern.lo, pattern.hi, optional=pattern.optional)
     return None
+
+
+# ---- raw values (a data file's cell) as judgment values -----------------------------------------------
+_TRUE = {"true", "yes", "1"}
+_FALSE = {"false", "no", "0"}
+
+
+def number_of(value) -> float | None:
+    """A number, or a string holding one, as a float (None for anything else, a bool included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def convert(value, t: JType) -> tuple[object, str | None]:
+    """(converted value, None) or (None, why it does not fit `t`) for a non-null raw value.
+
+    Used by `human(...)` judges on each cell and by the checker on `missing` sentinels."""
+    kind = t.kind
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, (int, float)) and value in (0, 1):
+            return bool(value), None
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in _TRUE:
+                return True, None
+            if word in _FALSE:
+                return False, None
+        return None, "is not a Bool (expected true/false, yes/no or 1/0)"
+    if kind == "score":
+        x = number_of(value)
+        if x is None:
+            return None, f"is not a number ({t.required()} expected)"
+        if not math.isfinite(x):
+            return None, "is not a finite number"
+        if not t.lo <= x <= t.hi:
+            return None, f"is outside {t.required()}"
+        return x, None
+    if isinstance(value, str) and value in t.labels:
+        return value, None
+    if kind == "ordinal" and t.numbered:
+        x = number_of(value)
+        if x is not None and x.is_integer() and str(int(x)) in t.labels:
+            return str(int(x)), None
+        return None, f"is not a level of {t.required()}"
+    if isinstance(value, str) and value.strip() in t.labels:
+        return value.strip(), None
+    what = "level" if kind == "ordinal" else "label"
+    return None, f"is not a {what} of {t.required()} (expected one of {', '.join(t.labels)})"

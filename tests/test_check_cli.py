@@ -372,7 +372,7 @@ def test_explain_list(capsys):
 def test_explain_unknown_code_suggests_and_exits_2(capsys):
     status, out, err = gsr("explain", "GSR31", capsys=capsys)
     assert status == 2 and out == ""
-    assert "unknown diagnostic code `GSR31`" in err and "did you mean `GSR310`" in err
+    assert "unknown diagnostic code `GSR31`" in err and "did you mean `GSR31" in err and "`GSR310`" in err
     status, _, err = gsr("explain", "nonsense", capsys=capsys)
     assert status == 2 and "unknown diagnostic code `nonsense`" in err and "--list" in err
 

@@ -274,7 +274,7 @@ def test_catalogue_survives_its_start_up_cache(tmp_path, monkeypatch):
 
 
 def test_the_language_reference_lists_the_whole_catalogue():
-    """docs/language.md states the language exactly: every stdlib operator signature appears in it."""
+    """docs/language.md states the language exactly: every stdlib operator and judge kind signature appears in it."""
     from pathlib import Path
 
     from gsrlang.catalog import default_catalog
@@ -284,3 +284,17 @@ def test_the_language_reference_lists_the_whole_catalogue():
     assert not missing, missing
     for rule in default_catalog().rules:
         assert f"rule.{rule}" in text or f"`{rule}(" in text, rule
+    kinds = [k.signature() for k in default_catalog().judges.values() if k.signature() not in text]
+    assert not kinds, kinds
+
+
+def test_each_fix_says_whether_it_is_safe_to_apply_blindly():
+    """The one conversion the types allow is safe; a renamed typo or a chosen threshold is a guess."""
+    text = ("rubric r\ntask pointwise { scale = 1..5 }\n"
+            "criterion correct: Ordinal[1..5] { ask \"?\" }\ncriterion long: Score { ask \"?\" }\n"
+            "sink cap(base: corect, trigger: long, at: 0.5)\n")
+    fixes = {f.title: f.applicability for d in analyze(text).diagnostics for f in d.fixes}
+    assert fixes == {"rename to `correct`": "unsafe", "wrap in `threshold(...)`": "unsafe"}
+    text = text.replace("corect", "correct").replace("trigger: long", "trigger: threshold(long)")
+    fixes = {f.title: f.applicability for d in analyze(text).diagnostics for f in d.fixes}
+    assert fixes == {"wrap in `normalize(...)`": "safe"}

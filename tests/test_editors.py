@@ -133,6 +133,12 @@ def test_grammar_knows_every_catalogue_operator(grammar):
     assert listed == set(default_catalog().operators), "regenerate the operator list from stdlib/operators.gsr"
 
 
+def test_grammar_knows_every_judge_kind(grammar):
+    procedure = next(p for p in _walk(grammar) if isinstance(p, dict) and p.get("name") == "support.function.procedure.gsr")
+    listed = set(re.search(r"\((.*?)\)", procedure["match"]).group(1).split("|"))
+    assert listed == set(default_catalog().judges) - {"rule"}, "list every kind of stdlib/judges.gsr but rule"
+
+
 CASES = [
     ("# the safety cap", "# the", "comment.line.number-sign.gsr"),
     ('rubric helpfulness "How helpful?"', "rubric", "keyword.declaration.header.gsr"),

@@ -100,8 +100,15 @@ def names_in(expr) -> set[str]:
 
 
 def did_you_mean(name: str, candidates) -> str | None:
+    """The candidate closest to a misspelt `name` (None when none is close)."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
+    return close[0] if close else None
+
+
+def suggestion(name: str, candidates) -> str | None:
+    """"did you mean `x`?" for the closest candidate, or None."""
+    close = did_you_mean(name, candidates)
+    return f"did you mean `{close}`?" if close else None
 
 
 def declared_here(decl_span: Span, path: str | None, what: str = "declared here") -> Label:

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 from gsrlang.catalog import REQUIRED, ParamSig, Symbol, format_literal, literal_value
-from gsrlang.check.context import Context, Decl, did_you_mean
+from gsrlang.check.context import Context, Decl, suggestion
+from gsrlang.check.judgekinds import DEFAULT_KIND, KindUse, judge_kinds, kind_of, written_forms
 from gsrlang.check.values import check_param_value, literal_fits, values_of
 from gsrlang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
 from gsrlang.syntax import ast
 from gsrlang.types import BOOL, JType, Pattern, ordinal
 
 JUDGMENT_TYPES = ("Bool", "Score", "Ordinal", "Nominal")
-LLM_PARAMS = {
-    "role": ParamSig("role", Pattern("string"), None),
-    "temperature": ParamSig("temperature", Pattern("real"), None),
-    "joint": ParamSig("joint", Pattern("bool"), False),
-    "shuffle": ParamSig("shuffle", Pattern("bool"), True),
-    "evidence": ParamSig("evidence", Pattern("bool"), False),
-    "seed": ParamSig("seed", Pattern("int"), None),
-    "on_disagree": ParamSig("on_disagree", Pattern("enum", name="Disagreement"), None),
-}
-HUMAN_PARAMS = {"field": ParamSig("field", Pattern("string"))}
 BINARY_AGGREGATES = ("majority", "weighted", "unanimous", "any")
 GRADED_AGGREGATES = ("mean", "median", "mode", "min", "max")
 
@@ -41,7 +32,7 @@ def criterion_type(ctx: Context, texpr: ast.TypeExpr, path) -> JType | None:
     name = a.name.name if a.name else None
     bad = lambda msg, label="", help=None: ctx.error("GSR307", msg, a.span, label, path=path, help=help)  # noqa: E731
     if name not in JUDGMENT_TYPES:
-        hint = did_you_mean(name or "", JUDGMENT_TYPES) or \
+        hint = suggestion(name or "", JUDGMENT_TYPES) or \
             "a criterion's type is Bool, Score, Score[a..b], Ordinal[1..k], Ordinal{...} or Nominal{...}"
         bad(f"`{_type_text(a)}` is not a judgment type", "unknown type", hint)
         return None
@@ -128,9 +119,10 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
             procedure = ensemble.judges[0]
     failed = procedure is None and bool(procedures or ensembles)  # already reported
     if procedure is None:
-        procedure = ProcedureSpec("llm", "", {})
+        procedure = ProcedureSpec(DEFAULT_KIND, "", {})
     ask = asks[0].text.value if asks else ""
-    if procedure.kind == "llm" and not ask and not failed:
+    kind = judge_kinds(ctx.catalog).get(procedure.kind)
+    if kind is not None and kind.needs_ask and not ask and not failed:
         ctx.error("GSR602", f"criterion `{decl.name}` is judged by a model but has no `ask`", item.name.span,
                   "no question for the judge", path=path,
                   help='add `ask "..."` with the question the judge must answer, or give a procedure '
@@ -218,65 +210,46 @@ def with_level_values(t: JType, spec: CriterionSpec | None) -> JType:
 
 # ---- procedures -------------------------------------------------------------------------------------------
 def _procedure(ctx: Context, proc: ast.Procedure, t: JType | None, path) -> ProcedureSpec | None:
-    name = proc.dotted
-    args = proc.args or ()
-    if name == "llm":
-        values = _bind(ctx, "llm", LLM_PARAMS, args, path, proc)
-        if values is None:
-            return None
-        if values.get("on_disagree") == Symbol("abstain") and t is not None and not t.optional:
-            ctx.error("GSR601", f"`on_disagree: abstain` lets the judge abstain, but the criterion is `{t}`",
-                      _arg_span(args, "on_disagree", proc), "may abstain", path=path,
-                      help=f"declare the criterion `{t}?`, or choose `mean`, `first` or `invalid`")
-            return None
-        return ProcedureSpec("llm", "", values)
-    if name == "human":
-        values = _bind(ctx, "human", HUMAN_PARAMS, args, path, proc)
-        return ProcedureSpec("human", "", values) if values is not None else None
-    if name == "verifier":
-        if len(args) != 1 or args[0].name is not None or not isinstance(args[0].value, ast.String):
-            ctx.error("GSR601", "`verifier` takes one string: the name it is registered under", proc.span,
-                      path=path, help='write `verifier("my_check")`')
-            return None
-        return ProcedureSpec("verifier", args[0].value.value, {})
-    if name.startswith("rule.") and len(proc.name) == 2:
-        rule = ctx.catalog.rules.get(proc.name[1].name)
-        if rule is None:
-            ctx.error("GSR104", f"unknown rule `{proc.name[1].name}`", proc.name[1].span, "not in the catalogue",
-                      path=path, help=did_you_mean(proc.name[1].name, ctx.catalog.rules) or
+    kind = kind_of(ctx.catalog, proc)
+    sigs = kind.params(ctx.catalog, proc) if kind is not None else None
+    if sigs is None:
+        name = proc.dotted
+        if kind is not None and kind.name == "rule" and len(proc.name) == 2:
+            rule = proc.name[1]
+            ctx.error("GSR104", f"unknown rule `{rule.name}`", rule.span, "not in the catalogue",
+                      path=path, help=suggestion(rule.name, ctx.catalog.rules) or
                       "rules: " + ", ".join(sorted(ctx.catalog.rules)))
             return None
-        values = _bind(ctx, f"rule.{rule.name}", {p.name: p for p in rule.params}, args, path, proc)
-        if values is None:
+        forms = written_forms(ctx.catalog)
+        ctx.error("GSR104", f"unknown judge kind `{name}`", proc.span, "not a judge kind", path=path,
+                  help=suggestion(name, forms) or "judge kinds: " + ", ".join(
+                      k.use_text() if k.name == "rule" else k.name for k in judge_kinds(ctx.catalog).values()))
+        return None
+    what = proc.dotted
+    args = proc.args or ()
+    if kind.positional and len(args) == 1 and args[0].name is None:
+        value = args[0].value
+        if not isinstance(value, ast.String):
+            text = value.name.name if isinstance(value, ast.Ref) else "..."
+            ctx.error("GSR601", f"`{what}` takes one string, its {kind.positional}: `{kind.sig.signature()}`",
+                      proc.span, path=path, help=f'write `{what}("{text}")`')
             return None
-        if rule.name in ("word_count", "char_count") and values.get("above") is None and values.get("below") is None:
-            ctx.error("GSR202", f"`rule.{rule.name}` needs `above` or `below`", proc.span, path=path,
-                      help=f"e.g. `rule.{rule.name}(above: 600)`")
-            return None
-        if rule.name == "regex":
-            import re
-
-            try:
-                re.compile(values["pattern"])
-            except re.error as exc:
-                ctx.error("GSR305", f"invalid regular expression: {exc}", _arg_span(args, "pattern", proc), path=path)
-                return None
-        if t is not None and t.required().kind != "bool":
-            ctx.error("GSR301", f"`rule.{rule.name}` gives a Bool, but the criterion is declared `{t}`",
-                      proc.span, "gives Bool", path=path, help="declare the criterion as `Bool`")
-        return ProcedureSpec("rule", rule.name, values)
-    known = ["llm", "human", "verifier", *(f"rule.{r}" for r in ctx.catalog.rules)]
-    ctx.error("GSR104", f"unknown judge procedure `{name}`", proc.span, "not a procedure", path=path,
-              help=did_you_mean(name, known) or "procedures: llm, rule.NAME(...), human(field: ...), verifier(\"...\")")
-    return None
+        values = {kind.positional: args[0].value.value}
+    else:
+        values = _bind(ctx, what, sigs, args, path, proc, kind.fill_defaults)
+    if values is None or not kind.check(KindUse(ctx, proc, t, values, path)):
+        return None
+    name, values = kind.spec(proc, values)
+    return ProcedureSpec(kind.name, name, values)
 
 
 def _arg_span(args, name, proc):
     return next((a.value.span for a in args if a.name and a.name.name == name), proc.span)
 
 
-def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) -> dict | None:
+def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc, fill_defaults: bool) -> dict | None:
     values, ok, misplaced = {}, True, False
+    given: set[str] = set()  # named, even with a value that did not check (no "missing" report for it then)
     for a in args:
         if a.name is None:
             free = [n for n in sigs if n not in values]
@@ -288,7 +261,7 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) 
         sig = sigs.get(a.name.name)
         if sig is None:
             ctx.error("GSR201", f"`{what}` has no parameter `{a.name.name}`", a.name.span, "unknown parameter",
-                      path=path, help=did_you_mean(a.name.name, sigs) or
+                      path=path, help=suggestion(a.name.name, sigs) or
                       (f"its parameters are {', '.join(sigs)}" if sigs else f"`{what}` takes no parameters"))
             ok = False
             continue
@@ -296,18 +269,19 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc) 
             ctx.error("GSR203", f"parameter `{a.name.name}` is given twice", a.name.span, path=path)
             ok = False
             continue
+        given.add(a.name.name)
         value = check_param_value(ctx, sig, a.value, path, None)
         if value is _INVALID:
             ok = False
             continue
         values[a.name.name] = value
     for sig in sigs.values():
-        if sig.name not in values:
+        if sig.name not in values and sig.name not in given:
             if sig.default is REQUIRED and not misplaced:
                 ctx.error("GSR202", f"`{what}` is missing its `{sig.name}` parameter", proc.span, path=path,
                           help=f"add `{sig.name}: ...` ({sig.pattern})")
                 ok = False
-            elif sig.default is not None and what.startswith("rule."):
+            elif sig.default is not None and fill_defaults:
                 values[sig.name] = sig.default
     return values if ok else None
 
@@ -321,7 +295,7 @@ def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Proc
             ctx.error("GSR603", "an ensemble needs at least 2 judges", j.count.span, f"{j.count.value} judge",
                       path=path, help="use `judges 3 aggregate ...`, or a single `judge` procedure")
             return None
-        proc = _procedure(ctx, base, t, path) if base else ProcedureSpec("llm", "", {})
+        proc = _procedure(ctx, base, t, path) if base else ProcedureSpec(DEFAULT_KIND, "", {})
         if proc is None:
             return None
         judges = tuple(proc for _ in range(j.count.value))
@@ -334,7 +308,8 @@ def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Proc
                       help="list two or more procedures, or use a single `judge` procedure")
             return None
         judges = tuple(specs)
-    if any(p.kind != "llm" for p in judges):
+    kinds = judge_kinds(ctx.catalog)
+    if any(p.kind not in kinds or not kinds[p.kind].samples for p in judges):
         ctx.error("GSR603", "ensembles combine model judges (`llm`)", j.span, path=path,
                   help="rules and human annotations give one answer each; use a single procedure")
         return None

@@ -45,9 +45,9 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
                               secondary=[declared_here(ctx.tasks[mode].span, None, "first declared here")])
                     continue
                 ctx.tasks[mode] = item
-            elif isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.EnumDecl)):
+            elif isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.JudgeDecl, ast.EnumDecl)):
                 what = {"OpDecl": "operator signatures", "RuleDecl": "rule signatures",
-                        "EnumDecl": "enum declarations"}[type(item).__name__]
+                        "JudgeDecl": "judge kind signatures", "EnumDecl": "enum declarations"}[type(item).__name__]
                 ctx.error("GSR107", f"{what} belong in the stdlib, not in a rubric", item.span, path=path,
                           help="declare the operator in stdlib/operators.gsr and implement it in "
                                "gsrlang/runtime/operators.py")

@@ -56,10 +56,10 @@ def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
         return  # the name may come from the import that failed; that error is the one to fix
     name = ref.name.name
     ops = ctx.catalog.operators
-    help_ = did_you_mean(name, ctx.decls)
-    fixes = ()
-    if help_:
-        fixes = (Fix(f"rename to `{help_.split('`')[1]}`", ref.name.span, help_.split("`")[1]),)
+    close = did_you_mean(name, ctx.decls)
+    help_, fixes = None, ()
+    if close:
+        help_, fixes = f"did you mean `{close}`?", (Fix(f"rename to `{close}`", ref.name.span, close),)
     elif name in ops:
         help_ = f"`{name}` is an operator: call it, e.g. `{name}(...)`"
     ctx.error("GSR101", f"unknown name `{name}`", ref.name.span, "not declared", path=path, help=help_,
@@ -104,25 +104,30 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
                           help=hint)
                 ok, misplaced = False, True
                 continue
-            if position >= len(ports):
+            level = sig.params[0] if sig.params and sig.params[0].pattern.kind == "level" else None
+            if position == len(ports) and level is not None:  # `at_most(q1, 2)`: the level after the port
+                key = level.name
+                position += 1
+            elif position >= len(ports):
                 ctx.error("GSR206", f"`{sig.name}` takes {len(ports)} port{'s' if len(ports) != 1 else ''}; "
                           f"this is argument {position + 1}", arg.span, "one too many", path=path,
                           help=f"name parameters explicitly: {sig.signature()}")
                 ok, misplaced = False, True
                 position += 1
                 continue
-            key = ports[position].name
-            position += 1
+            else:
+                key = ports[position].name
+                position += 1
         else:
             seen_keyword = True
             key = arg.name.name
             if sig.port(key) is None and sig.param(key) is None:
                 names = [p.name for p in sig.ports] + [p.name for p in sig.params]
-                suggestion = did_you_mean(key, names)
-                fixes = (Fix(f"rename to `{suggestion.split('`')[1]}`", arg.name.span, suggestion.split("`")[1]),) \
-                    if suggestion else ()
+                close = did_you_mean(key, names)
+                fixes = (Fix(f"rename to `{close}`", arg.name.span, close),) if close else ()
                 ctx.error("GSR201", f"`{sig.name}` has no port or parameter `{key}`", arg.name.span, "unknown",
-                          path=path, help=suggestion or f"signature: {sig.signature()}", fixes=fixes)
+                          path=path, help=f"did you mean `{close}`?" if close else f"signature: {sig.signature()}",
+                          fixes=fixes)
                 ok, misplaced = False, True
                 continue
         if key in given:
@@ -217,10 +222,10 @@ def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, pat
 
 def _unknown_operator(ctx: Context, call: ast.Call, path) -> None:
     name = call.op.name
-    help_ = did_you_mean(name, ctx.catalog.operators)
-    fixes = ()
-    if help_:
-        fixes = (Fix(f"rename to `{help_.split('`')[1]}`", call.op.span, help_.split("`")[1]),)
+    close = did_you_mean(name, ctx.catalog.operators)
+    help_, fixes = None, ()
+    if close:
+        help_, fixes = f"did you mean `{close}`?", (Fix(f"rename to `{close}`", call.op.span, close),)
     elif name in ctx.catalog.rules:
         help_ = f"rules are criterion procedures: `criterion NAME: Bool = rule.{name}(...)`"
     elif name in ctx.decls:

@@ -49,10 +49,10 @@ def check_sink_type(ctx: Context) -> None:
     help_, fixes = None, ()
     if t.kind in ("bool", "ordinal"):
         help_ = "wrap it in `normalize(...)`"
-        fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})"),) if text else ()
+        fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})", "safe"),) if text else ()
     elif t.kind == "score":
         help_ = f"wrap it in `scale(...)` to map [{t.lo:g}, {t.hi:g}] onto [0, 1]"
-        fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})"),) if text else ()
+        fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})", "safe"),) if text else ()
     elif t.kind == "nominal":
         help_ = "give each label a score with `map(x, to: {...})`"
     ctx.error("GSR503", f"the sink must be a `Score` in [0, 1], found `{t}`", span, f"this is `{t}`",
@@ -78,10 +78,10 @@ def check_readout(ctx: Context) -> Readout:
         elif mode == "pairwise":
             pairwise = _pairwise(ctx, task, settings)
         else:
-            from gsrlang.check.context import did_you_mean
+            from gsrlang.check.context import suggestion
 
             ctx.error("GSR505", f"unknown task `{mode}`", task.mode.span, "not a task",
-                      help=did_you_mean(mode, ("pointwise", "pairwise")) or "tasks are `pointwise` and `pairwise`")
+                      help=suggestion(mode, ("pointwise", "pairwise")) or "tasks are `pointwise` and `pairwise`")
     return Readout(pointwise, pairwise)
 
 

@@ -46,6 +46,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     ok = True
     any_optional = False
     explicit_abstain = "on_abstain" in node.params
+    port_types: dict[str, JType] = {}
     for port_name, slot, source, span in node.inputs:
         src = ctx.nodes.get(resolve_alias(ctx, source))
         if src is None or src.type is None:
@@ -54,6 +55,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
         port = sig.port(port_name)
         pattern = port.item_pattern
         t = src.type
+        port_types[port_name] = t
         if not matches(pattern, t, bindings):
             _mismatch(ctx, node, sig, port_name, pattern, t, span, bindings)
             ok = False
@@ -69,7 +71,8 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     # parameters (after the ports, so type variables are bound)
     values = {}
     for name, (expr, span) in node.params.items():
-        value = check_param_value(ctx, sig.param(name), expr, node.path, bindings)
+        value = check_param_value(ctx, sig.param(name), expr, node.path, bindings,
+                                  port_types.get(sig.ports[0].name) if sig.ports else None)
         if value is INVALID:
             ok = False
         else:
@@ -123,13 +126,18 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
     if score_wanted and t.kind in ("bool", "ordinal"):
         help_ = "wrap it in `normalize(...)`: a level's value, true = 1, false = 0"
         if text is not None:
-            fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})"),)
+            fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})", "safe"),)
     elif score_wanted and t.kind == "score":
         help_ = f"wrap it in `scale(...)` to map [{t.lo:g}, {t.hi:g}] onto [0, 1]"
         if text is not None:
-            fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})"),)
+            fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})", "safe"),)
     elif score_wanted and t.kind == "nominal":
         help_ = "give each label a score with `map(x, to: {label: score, ...})`"
+    elif pattern.kind == "ordinal" and t.kind in ("nominal", "bool"):
+        help_ = f"`{sig.name}` compares ordered levels, and the labels of `{t.required()}` have no order: " \
+                "test one label with `is(x, label)`"
+    elif pattern.kind == "ordinal" and t.kind == "score":
+        help_ = "compare a score with `threshold(x, at: ...)`" + (" after `scale(...)`" if not t.is_unit_score else "")
     elif any(p.kind == "bool" for p in pattern.alternatives()) and t.kind == "score":
         help_ = "turn a score into a Bool with `threshold(x, at: 0.5)`"
         if text is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gsrlang.catalog import ParamSig, Symbol, literal_value
-from gsrlang.check.context import Context, did_you_mean, names_in
+from gsrlang.check.context import Context, names_in, suggestion
 from gsrlang.syntax import ast
 from gsrlang.types import JType, Pattern
 
@@ -30,14 +30,19 @@ def literal_fits(t: JType, expr) -> bool:
     return False
 
 
-def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None):
-    """The parameter's Python value, or INVALID after reporting why."""
+def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None, first_port=None):
+    """The parameter's Python value, or INVALID after reporting why.
+
+    first_port: the judgment type at the operator's first port, which a `Level` parameter names a level of
+    (None when it did not check: then the level is not checked either)."""
     if isinstance(expr, ast.Call) or (isinstance(expr, ast.ListExpr) and any(isinstance(i, ast.Call) for i in expr.items)):
         ctx.mentioned.update(names_in(expr))
         ctx.error("GSR304", f"parameter `{sig.name}` takes a literal, not a node", expr.span, "a graph value",
                   path=path, help="parameters are fixed when the program is written; graph inputs go to ports")
         return INVALID
     p = sig.pattern
+    if p.kind == "level":
+        return _level(ctx, sig.name, expr, path, first_port)
     if p.kind == "var":
         bound = (bindings or {}).get(p.name)
         if bound is None:
@@ -49,6 +54,32 @@ def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | 
         v = literal_value(expr)
         return v.name if isinstance(v, Symbol) else (str(v) if bound.kind in ("ordinal", "nominal") else v)
     return _check(ctx, sig.name, p, expr, path)
+
+
+def _level(ctx: Context, name: str, expr, path, t: JType | None):
+    """A comparison's level: a level or label of `t` (`2`, `good`, `"good"`), or true / false for a Bool."""
+    if t is None:
+        return INVALID
+    t = t.required()
+    if isinstance(expr, ast.Number) and expr.is_int:
+        key = str(expr.value)
+    elif isinstance(expr, ast.Ref):
+        key = expr.name.name
+    elif isinstance(expr, ast.String):
+        key = expr.value
+    elif isinstance(expr, ast.BoolLit):
+        key = "true" if expr.value else "false"
+    else:
+        key = None
+    levels = ["true", "false"] if t.kind == "bool" else list(t.labels)
+    if key not in levels:
+        what = "level" if t.kind == "ordinal" else "value" if t.kind == "bool" else "label"
+        close = suggestion(key, levels) if key is not None else None
+        shown = f"`{key}`" if key is not None else "this"
+        ctx.error("GSR312", f"{shown} is not a {what} of `{t}`", expr.span, f"no such {what}", path=path,
+                  help=close or f"the {what}s are {', '.join(levels)}")
+        return INVALID
+    return expr.value if t.kind == "bool" else key
 
 
 def _safe(expr) -> bool:
@@ -72,11 +103,27 @@ def _value_help(t: JType) -> str:
     return "write " + values_of(t)
 
 
+_FORMS = {"real": (ast.Number,), "int": (ast.Number,), "score": (ast.Number,), "string": (ast.String,),
+          "bool": (ast.BoolLit,), "enum": (ast.Ref,), "list": (ast.ListExpr,), "map": (ast.MapExpr,)}
+_EXAMPLE = {"real": "a number such as `0`", "int": "a whole number such as `0`", "score": "a number such as `0.5`",
+            "string": 'a string such as `"N/A"`', "bool": "`true` or `false`"}
+
+
+def _examples(options) -> str:
+    return " or ".join(_EXAMPLE.get(o.kind, str(o)) for o in options)
+
+
 def _check(ctx: Context, name: str, p: Pattern, expr, path):
     def bad(msg, label="", help=None, code="GSR304"):
         ctx.error(code, msg, expr.span, label, path=path, help=help)
         return INVALID
 
+    if p.kind == "union":  # the alternative the literal's form belongs to
+        option = next((o for o in p.options if isinstance(expr, _FORMS.get(o.kind, ()))), None)
+        if option is None:
+            words = " or ".join(str(o) for o in p.options)
+            return bad(f"`{name}` takes {words}", f"not {words}", f"write {_examples(p.options)}")
+        return _check(ctx, name, option, expr, path)
     if p.kind == "list":
         if not isinstance(expr, ast.ListExpr):
             return bad(f"`{name}` takes a list `[...]` of {p.element}", "not a list", f"write `{name}: [...]`")
@@ -106,7 +153,7 @@ def _check(ctx: Context, name: str, p: Pattern, expr, path):
             return bad(f"`{name}` takes one of {', '.join(members)}", "not a policy name")
         if expr.name.name not in members:
             return bad(f"`{expr.name.name}` is not a valid `{name}`", "unknown value", code="GSR105",
-                       help=did_you_mean(expr.name.name, members) or f"choose one of {', '.join(members)}")
+                       help=suggestion(expr.name.name, members) or f"choose one of {', '.join(members)}")
         return Symbol(expr.name.name)
     if p.kind == "string":
         if not isinstance(expr, ast.String):

@@ -27,7 +27,7 @@ from functools import cache
 GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar")
 
 _SIGNATURES = re.compile(r"^// ---- stdlib signatures.*?(?=^// ---- )", re.M | re.S)
-_SIGNATURE_ITEMS = re.compile(r"^\s*\|\s*(op_decl|rule_decl|enum_decl)\s*$\n?", re.M)
+_SIGNATURE_ITEMS = re.compile(r"^\s*\|\s*(op_decl|rule_decl|judge_decl|enum_decl)\s*$\n?", re.M)
 
 
 @cache

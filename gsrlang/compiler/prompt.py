@@ -74,7 +74,7 @@ def language_reference_path() -> Path:
 
 
 def catalogue_text(catalog: Catalog) -> str:
-    """Every operator, rule and enum of the catalogue: documentation comments, then the signature."""
+    """Every operator, judge kind, rule and enum of the catalogue: documentation comments, then the signature."""
 
     def doc(text: str) -> list[str]:
         return [f"# {line}".rstrip() for line in text.splitlines()] if text else []
@@ -82,6 +82,11 @@ def catalogue_text(catalog: Catalog) -> str:
     out = ["# ---- operators: KIND NAME<TYPE VARS>(PORTS; PARAMETERS) -> RESULT"]
     for sig in catalog.operators.values():
         out += ["", *doc(sig.doc), sig.signature()]
+    from gsrlang.check.judgekinds import judge_kinds
+
+    out += ["", "# ---- judge kinds, used as `criterion NAME: TYPE = KIND(PARAMETERS)` (llm when none is given)"]
+    for kind in judge_kinds(catalog).values():
+        out += ["", *doc(kind.sig.doc), kind.sig.signature()]
     out += ["", "# ---- rule procedures, used as `criterion NAME: Bool = rule.NAME(PARAMETERS)`"]
     for sig in catalog.rules.values():
         out += ["", *doc(sig.doc), sig.signature()]

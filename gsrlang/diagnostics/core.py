@@ -30,13 +30,27 @@ class Label:
     path: str | None = None
 
 
+APPLICABILITY = ("safe", "unsafe")
+
+
 @attrs.frozen
 class Fix:
-    """A machine-applicable edit: replace `span` (in the primary file) by `replacement`."""
+    """A machine-applicable edit: replace `span` (in the primary file) by `replacement`.
+
+    applicability (as ruff has it): "safe" when applying it blindly keeps what the author
+    meant (the one conversion the types allow, such as `normalize(...)` of a Bool), "unsafe"
+    when it is a guess a person should confirm (a renamed typo, a chosen threshold or
+    default). Editors offer both; a `gsr fix` without `--unsafe` applies only safe ones.
+    """
 
     title: str
     span: Span
     replacement: str
+    applicability: str = attrs.field(default="unsafe", validator=attrs.validators.in_(APPLICABILITY))
+
+    @property
+    def safe(self) -> bool:
+        return self.applicability == "safe"
 
 
 @attrs.frozen

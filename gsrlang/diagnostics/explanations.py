@@ -522,6 +522,34 @@ _EXPLANATIONS = [
             }
             sink normalize(correct)
             ''')),
+    _e("GSR311", """
+        A `human(field: ..., missing: [...])` sentinel cannot work for this criterion. The
+        values listed in `missing` are how an annotation file writes "not applicable" (often 0
+        or "N/A"); a cell holding one becomes an abstention, so the criterion must be declared
+        `T?`, and a downstream reducer says what an abstention counts as (`on_abstain`). A
+        sentinel must also not be a real answer of the type: 0 on a `Score[0..10]` scale would
+        turn every genuine zero into "not applicable".
+        """,
+       _HEAD + _d('''
+            criterion q1: Ordinal[1..5] = human(field: "scores.Q1", missing: [0, "N/A"])
+            sink normalize(q1)
+            '''),
+       _HEAD + _d('''
+            criterion q1: Ordinal[1..5]? = human(field: "scores.Q1", missing: [0, "N/A"])
+            sink mean(items: [normalize(q1)], on_abstain: skip)
+            ''')),
+    _e("GSR312", """
+        A comparison (`at_most`, `at_least`, `is`) names a level, label or truth value that the
+        judgment at its first port does not have. The level is checked against the criterion's
+        declared levels, so a typo or an off-scale number (`at_most(q1, 6)` on `Ordinal[1..5]`)
+        is caught when the program is written rather than silently never matching.
+        """,
+       _HEAD + _CORRECT + _d('''
+            sink normalize(at_least(correct, 6))
+            '''),
+       _HEAD + _CORRECT + _d('''
+            sink normalize(at_least(correct, 4))
+            ''')),
     _e("GSR320", """
         A number is marked tunable (`VALUE in LO..HI`) where `gsr tune` cannot move it. Tuning
         learns a program's numbers from labelled data and keeps its structure, so only the

@@ -170,7 +170,8 @@ def diagnostic_json(d: Diagnostic, sources: Sources) -> dict:
         "related": [label(lab) for lab in d.secondary],
         "notes": list(d.notes),
         "help": d.help,
-        "fixes": [{"title": f.title, "offsets": [f.span.start, f.span.end], "replacement": f.replacement}
+        "fixes": [{"title": f.title, "offsets": [f.span.start, f.span.end], "replacement": f.replacement,
+                   "applicability": f.applicability}
                   for f in d.fixes],
     }
 

@@ -15,7 +15,9 @@ true, "3" for a level); provenance names the field only when it contains `{candi
 (the trace node already shows the procedure and its field).
 
 A null (or an empty CSV cell) is an abstention when the criterion is declared `T?`,
-and invalid otherwise. A value that does not fit is invalid, with a reason such as
+and invalid otherwise. So is a value listed in `missing` (`human(field: "q.Q1",
+missing: [0, "N/A"])`): annotation files often write "not applicable" as 0 or "N/A";
+the checker requires such a criterion to be `T?`. A value that does not fit is invalid, with a reason such as
 `field 'scores.naturalness' = 4.5 is outside Score[1..3]`.
 
 The field may contain `{candidate}`, replaced by the candidate's id (A, B, ...), so
@@ -25,17 +27,12 @@ that pairwise data can carry one annotation per candidate (`"ratings.{candidate}
 from __future__ import annotations
 
 import json
-import math
 
 from gsrlang.data import MissingFieldError, get_path
 from gsrlang.judgment import Judgment
-from gsrlang.types import JType
+from gsrlang.types import JType, convert, number_of
 
 __all__ = ["HumanJudge", "convert"]
-
-_TRUE = {"true", "yes", "1"}
-_FALSE = {"false", "no", "0"}
-
 
 def _shown(value) -> str:
     if isinstance(value, str):
@@ -47,54 +44,16 @@ def _shown(value) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def convert(value, t: JType) -> tuple[object, str | None]:
-    """(converted value, None) or (None, why it does not fit `t`) for a non-null value."""
-    kind = t.kind
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value, None
-        if isinstance(value, (int, float)) and value in (0, 1):
-            return bool(value), None
-        if isinstance(value, str):
-            word = value.strip().lower()
-            if word in _TRUE:
-                return True, None
-            if word in _FALSE:
-                return False, None
-        return None, "is not a Bool (expected true/false, yes/no or 1/0)"
-    if kind == "score":
-        x = _number(value)
-        if x is None:
-            return None, f"is not a number ({t.required()} expected)"
-        if not math.isfinite(x):
-            return None, "is not a finite number"
-        if not t.lo <= x <= t.hi:
-            return None, f"is outside {t.required()}"
-        return x, None
-    if isinstance(value, str) and value in t.labels:
-        return value, None
-    if kind == "ordinal" and t.numbered:
-        x = _number(value)
-        if x is not None and x.is_integer() and str(int(x)) in t.labels:
-            return str(int(x)), None
-        return None, f"is not a level of {t.required()}"
-    if isinstance(value, str) and value.strip() in t.labels:
-        return value.strip(), None
-    what = "level" if kind == "ordinal" else "label"
-    return None, f"is not a {what} of {t.required()} (expected one of {', '.join(t.labels)})"
+def _is_sentinel(value, sentinels) -> bool:
+    """Whether a cell holds one of `missing`'s values: numbers compare as numbers (0 matches 0, 0.0 and
+    "0"), strings without surrounding spaces and case ("N/A" matches "n/a ")."""
+    for s in sentinels or ():
+        if isinstance(s, str):
+            if isinstance(value, str) and value.strip().casefold() == s.strip().casefold():
+                return True
+        elif number_of(value) == float(s):
+            return True
+    return False
 
 
 class HumanJudge:
@@ -127,10 +86,12 @@ class HumanJudge:
                 return Judgment.abstained(f"field {field!r} is empty", raw, **where)
             return Judgment.invalid(f"field {field!r} is empty, and `{t}` cannot abstain (declare it `{t}?` "
                                     "to treat an empty annotation as an abstention)", raw, **where)
+        if _is_sentinel(value, node.criterion.procedure.args.get("missing")):
+            return Judgment.abstained(f"field {field!r} = {raw} means not applicable (`missing`)", raw, **where)
         converted, problem = convert(value, t)
         if problem:
             return Judgment.invalid(f"field {field!r} = {raw} {problem}", raw, **where)
-        if converted == value and type(converted) is type(value) or (t.kind == "score" and _number(value) == converted
+        if converted == value and type(converted) is type(value) or (t.kind == "score" and number_of(value) == converted
                                                                      and not isinstance(value, str)):
             raw = None  # the cell held exactly the value: no need to keep it twice
         return Judgment.ok(converted, None, raw, **where)

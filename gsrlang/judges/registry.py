@@ -20,9 +20,6 @@ import os
 from typing import Mapping
 
 from gsrlang.judges.base import Judge, JudgeConfigError
-from gsrlang.judges.human import HumanJudge
-from gsrlang.judges.rules import RuleJudge
-from gsrlang.judges.verifier import VerifierJudge
 
 __all__ = ["JudgeRegistry", "default_registry", "llm_judge_available", "load_llm_judge"]
 
@@ -95,9 +92,17 @@ class JudgeRegistry:
                 await close()
 
 
-def default_registry(llm: Judge | None = None) -> JudgeRegistry:
-    """Rule, human and verifier judges, plus `llm` when one is given."""
-    judges: dict[str, Judge] = {"rule": RuleJudge(), "human": HumanJudge(), "verifier": VerifierJudge()}
+def default_registry(llm: Judge | None = None, catalog=None) -> JudgeRegistry:
+    """A judge for every judge kind that needs no configuration (rule, human, verifier, and any kind
+    registered with `gsrlang.check.judgekinds.judge_kind`), plus `llm` when one is given."""
+    from gsrlang.catalog import default_catalog
+    from gsrlang.check.judgekinds import judge_kinds
+
+    judges: dict[str, Judge] = {}
+    for name, kind in judge_kinds(catalog or default_catalog()).items():
+        judge = kind.make_judge()
+        if judge is not None:
+            judges[name] = judge
     if llm is not None:
         judges["llm"] = llm
     return JudgeRegistry(judges)

@@ -172,9 +172,16 @@ def _callee(toks: list[Tok], at: int) -> tuple[str | None, str]:
     name = toks[at - 1].text
     if at >= 3 and toks[at - 2].text == "." and toks[at - 3].text == "rule":
         return name, "rule"
-    if name in ("llm", "human", "verifier") and at >= 2 and toks[at - 2].text in ("=", "judge", "[", ","):
+    if at >= 2 and toks[at - 2].text in ("=", "judge", "[", ",") and name != "rule" and name in \
+            _kind_names():
         return name, "procedure"
     return name, "operator"
+
+
+def _kind_names() -> set[str]:
+    from gsrlang.catalog import default_catalog
+
+    return set(default_catalog().judges)
 
 
 def _given_names(top: list[Tok]) -> set[str]:
@@ -200,9 +207,8 @@ def _in_call(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
             return []
         args, owner = list(rule.params), f"rule.{name}"
     else:
-        from gsrlang.check.criteria import HUMAN_PARAMS, LLM_PARAMS
-
-        args = list({"llm": LLM_PARAMS, "human": HUMAN_PARAMS}.get(name, {}).values())
+        kind = c.catalog.judges.get(name)
+        args = list(kind.params) if kind is not None else []
     if not current:  # the start of an argument: its name (or, first, a positional port's value)
         items = [_argument_item(c, a, owner) for a in args if a.name not in given]
         if what == "operator" and not top and sig.ports:
@@ -377,11 +383,13 @@ def _rules(c: _Ctx) -> list[types.CompletionItem]:
 
 
 def _procedures(c: _Ctx) -> list[types.CompletionItem]:
-    items = [c.item(name, types.CompletionItemKind.Function, form, about)
-             for name, (form, about) in knowledge.PROCEDURES.items()]
-    items.append(c.item("rule", types.CompletionItemKind.Module, "rule.NAME(...)",
-                        "a deterministic rule from stdlib/rules.gsr", insert="rule."))
-    return items
+    from gsrlang.check.judgekinds import judge_kinds
+    from gsrlang.lsp.hover import describe_judge_kind
+
+    return [c.item(name, types.CompletionItemKind.Module, kind.use_text(), describe_judge_kind(kind), insert="rule.")
+            if name == "rule" else
+            c.item(name, types.CompletionItemKind.Function, kind.use_text(), describe_judge_kind(kind))
+            for name, kind in judge_kinds(c.catalog).items()]
 
 
 def _aggregates(c: _Ctx) -> list[types.CompletionItem]:

@@ -109,6 +109,6 @@ def code_actions(model: DocumentModel, span: Span, positions: PositionMap, files
             edit = types.TextEdit(range=positions.range(fix.span), new_text=fix.replacement)
             actions.append(types.CodeAction(
                 title=fix.title[:1].upper() + fix.title[1:], kind=types.CodeActionKind.QuickFix,
-                diagnostics=[lsp_diag], is_preferred=len(d.fixes) == 1,
+                diagnostics=[lsp_diag], is_preferred=fix.safe,
                 edit=types.WorkspaceEdit(changes={model.uri: [edit]})))
     return actions

@@ -7,6 +7,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
+from gsrlang.check.judgekinds import judge_kinds
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
@@ -35,7 +36,7 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
         rule = model.catalog.rules.get(target.name)
         text = describe_rule(rule) if rule else None
     elif target.kind == "procedure":
-        text = _procedure_text(target.name)
+        text = _procedure_text(model, target.name)
     elif target.kind == "member":
         text = _member_text(model, target)
     elif target.kind == "setting":
@@ -63,13 +64,18 @@ def _code(text: str) -> str:
     return f"```gsr\n{text}\n```\n"
 
 
+def _documented(sig) -> str:
+    """A signature, its documentation and its example (the stdlib's `e.g.` line)."""
+    text = _code(sig.signature()) + (f"\n{sig.description}" if sig.description else "")
+    return text + (f"\n\nExample: `{sig.example}`" if sig.example else "")
+
+
 def describe_operator(sig: OperatorSig) -> str:
-    return _code(sig.signature()) + (f"\n{sig.doc}" if sig.doc else "")
+    return _documented(sig)
 
 
 def describe_rule(rule: RuleSig) -> str:
-    return _code(rule.signature()) + (f"\n{rule.doc}" if rule.doc else "") + \
-        f"\n\nUse: `criterion NAME: Bool = rule.{rule.name}(...)`"
+    return _documented(rule)
 
 
 def describe_argument(model: DocumentModel, owner, sig: PortSig | ParamSig) -> str:
@@ -93,10 +99,15 @@ def _enum_of(model: DocumentModel, sig: ParamSig) -> EnumSig | None:
     return model.catalog.enums.get(pattern.name) if pattern.kind == "enum" else None
 
 
-def _procedure_text(name: str) -> str | None:
-    if name in knowledge.PROCEDURES:
-        form, about = knowledge.PROCEDURES[name]
-        return _code(form) + "\n" + about
+def describe_judge_kind(kind) -> str:
+    """A judge kind's signature, documentation and example (stdlib/judges.gsr), for hover and completion."""
+    return _documented(kind.sig)
+
+
+def _procedure_text(model: DocumentModel, name: str) -> str | None:
+    kind = judge_kinds(model.catalog).get(name)
+    if kind is not None:
+        return describe_judge_kind(kind)
     if name in knowledge.AGGREGATES:
         return _code(f"aggregate {name}") + "\nensemble aggregation. " + knowledge.AGGREGATES[name]
     return None

@@ -1,4 +1,5 @@
-"""What the language server says about the language's own words (the catalogue covers operators and rules).
+"""What the language server says about the language's own words (the catalogue covers operators, rules and
+judge kinds).
 
 Short texts taken from docs/language.md; hover and completion both read them.
 """
@@ -51,16 +52,6 @@ SETTING_VALUES = {
                  "none": "keep the real value"},
     "on_tie": {"tie": "declare a tie", "abstain": "record no verdict", "first": "prefer candidate A",
                "second": "prefer candidate B"},
-}
-
-PROCEDURES = {
-    "llm": ("llm(role: \"...\", temperature: 0.0, joint: false, shuffle: true, evidence: false, seed: 7)",
-            "The default procedure: one model call per candidate (or one for both with `joint: true`). "
-            "The prompt is built from `ask`, the `level` anchors and the `example`s."),
-    "human": ("human(field: \"scores.x\")", "A judgment read from a column of the data (a dotted path "
-              "into the record), converted to the declared type."),
-    "verifier": ("verifier(\"name\")", "A Python function registered under the `gsrlang.verifiers` "
-                 "entry point."),
 }
 
 AGGREGATES = {

@@ -241,9 +241,8 @@ class DocumentModel:
         if isinstance(sig, RuleSig):
             return sig.param(name)
         if isinstance(owner, ast.Procedure):
-            from gsrlang.check.criteria import HUMAN_PARAMS, LLM_PARAMS
-
-            return {"llm": LLM_PARAMS, "human": HUMAN_PARAMS}.get(owner.dotted, {}).get(name)
+            kind = self.catalog.judges.get(owner.dotted)
+            return kind.param(name) if kind is not None else None
         return None
 
 

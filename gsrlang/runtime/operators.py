@@ -127,6 +127,36 @@ def threshold(x, *, at: float):
     return x >= at
 
 
+def _rank(x, level: str, x_type: JType) -> tuple[int, int]:
+    return x_type.labels.index(x), x_type.labels.index(level)
+
+
+@operator("at_most", "transform", typed_ports=("x",))
+def at_most(x, *, level: str, x_type: JType):
+    """The level is `level` or below it, in declaration order."""
+    if x is ABSTAIN:
+        return ABSTAIN
+    mine, bound = _rank(x, level, x_type)
+    return mine <= bound
+
+
+@operator("at_least", "transform", typed_ports=("x",))
+def at_least(x, *, level: str, x_type: JType):
+    """The level is `level` or above it, in declaration order."""
+    if x is ABSTAIN:
+        return ABSTAIN
+    mine, bound = _rank(x, level, x_type)
+    return mine >= bound
+
+
+@operator("is", "transform")
+def is_(x, *, level):
+    """The judgment is exactly `level` (a label, or a bool)."""
+    if x is ABSTAIN:
+        return ABSTAIN
+    return x == level
+
+
 @operator("not", "transform")
 def not_(x):
     if x is ABSTAIN:

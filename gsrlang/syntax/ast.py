@@ -292,6 +292,16 @@ class RuleDecl:
 
 
 @node
+class JudgeDecl:
+    """`judge NAME(PARAMETERS)`: a judge kind's signature (stdlib/judges.gsr)."""
+
+    name: Ident
+    params: tuple[ParamDecl, ...]
+    doc: str = attrs.field(default="", eq=False)
+    span: Span = _span()
+
+
+@node
 class EnumDecl:
     name: Ident
     members: tuple[Ident, ...]
@@ -299,7 +309,7 @@ class EnumDecl:
     span: Span = _span()
 
 
-Item = Union[Header, ImportDecl, TaskDecl, CriterionDecl, NodeDecl, SinkDecl, OpDecl, RuleDecl, EnumDecl]
+Item = Union[Header, ImportDecl, TaskDecl, CriterionDecl, NodeDecl, SinkDecl, OpDecl, RuleDecl, JudgeDecl, EnumDecl]
 
 
 @node

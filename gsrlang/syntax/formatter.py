@@ -298,6 +298,8 @@ class _Printer:
         if isinstance(item, ast.RuleDecl):
             params = ", ".join(self._param_decl(p) for p in item.params)
             return [f"rule {item.name.name}({params}) -> {_type(item.result)}"]
+        if isinstance(item, ast.JudgeDecl):
+            return [f"judge {item.name.name}({', '.join(self._param_decl(p) for p in item.params)})"]
         if isinstance(item, ast.EnumDecl):
             return [f"enum {item.name.name} {{ {', '.join(m.name for m in item.members)} }}"]
         raise TypeError(f"cannot format {type(item).__name__}")  # pragma: no cover

@@ -165,7 +165,7 @@ def _attach_docs(module: ast.Module, text: str, base: int) -> ast.Module:
             own_line[line] = c.text.lstrip("#").strip()
     items = []
     for item in module.items:
-        if isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.EnumDecl)):
+        if isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.JudgeDecl, ast.EnumDecl)):
             line = src.line_col(item.span.start - base)[0] - 1
             lines = []
             while line in own_line:
@@ -487,6 +487,9 @@ class _ToAst(Transformer):
 
     def rule_decl(self, meta, name, params, result):
         return ast.RuleDecl(self._ident(name), params or (), result, span=self._s(meta))
+
+    def judge_decl(self, meta, name, params):
+        return ast.JudgeDecl(self._ident(name), params or (), span=self._s(meta))
 
     def type_params(self, meta, *names):
         return tuple(self._ident(n) for n in names)
