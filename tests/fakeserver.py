@@ -16,10 +16,20 @@ Usage::
                        Fault.refusal("I can't"))
         server.reject_json_schema = True   # 400 for response_format json_schema
         server.reject_json_object = True   # 400 for response_format json_object
+        server.reject_grammar = True       # 400 for a `grammar` field (OpenAI: unknown argument)
+        server.llamacpp = True             # imitate llama-cpp-python's server (below)
+        server.context_length = 4096       # 400 "exceed context window" past it (prompt tokens)
         server.max_in_flight       # peak number of chat requests handled at once
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming; ``stream: true`` gets a
 400) and ``GET /v1/models``.  Anything else is a 404.
+
+``llamacpp = True`` imitates llama-cpp-python 0.3's server as met in practice:
+``response_format`` of type ``json_schema`` gets **HTTP 500** with the pydantic
+validation error it sends ("Input should be 'text' or 'json_object'");
+``{"type": "json_object", "schema": S}`` is answered by the default responder with
+an instance of ``S`` (the server constrains decoding to it); a ``grammar`` field is
+accepted; ``logprobs: true`` gets per-token logprobs (``Reply.logprobs``).
 
 ``responder(body: dict) -> str | dict | Reply`` computes the answer to a chat
 request whose faults queue is empty.  A ``str`` is the assistant message
@@ -115,6 +125,7 @@ class Reply:
     refusal: Union[str, None] = None
     finish_reason: str = "stop"
     model: Union[str, None] = None
+    logprobs: Union[dict, None] = None  # the choice's `logprobs` ({"content": [...]}) when asked for
 
 
 @dataclass(frozen=True)
@@ -230,6 +241,8 @@ def _default_responder(body: dict) -> Any:
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         schema = (fmt.get("json_schema") or {}).get("schema")
         return schema_example(schema)
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), Mapping):
+        return schema_example(fmt["schema"])  # llama.cpp's json_object + schema
     return {"answer": "ok"}
 
 
@@ -385,6 +398,9 @@ class FakeOpenAI:
         self.require_key = require_key
         self.reject_json_schema = False
         self.reject_json_object = False
+        self.reject_grammar = False
+        self.llamacpp = False
+        self.context_length: int | None = None
         self.requests: list[Received] = []
         self.errors: list[str] = []
         self.in_flight = 0
@@ -511,6 +527,20 @@ class FakeOpenAI:
             h._error(400, "fakeserver: streaming is not supported", param="stream")
             return
         fmt = body.get("response_format")
+        if self.context_length is not None and _tokens(prompt_text(body)) > self.context_length:
+            h._error(400, f"Requested tokens ({_tokens(prompt_text(body))}) exceed context window of "
+                          f"{self.context_length}")
+            return
+        if self.llamacpp and isinstance(fmt, Mapping) and fmt.get("type") not in ("text", "json_object"):
+            detail = [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                       "msg": "Input should be 'text' or 'json_object'", "input": fmt.get("type"),
+                       "ctx": {"expected": "'text' or 'json_object'"}}]
+            h._send(500, {"error": {"message": str(detail), "type": "internal_server_error",
+                                    "param": None, "code": None}})
+            return
+        if "grammar" in body and self.reject_grammar:
+            h._error(400, "Unrecognized request argument supplied: grammar", param="grammar")
+            return
         if isinstance(fmt, Mapping):
             if fmt.get("type") == "json_schema" and self.reject_json_schema:
                 h._error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
@@ -560,7 +590,7 @@ class FakeOpenAI:
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": reply.refusal},
-                "logprobs": None,
+                "logprobs": reply.logprobs if body.get("logprobs") else None,
                 "finish_reason": reply.finish_reason,
             }],
             "usage": usage,

@@ -351,12 +351,14 @@ async def test_json_schema_rejected_falls_back_to_json_object(server):
 async def test_both_formats_rejected_falls_back_to_plain_text():
     answer = 'Here is my judgment:\n```json\n{"score": 3, "reason": "fine"}\n```\nHope this helps.'
     with FakeOpenAI(responder=lambda body: answer) as server:
-        server.reject_json_schema = server.reject_json_object = True
+        server.reject_json_schema = server.reject_json_object = server.reject_grammar = True
         async with make_client(server) as client:
             result = await client.complete(make_request())
             assert client.structured_mode == "off"
     assert result.data == {"score": 3, "reason": "fine"} and result.structured == "off"
-    assert [b.get("response_format", {}).get("type") for b in server.requests] == ["json_schema", "json_object", None]
+    assert [b.get("response_format", {}).get("type") for b in server.requests] == [
+        "json_schema", "json_object", None, None]
+    assert "grammar" in server.requests[2] and "grammar" not in server.requests[3]
     assert "JSON Schema" in server.requests[-1]["messages"][-1]["content"]
 
 

@@ -302,8 +302,10 @@ async def test_structured_output_fallback(server):
     j = await judge.judge(node("kind"), it, it.candidates[0])
     assert j.value == "news"
     last = server.requests[-1]
-    assert last["response_format"] == {"type": "json_object"}
-    assert "JSON Schema" in last["messages"][-1]["content"]  # the schema travels in the prompt instead
+    assert last["response_format"]["type"] == "json_object"
+    assert last["response_format"]["schema"]["properties"]["answer"]["enum"] == ["A", "B", "C"]
+    assert "JSON Schema" in last["messages"][-1]["content"]  # and in the prompt, for servers that ignore it
+    assert j.provenance["structured"] == "json_object"
     await judge.aclose()
 
 

@@ -360,6 +360,8 @@ def _llm_report(registry, summary, stream) -> bool:
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
               f"{u['completion_tokens']} completion tokens, {u['call_failures']} failed calls; "
               f"wall time {summary.seconds:.1f} s", file=stream)
+        for who, mode in (u.get("structured") or {}).items():
+            print(f"  structured output of {who}: {mode}", file=stream)
     for line in llm.report():
         print(f"gsr run: WARNING: {line}", file=sys.stderr)
     return bool(getattr(llm, "failed_every_call", False))

@@ -23,11 +23,16 @@ Behaviour
 * **Structured output**: ``config.structured`` selects how JSON is asked for:
   ``json_schema`` (``response_format`` with the request's schema,
   ``strict: False``), ``json_object`` (``response_format={"type":
-  "json_object"}`` plus an appended instruction describing the schema), or
-  ``off`` (only the appended instruction).  ``auto`` starts with
-  ``json_schema`` and, when the server answers 400/422 about
-  ``response_format``, remembers that *for this client* and falls back to
-  ``json_object``, then to ``off`` (fallbacks are not counted as retries).
+  "json_object", "schema": ...}`` plus an appended instruction describing the
+  schema), ``grammar`` (a GBNF grammar of the schema in the ``grammar`` field,
+  plus the instruction) or ``off`` (only the appended instruction).  ``auto``
+  negotiates the mode once per (base_url, model), see
+  :mod:`gsrlang.judges.llm.server`: the first request with a schema walks the
+  ladder while the others wait, an error that says the format is unsupported
+  (400, 422, or a 500 that says so) steps down and is never retried, and the
+  outcome is remembered in ``servers.json`` beside the judgment cache, so a
+  resumed run does not negotiate at all (fallbacks are not counted as retries).
+  A forced mode the server refuses fails at once, naming ``--structured``.
   A request without a schema skips ``json_schema``.  In every mode the answer
   is parsed with :func:`extract_json`; a non-JSON answer raises
   :class:`AnswerFormatError` carrying the raw text (retrying it is the
@@ -77,6 +82,7 @@ from openai.types.chat import ChatCompletion
 from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
 from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
+from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 
 __all__ = [
     "ChatRequest",
@@ -308,10 +314,6 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return exc.message or ""
 
 
-_FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "json schema",
-                 "structured output", "guided_json", "guided decoding")
-
-
 def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict]:
     out = [dict(m) for m in messages]
     if out and out[-1].get("role") == "user":
@@ -352,7 +354,9 @@ class LLMClient:
 
     ``backoff_base``/``backoff_cap`` (seconds) shape the retry backoff,
     ``retry_after_cap`` bounds a server's ``Retry-After``, ``rng`` makes the
-    jitter reproducible, ``http_client`` is passed to ``AsyncOpenAI``.
+    jitter reproducible, ``http_client`` is passed to ``AsyncOpenAI``;
+    ``knowledge`` is where negotiated modes are remembered (default:
+    ``servers.json`` beside the cache; none without a cache).
     """
 
     def __init__(
@@ -365,6 +369,7 @@ class LLMClient:
         retry_after_cap: float = 60.0,
         rng: random.Random | None = None,
         http_client: Any = None,
+        knowledge: KnowledgeStore | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -376,8 +381,17 @@ class LLMClient:
         self._sem = asyncio.Semaphore(config.concurrency)
         self._secrets = tuple(s for s in [config.api_key.reveal() if config.api_key else ""] if len(s) >= 4)
         self._origin = _origin(config.effective_base_url)
-        # auto mode: response_format types the server rejected
+        # auto mode: the modes the server rejected, and the one settled on (negotiated or remembered)
         self._rejected: set[str] = set()
+        if knowledge is None and cache is not None:
+            knowledge = KnowledgeStore(knowledge_path(cache.path))
+        self.knowledge = knowledge
+        known = knowledge.get(config.effective_base_url, config.model) if knowledge is not None else {}
+        self._settled: str | None = known.get("structured") if known.get("structured") in LADDER else None
+        self.negotiation: str | None = "remembered" if self._settled else None  # or "negotiated"
+        self._negotiating = asyncio.Lock()
+        self._fatal: JudgeCallError | None = None  # the server is unreachable: fail the rest at once
+        self._answered = 0
         self._max_tokens_param = "max_tokens"
         self._pause_until = 0.0
         self._closed = False
@@ -389,7 +403,7 @@ class LLMClient:
             http_client=http_client,
         )
 
-    _LADDER = ("json_schema", "json_object", "off")
+    _LADDER = LADDER
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, base_url={self._origin!r}, structured={self.structured_mode!r})"
@@ -397,11 +411,16 @@ class LLMClient:
     # ------------------------------------------------------------------ state
 
     @property
+    def origin(self) -> str:
+        """The server as scheme://host:port (no path, userinfo or query)."""
+        return self._origin
+
+    @property
     def structured_mode(self) -> str:
         """The mode used now for requests with a schema (after any fallback)."""
         if self.config.structured != "auto":
             return self.config.structured
-        return next(m for m in self._LADDER if m not in self._rejected)
+        return self._settled or next(m for m in self._LADDER if m not in self._rejected)
 
     @property
     def rejected_modes(self) -> frozenset[str]:
@@ -411,12 +430,15 @@ class LLMClient:
     def _mode_for(self, request: ChatRequest) -> str:
         if self.config.structured != "auto":
             mode = self.config.structured
-            return "json_object" if mode == "json_schema" and request.schema is None else mode
-        for mode in self._LADDER:
-            if mode in self._rejected or (mode == "json_schema" and request.schema is None):
-                continue
+            if request.schema is None:  # nothing to send a schema or grammar for
+                return {"json_schema": "json_object", "grammar": "off"}.get(mode, mode)
             return mode
-        return "off"
+        if request.schema is None:
+            weak = self._settled in ("grammar", "off") or "json_object" in self._rejected
+            return "off" if weak else "json_object"
+        if self._settled is not None:
+            return self._settled
+        return next((m for m in self._LADDER if m not in self._rejected), "off")
 
     def _scrub(self, text: str) -> str:
         for s in self._secrets:
@@ -437,9 +459,15 @@ class LLMClient:
             }
         elif mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+            if request.schema is not None:  # llama.cpp constrains to it; others still read it in the prompt
+                kwargs["response_format"]["schema"] = request.schema
             if request.schema is not None or not _mentions_json(messages):
                 messages = _append_instruction(messages, _schema_instruction(request.schema))
-        elif request.schema is not None:  # off
+        elif request.schema is not None:  # grammar, off
+            if mode == "grammar":
+                from .gbnf import schema_gbnf
+
+                kwargs["extra_body"] = {"grammar": schema_gbnf(request.schema)}
             messages = _append_instruction(messages, _schema_instruction(request.schema))
         kwargs["messages"] = messages
         if eff["seed"] is not None:
@@ -478,13 +506,9 @@ class LLMClient:
         short = " ".join(message.split())
         if len(short) > 300:
             short = short[:299] + "\u2026"
-        retryable = status in RETRYABLE_STATUS or status >= 500
         lowered = message.lower()
-        format_rejected = (
-            status in (400, 422)
-            and "response_format" in kwargs
-            and (getattr(exc, "param", None) == "response_format" or any(w in lowered for w in _FORMAT_WORDS))
-        )
+        rejected = format_rejected(status, message, kwargs, getattr(exc, "param", None))
+        retryable = (status in RETRYABLE_STATUS or status >= 500) and not rejected
         wants_mct = (
             status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         )
@@ -496,7 +520,7 @@ class LLMClient:
             server_message=short,
             retryable=retryable,
             retry_after=_parse_retry_after(exc.response.headers if exc.response is not None else None),
-            format_rejected=format_rejected,
+            format_rejected=rejected,
             wants_max_completion_tokens=wants_mct,
         )
 
@@ -516,16 +540,23 @@ class LLMClient:
         else:
             how = f"(HTTP {failure.status} is not retried)"
         hint = ""
+        context = context_from_error(failure.server_message or "")
         if failure.status in (401, 403):
             hint = " -- check the API key (OPENAI_API_KEY or the role's key)"
         elif failure.status == 404:
             hint = " -- check the model name, and that base_url ends with /v1"
         elif failure.kind == "connection":
-            hint = " -- is the server running at that base_url?"
+            hint = " -- is the server running at that base_url? (`gsr probe` checks it)"
+        elif failure.format_rejected:
+            hint = (f" -- the server does not take --structured {self.config.structured}; use --structured auto to "
+                    "negotiate a mode it takes")
+        elif context is not None:
+            hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
+                    "larger context (llama.cpp: --n_ctx) or shorten the prompt")
         msg = self._scrub(
             f"judge call to model {self.config.model!r} at {self._origin} failed {how}: {failure.detail}{hint}"
         )
-        return JudgeCallError(
+        error = JudgeCallError(
             msg,
             status=failure.status,
             kind=failure.kind,
@@ -534,6 +565,9 @@ class LLMClient:
             retryable=failure.retryable,
             model=self.config.model,
         )
+        if failure.kind == "connection" and not self._answered:
+            self._fatal = error  # never reached: the calls still queued fail at once with the same line
+        return error
 
     # ------------------------------------------------------------------ API
 
@@ -567,6 +601,32 @@ class LLMClient:
                     finish_reason=hit.get("finish_reason"),
                 )
 
+        if self._fatal is not None:
+            self.usage.failures += 1
+            raise self._fatal
+        if self.config.structured == "auto" and self._settled is None and request.schema is not None:
+            async with self._negotiating:  # one request negotiates; the others wait for its outcome
+                if self._settled is None:
+                    resp, latency, attempts, mode = await self._send(request)
+                    self._settle(mode)
+                    return self._finish(request, resp, latency, attempts, mode, key)
+        resp, latency, attempts, mode = await self._send(request)
+        return self._finish(request, resp, latency, attempts, mode, key)
+
+    def _settle(self, mode: str) -> None:
+        """Keep the mode that got an answer, for this client and (through the store) later runs."""
+        self._settled = mode
+        self.negotiation = "negotiated"
+        if self.knowledge is not None:
+            self.knowledge.update(self.config.effective_base_url, self.config.model, structured=mode,
+                                  rejected=sorted(self._rejected))
+        log.info("%s at %s: structured output negotiated: %s", self.config.model, self._origin, mode)
+
+    async def _send(self, request: ChatRequest) -> tuple[ChatCompletion, float, int, str]:
+        """Post the request, stepping down the ladder on format rejections and retrying transient errors."""
+        if self._fatal is not None:
+            self.usage.failures += 1
+            raise self._fatal
         attempts = 0
         retries = 0
         adaptations = 0
@@ -577,15 +637,17 @@ class LLMClient:
             attempts += 1
             try:
                 resp, latency = await self._post(kwargs)
-                break
+                self._answered += 1
+                return resp, latency, attempts, mode
             except _Failure as failure:
-                if adaptations < 4 and failure.format_rejected and self.config.structured == "auto" and mode != "off":
+                if (adaptations < 4 and failure.format_rejected and self.config.structured == "auto"
+                        and mode != "off" and self._settled is None):
                     adaptations += 1
                     if mode not in self._rejected:
                         self._rejected.add(mode)
                         self.usage.fallbacks += 1
                         log.warning(
-                            "%s at %s rejected response_format %s (%s); falling back to %s for this client",
+                            "%s at %s rejected structured-output mode %s (%s); falling back to %s",
                             self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
                         )
                     continue
@@ -609,8 +671,6 @@ class LLMClient:
                     self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
                 )
                 await asyncio.sleep(delay)
-
-        return self._finish(request, resp, latency, attempts, mode, key)
 
     def _finish(
         self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str, key: str | None

@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 CONFIG_FILE_NAME = "gsr.toml"
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "grammar", "off")
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 NO_MODEL_MESSAGE = "no judge model configured: pass --model, set GSR_MODEL, or set [judge] model in gsr.toml"

@@ -326,6 +326,7 @@ class LLMJudge:
         self._roles: dict[str, _RoleStats] = {}
         self._gates: dict[int, asyncio.Semaphore] = {}
         self._closed_usage = Usage()
+        self._closed_modes: dict[str, str] = {}
         self._fewshot_used: set[str] = set()
 
     # ---------------------------------------------------------------- interface
@@ -368,6 +369,7 @@ class LLMJudge:
     async def aclose(self) -> None:
         """Close the HTTP clients (and the cache, when this judge opened it)."""
         self._closed_usage = self._closed_usage + self.pool.usage  # the pool forgets its clients on close
+        self._closed_modes = self.structured_modes()
         await self.pool.aclose()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
@@ -394,7 +396,16 @@ class LLMJudge:
             "call_failures": s.call_failures,
             "joint_disagreements": s.joint_disagreements,
             "model_latency_s": round(s.latency_s, 3),
+            "structured": self.structured_modes(),
         }
+
+    def structured_modes(self) -> dict[str, str]:
+        """{"MODEL at ORIGIN": "MODE (negotiated|remembered|forced)"} for every client used so far."""
+        modes = dict(self._closed_modes)
+        for client in self.pool.clients:
+            how = "forced" if client.config.structured != "auto" else (client.negotiation or "not yet negotiated")
+            modes[f"{client.config.model} at {client.origin}"] = f"{client.structured_mode} ({how})"
+        return modes
 
     def report(self) -> list[str]:
         """Loud lines about judges that failed (empty when every judge answered)."""
@@ -554,6 +565,8 @@ class LLMJudge:
             "cached": out.cached,
             "calls": out.calls,
         }
+        if out.structured:
+            prov["structured"] = out.structured
         if spec.options:
             prov["order"] = spec.order
         if len(out.results) == 1 and out.results[0].get("answer") is not None:

@@ -58,7 +58,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, metavar="N",
         help="makes the run reproducible: option order, few-shot draws and the model's sampling seed are "
              "derived from it per call")
-    add("--structured", choices=("auto", "json_schema", "json_object", "off"),
+    add("--structured", choices=("auto", "json_schema", "json_object", "grammar", "off"),
         help="how JSON answers are asked for (default auto: JSON Schema, falling back where unsupported)")
     add("--cache", metavar="FILE", default=None,
         help=f"the judgment cache (SQLite; default {DEFAULT_CACHE}); a rerun or a resumed run costs no calls "

@@ -1,0 +1,181 @@
+"""GBNF, the grammar language of llama.cpp's constrained decoding, written by code.
+
+Two things are turned into GBNF here, never by hand:
+
+* a judgment's JSON Schema (:func:`schema_gbnf`), for servers that take a grammar but no
+  JSON Schema (the ``grammar`` step of structured-output negotiation); only the shapes
+  :class:`gsrlang.judges.llm.prompts.AnswerSpec` produces are covered (objects with fixed
+  properties, strings, string enums, numbers, booleans, arrays, ``anyOf``);
+* a regular expression of a Lark terminal (:func:`regex_gbnf`), used by
+  :mod:`gsrlang.compiler.grammar` to translate the program grammar. Python's own regex
+  parser reads the pattern, so every construct either translates or raises
+  :class:`GBNFError` (lookarounds and backreferences have no GBNF form).
+
+GBNF rule names allow letters, digits and ``-`` only: :func:`rule_name` maps the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+try:  # Python >= 3.11
+    import re._constants as _c
+    import re._parser as _p
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _p  # type: ignore[no-redef]
+
+__all__ = ["GBNFError", "literal", "regex_gbnf", "rule_name", "schema_gbnf"]
+
+
+class GBNFError(ValueError):
+    """A construct with no GBNF form."""
+
+
+def rule_name(name: str) -> str:
+    """A GBNF-legal rule name (letters, digits, ``-``) for a grammar's symbol name."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", name).strip("-") or "r"
+
+
+def literal(text: str) -> str:
+    """A GBNF string literal."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _class_char(code: int) -> str:
+    ch = chr(code)
+    if ch in "]\\^-[":
+        return "\\" + ch
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\f": "\\x0C", "\v": "\\x0B"}.get(ch, ch)
+
+
+_CATEGORIES = {
+    _c.CATEGORY_DIGIT: ("0-9", False),
+    _c.CATEGORY_NOT_DIGIT: ("0-9", True),
+    _c.CATEGORY_SPACE: (" \\t\\n\\r\\x0C\\x0B", False),
+    _c.CATEGORY_NOT_SPACE: (" \\t\\n\\r\\x0C\\x0B", True),
+    _c.CATEGORY_WORD: ("A-Za-z0-9_", False),
+    _c.CATEGORY_NOT_WORD: ("A-Za-z0-9_", True),
+}
+
+
+def _charset(items) -> str:
+    negate = False
+    parts = []
+    for op, av in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            parts.append(_class_char(av))
+        elif op is _c.RANGE:
+            parts.append(f"{_class_char(av[0])}-{_class_char(av[1])}")
+        elif op is _c.CATEGORY:
+            body, neg = _CATEGORIES[av]
+            if neg:
+                raise GBNFError("a negated category inside a character class")
+            parts.append(body)
+        else:
+            raise GBNFError(f"character-class item {op}")
+    return "[" + ("^" if negate else "") + "".join(parts) + "]"
+
+
+def _seq(items) -> str:
+    out = [_node(op, av) for op, av in items]
+    return " ".join(p for p in out if p) or '""'
+
+
+def _node(op, av) -> str:
+    if op is _c.LITERAL:
+        return literal(chr(av))
+    if op is _c.NOT_LITERAL:
+        return "[^" + _class_char(av) + "]"
+    if op is _c.ANY:
+        return "[^\\n]"
+    if op is _c.IN:
+        return _charset(av)
+    if op is _c.CATEGORY:
+        body, neg = _CATEGORIES[av]
+        return "[" + ("^" if neg else "") + body + "]"
+    if op is _c.SUBPATTERN:
+        return "(" + _seq(av[-1]) + ")"
+    if op is _c.BRANCH:
+        return "(" + " | ".join(_seq(alt) for alt in av[1]) + ")"
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+        lo, hi, sub = av
+        inner = _seq(sub)
+        inner = inner if len(sub) == 1 and sub[0][0] in (_c.IN, _c.LITERAL, _c.SUBPATTERN, _c.ANY, _c.BRANCH, _c.CATEGORY) else f"({inner})"
+        if (lo, hi) == (0, _c.MAXREPEAT):
+            return inner + "*"
+        if (lo, hi) == (1, _c.MAXREPEAT):
+            return inner + "+"
+        if (lo, hi) == (0, 1):
+            return inner + "?"
+        return inner + "{" + str(lo) + ("," if hi == _c.MAXREPEAT else "," + str(hi) if hi != lo else "") + "}"
+    raise GBNFError(f"the regex construct {op} (lookaround, anchor or backreference)")
+
+
+def regex_gbnf(pattern: str) -> str:
+    """A GBNF expression matching what the Python regex ``pattern`` matches (see the module doc)."""
+    return _seq(_p.parse(pattern))
+
+
+# ---- JSON Schema -> GBNF (the judgment shapes) ------------------------------------------------------------
+
+_WS = 'ws ::= [ \\t\\n]{0,8}'
+_STRING = 'string ::= "\\"" ( [^"\\\\\\n] | "\\\\" ["\\\\/bfnrt] ){0,600} "\\""'
+_NUMBER = 'number ::= "-"? [0-9]{1,8} ("." [0-9]{1,6})?'
+
+
+def _value(schema: dict, rules: dict[str, str], name: str) -> str:
+    if "anyOf" in schema:
+        return "(" + " | ".join(_value(s, rules, f"{name}-{i}") for i, s in enumerate(schema["anyOf"])) + ")"
+    if "enum" in schema:
+        return "(" + " | ".join(literal(json.dumps(v)) for v in schema["enum"]) + ")"
+    if "const" in schema:
+        return literal(json.dumps(schema["const"]))
+    typ = schema.get("type")
+    if typ == "object":
+        rules[name] = _object(schema, rules, name)
+        return name
+    if typ == "array":
+        item = _value(schema.get("items", {"type": "string"}), rules, name + "-item")
+        return f'"[" ws ({item} ws ("," ws {item} ws){{0,7}})? "]"'
+    if typ == "string":
+        return "string"
+    if typ in ("number", "integer"):
+        return "number"
+    if typ == "boolean":
+        return '("true" | "false")'
+    raise GBNFError(f"a JSON Schema of type {typ!r}")
+
+
+def _object(schema: dict, rules: dict[str, str], name: str) -> str:
+    props = schema.get("properties") or {}
+    parts = []
+    for i, (key, sub) in enumerate(props.items()):
+        sep = '"," ws ' if i else ""
+        parts.append(f"{sep}{literal(json.dumps(key))} ws \":\" ws {_value(sub, rules, rule_name(f'{name}-{key}'))} ws")
+    return '"{" ws ' + " ".join(parts) + ' "}"'
+
+
+def schema_gbnf(schema: dict) -> str:
+    """A GBNF grammar whose sentences are JSON objects of ``schema``, properties in the schema's order."""
+    rules: dict[str, str] = {}
+    root = _object(schema, rules, "obj")
+    lines = [f"root ::= ws {root} ws"]
+    lines += [f"{k} ::= {v}" for k, v in rules.items()]
+    lines += [_WS, _STRING, _NUMBER]
+    return "\n".join(lines) + "\n"
