@@ -27,6 +27,7 @@ COMMANDS = {
     "replay": "replay",
     "metrics": "metrics",
     "compile": "compile",
+    "probe": "probe",
     "render": "render",
     "lsp": "lsp",
 }
