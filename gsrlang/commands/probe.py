@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 
-from gsrlang.cli import UsageError
+from gsrlang.commands import UsageError
 
 HELP = "ask a model server what it supports (structured output, grammar, context, logprobs, speed)"
 DESCRIPTION = """\
@@ -82,7 +82,8 @@ def _table(report: dict) -> str:
 def run(args) -> int:
     from gsrlang.judges.llm.config import ConfigError, LLMError, resolve_settings
     from gsrlang.judges.llm.options import judge_flags
-    from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path, probe
+    from gsrlang.judges.llm.probe import probe
+    from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
 
     try:
         settings = resolve_settings(judge_flags(args))
