@@ -67,8 +67,14 @@ def add_arguments(p) -> None:
     c.add_argument("--constrain", choices=("none", "grammar", "json"), default="none",
                    help="grammar: send the .gsr grammar for constrained decoding (vLLM); json: ask for the JSON form "
                         "under a JSON Schema (structured outputs). The checker decides either way")
-    c.add_argument("--grammar-field", choices=("structured_outputs", "guided_grammar"), default="structured_outputs",
-                   help="how the grammar is sent: structured_outputs (vLLM >= 0.10.2) or guided_grammar (older vLLM)")
+    c.add_argument("--grammar-field", choices=("auto", "structured_outputs", "guided_grammar", "grammar"),
+                   default="auto",
+                   help="how the grammar is sent: structured_outputs (vLLM >= 0.10.2), guided_grammar (older vLLM), "
+                        "grammar (llama.cpp: the grammar in GBNF); auto (the default): what `gsr probe` found the "
+                        "server obeys, else structured_outputs")
+    c.add_argument("--context", type=int, metavar="TOKENS",
+                   help="the server's context length; a small one gets a smaller prompt (a compact catalogue, one "
+                        "example). Default: what `gsr probe` found, else unknown (the full prompt)")
     c.add_argument("--json-form", choices=("auto", "project", "sketch"), default="auto",
                    help="with --constrain json: the declarative JSON form of `gsr export` (project), a smaller "
                         "declaration sketch (sketch), or the project form when installed (auto, the default)")
@@ -162,6 +168,8 @@ def _check_mode(args) -> bool:
             raise UsageError(f"{', '.join(extra)} need{'s' if len(extra) == 1 else ''} --data (batch mode)")
     if args.repairs < 0:
         raise UsageError(f"--repairs must be 0 or more, got {args.repairs}")
+    if args.context is not None and args.context < 256:
+        raise UsageError(f"--context must be at least 256 tokens, got {args.context}")
     return batch
 
 
@@ -261,17 +269,68 @@ def _run_one(args, contract) -> int:
     return _report_one(args, result, out)
 
 
+def _server_facts(args, config) -> dict:
+    """What `gsr probe` (or a run's negotiation) recorded for this server and model, beside the compile cache."""
+    from gsrlang.compiler.cache import DEFAULT_CACHE
+    from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
+
+    if args.no_cache:
+        return {}
+    return KnowledgeStore(knowledge_path(args.cache or DEFAULT_CACHE)).get(config.effective_base_url, config.model)
+
+
+def _remember(args, config, **facts) -> None:
+    from gsrlang.compiler.cache import DEFAULT_CACHE
+    from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
+
+    if not args.no_cache:
+        KnowledgeStore(knowledge_path(args.cache or DEFAULT_CACHE)).update(config.effective_base_url, config.model,
+                                                                            **facts)
+
+
+def _fitted_prompt(spec, args, config, facts, announce: bool = True):
+    """The compile prompt sized to the server's context (--context, else the probed one); says what was cut."""
+    from gsrlang.compiler.prompt import fit_prompt
+
+    context = args.context or facts.get("context_length")
+    reserve = 2 * (config.max_tokens or 1024)
+    prompt, cut = fit_prompt(spec, context, reserve)
+    if cut != "nothing" and announce and not args.quiet:
+        source = "--context" if args.context else "the server"
+        print(f"gsr compile: the prompt is fitted to a {context}-token context (from {source}), keeping "
+              f"{reserve} tokens for answers and repairs; cut: {cut}", file=sys.stderr)
+    return prompt
+
+
+def _grammar_field(args, facts) -> str:
+    if args.grammar_field != "auto":
+        return args.grammar_field
+    return {"gbnf": "grammar"}.get(facts.get("grammar_dialect"), facts.get("grammar_dialect") or "structured_outputs")
+
+
 async def _compile_one(spec, config, args, cache, out, on_round):
     from gsrlang.compiler.prompt import PromptError
     from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
     from gsrlang.judges.llm import LLMError
 
+    from gsrlang.judges.llm.server import context_from_error
+
     try:
+        facts = _server_facts(args, config)
         async with CompilerClient(config) as client:
-            return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
-                                        grammar_field=args.grammar_field, json_form=args.json_form, path=out,
-                                        on_round=on_round,
-                                        cache=_CacheView(cache, args.retry_failed) if cache else None)
+            for attempt in range(2):
+                prompt = _fitted_prompt(spec, args, config, facts)
+                try:
+                    return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
+                                                grammar_field=_grammar_field(args, facts), json_form=args.json_form,
+                                                path=out, on_round=on_round, prompt=prompt,
+                                                cache=_CacheView(cache, args.retry_failed) if cache else None)
+                except LLMError as exc:  # a context overflow names the context: fit the prompt to it, once
+                    context = context_from_error(getattr(exc, "server_message", None) or "")
+                    if attempt or context is None or args.context or facts.get("context_length"):
+                        raise
+                    facts = {**facts, "context_length": context}
+                    _remember(args, config, context_length=context)
     except PromptError as exc:
         raise UsageError(str(exc)) from None
     except LLMError as exc:
@@ -396,16 +455,20 @@ async def _compile_batch(items, config, args, cache, out_dir):
     done = [0]
     printer = _Printer(args, "program.gsr")
 
+    facts = _server_facts(args, config)
+    announced = []
+
     async with CompilerClient(config) as client:
         async def one(spec, path):
             def on_round(r):
                 printer.display = path.name
                 printer.round(r, prefix=f"{path.stem}: ")
             try:
+                prompt = _fitted_prompt(spec, args, config, facts, announce=not announced)
+                announced.append(True)
                 return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
-                                            grammar_field=args.grammar_field, json_form=args.json_form, path=path,
-                                            on_round=on_round,
-                                            cache=view)
+                                            grammar_field=_grammar_field(args, facts), json_form=args.json_form,
+                                            path=path, on_round=on_round, prompt=prompt, cache=view)
             except PromptError as exc:
                 raise UsageError(str(exc)) from None
 

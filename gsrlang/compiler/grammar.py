@@ -14,7 +14,18 @@ Servers take it in different fields:
 
 * `structured_outputs` (vLLM >= 0.10.2, and the only form since 0.12):
   ``extra_body={"structured_outputs": {"grammar": G}}``;
-* `guided_grammar` (older vLLM): ``extra_body={"guided_grammar": G}``.
+* `guided_grammar` (older vLLM): ``extra_body={"guided_grammar": G}``;
+* `grammar` (llama.cpp, llama-cpp-python): the same grammar translated to GBNF by
+  :func:`program_gbnf`, in the request's ``grammar`` field.
+
+The GBNF translation is code too: Lark compiles the simplified grammar to plain BNF rules
+and terminals, and each rule becomes a GBNF rule, each string terminal a literal and each
+regex terminal the GBNF of its regex (:func:`gsrlang.judges.llm.gbnf.regex_gbnf`). Lark
+skips whitespace between tokens; GBNF has no skipping, so whitespace is written into the
+rules: optional before punctuation, required before a token that starts with a letter or
+digit (so two words never run together into one NAME). Comments are not generated.
+Repetitions inside tokens are bounded (a string of at most 400 characters), so a small
+model that loops inside one still ends.
 
 Whatever the server does with it, the checker still decides.
 """
@@ -24,7 +35,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar")
+GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar", "grammar")
 
 _SIGNATURES = re.compile(r"^// ---- stdlib signatures.*?(?=^// ---- )", re.M | re.S)
 _SIGNATURE_ITEMS = re.compile(r"^\s*\|\s*(op_decl|rule_decl|judge_decl|enum_decl)\s*$\n?", re.M)
@@ -53,8 +64,57 @@ def program_grammar() -> str:
     return header + body.strip() + "\n"
 
 
+def _wordlike(pattern) -> bool:
+    """Whether a terminal can start with a letter, digit or underscore."""
+    if pattern.type == "str":
+        return bool(re.match(r"\w", pattern.value))
+    return any(re.match(pattern.to_regexp(), probe) for probe in ("a", "A", "_", "0", "0.0", "0e1"))
+
+
+def _no_left_recursion(name: str, alternatives: list[str]) -> str:
+    """`A ::= b | A c` (Lark's expansion of repetitions) as `A ::= (b) (c)*`: llama.cpp rejects left recursion."""
+    own = [a[len(name):].strip() for a in alternatives if a == name or a.startswith(name + " ")]
+    rest = [a for a in alternatives if not (a == name or a.startswith(name + " "))]
+    if not own:
+        return " | ".join(alternatives)
+    return "(" + " | ".join(rest) + ") (" + " | ".join(own) + ")*"
+
+
+@cache
+def program_gbnf(token_bound: int = 400) -> str:
+    """:func:`program_grammar` in GBNF (llama.cpp), generated from Lark's compiled rules (see the module doc)."""
+    from lark import Lark
+
+    from gsrlang.judges.llm.gbnf import literal, regex_gbnf, rule_name
+
+    lark = Lark(program_grammar(), parser="earley", keep_all_tokens=True)
+    terms = {t.name: t for t in lark.terminals}
+    alternatives: dict[str, list[str]] = {}
+    for rule in lark.rules:
+        parts = []
+        for sym in rule.expansion:
+            if sym.is_term:
+                parts.append(("ws1 " if _wordlike(terms[sym.name].pattern) else "ws ") + "t-" + rule_name(sym.name))
+            else:
+                parts.append("r-" + rule_name(sym.name))
+        alternatives.setdefault("r-" + rule_name(rule.origin.name), []).append(" ".join(parts))
+    lines = ["# The .gsr program grammar in GBNF, generated from gsrlang's grammar/gsr.lark; do not edit.",
+             "root ::= r-start ws"]
+    lines += [f"{name} ::= {_no_left_recursion(name, alts)}" for name, alts in alternatives.items()]
+    for name, t in terms.items():
+        if name in lark.ignore_tokens:
+            continue
+        bound = token_bound if name == "STRING" else 40
+        body = literal(t.pattern.value) if t.pattern.type == "str" else regex_gbnf(t.pattern.value, bound)
+        lines.append(f"t-{rule_name(name)} ::= {body}")
+    lines += ["ws ::= [ \t\n]{0,6}", "ws1 ::= [ \t\n]{1,6}"]
+    return "\n".join(lines) + "\n"
+
+
 def grammar_extra_body(field: str = "structured_outputs") -> dict:
     """The request's extra body that hands the program grammar to the server."""
+    if field == "grammar":
+        return {"grammar": program_gbnf()}
     if field == "structured_outputs":
         return {"structured_outputs": {"grammar": program_grammar()}}
     if field == "guided_grammar":

@@ -151,10 +151,24 @@ Rules for your answer:
 """
 
 
+def compact_reference(catalog: Catalog, sections: Sequence[int], text: str | None = None) -> str:
+    """The numbered sections of docs/language.md given, and the catalogue's signatures without their
+    documentation: the reference for a server with a small context (see :func:`fit_prompt`)."""
+    if text is None:
+        text = language_reference_path().read_text(encoding="utf-8")
+    parts = _SECTION.split(text)
+    kept = [p for p in parts[1:] if (m := re.match(r"(\d+)\.", p)) and int(m.group(1)) in sections]
+    lines = [line for line in catalogue_text(catalog).splitlines()
+             if line and (not line.startswith("# ") or line.startswith("# ----"))]
+    return ("## " + "## ".join(kept)).rstrip() + "\n\n## The catalogue (signatures)\n\n```gsr\n" + \
+        "\n".join(lines) + "\n```\n"
+
+
 def system_message(catalog: Catalog | None = None, examples: Sequence[str] = DEFAULT_EXAMPLES,
-                   reference_text: str | None = None) -> str:
+                   reference_text: str | None = None, reference: str | None = None) -> str:
     catalog = catalog or default_catalog()
-    parts = [_RULES, "# The .gsr language reference\n", language_reference(catalog, reference_text)]
+    parts = [_RULES, "# The .gsr language reference\n",
+             reference if reference is not None else language_reference(catalog, reference_text)]
     shown = example_programs(examples)
     if shown:
         parts.append("# Example programs\n")
@@ -194,6 +208,43 @@ def build_prompt(spec: CompileSpec, catalog: Catalog | None = None, examples: Se
     if not isinstance(spec, CompileSpec):
         raise TypeError(f"build_prompt takes a CompileSpec, got {type(spec).__name__}")
     return Prompt(system_message(catalog, examples, reference_text), user_message(spec))
+
+
+# Smaller and smaller prompts for servers with small contexts, largest first: (what was cut,
+# the sections of docs/language.md kept (None: all, with the documented catalogue), examples).
+LEVELS = (
+    ("nothing", None, DEFAULT_EXAMPLES),
+    ("2 of the 3 example programs", None, DEFAULT_EXAMPLES[:1]),
+    ("reference sections 2, 3, 6, 8 and 9, the catalogue's documentation, 2 of the 3 example programs",
+     (1, 4, 5, 7), DEFAULT_EXAMPLES[:1]),
+    ("reference sections 2, 3 and 5-9, the catalogue's documentation, the example programs (section 1's "
+     "program is the one example)", (1, 4), ()),
+    ("reference sections 2-9, the catalogue's documentation, the example programs (section 1's program is the "
+     "one example)", (1,), ()),
+)
+CHARS_PER_TOKEN = 3.0  # a conservative estimate for English prose and code (tokenizers give 3.3-4)
+
+
+def estimate_tokens(text: str) -> int:
+    return int(len(text) / CHARS_PER_TOKEN) + 1
+
+
+def fit_prompt(spec: CompileSpec, context_tokens: int | None, reserve_tokens: int = 2048,
+               catalog: Catalog | None = None) -> tuple[Prompt, str]:
+    """The largest prompt of :data:`LEVELS` that leaves ``reserve_tokens`` of a ``context_tokens`` context for
+    the answer and the repair turns, and what was cut ("nothing" when all fits or the context is unknown).
+    When even the smallest does not fit, the smallest is returned: the server's error then says so."""
+    catalog = catalog or default_catalog()
+    user = user_message(spec)
+    prompt, cut = build_prompt(spec, catalog), "nothing"
+    if context_tokens is None:
+        return prompt, cut
+    for cut, sections, examples in LEVELS:
+        reference = None if sections is None else compact_reference(catalog, sections)
+        prompt = Prompt(system_message(catalog, examples, reference=reference), user)
+        if estimate_tokens(prompt.system + prompt.user) + reserve_tokens <= context_tokens:
+            break
+    return prompt, cut
 
 
 def fenced(program: str) -> str:

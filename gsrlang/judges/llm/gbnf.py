@@ -92,12 +92,12 @@ def _charset(items) -> str:
     return "[" + ("^" if negate else "") + "".join(parts) + "]"
 
 
-def _seq(items) -> str:
-    out = [_node(op, av) for op, av in items]
+def _seq(items, bound: int | None = None) -> str:
+    out = [_node(op, av, bound) for op, av in items]
     return " ".join(p for p in out if p) or '""'
 
 
-def _node(op, av) -> str:
+def _node(op, av, bound: int | None = None) -> str:
     if op is _c.LITERAL:
         return literal(chr(av))
     if op is _c.NOT_LITERAL:
@@ -110,12 +110,14 @@ def _node(op, av) -> str:
         body, neg = _CATEGORIES[av]
         return "[" + ("^" if neg else "") + body + "]"
     if op is _c.SUBPATTERN:
-        return "(" + _seq(av[-1]) + ")"
+        return "(" + _seq(av[-1], bound) + ")"
     if op is _c.BRANCH:
-        return "(" + " | ".join(_seq(alt) for alt in av[1]) + ")"
+        return "(" + " | ".join(_seq(alt, bound) for alt in av[1]) + ")"
     if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
         lo, hi, sub = av
-        inner = _seq(sub)
+        if hi == _c.MAXREPEAT and bound is not None:
+            hi = max(lo, bound)
+        inner = _seq(sub, bound)
         inner = inner if len(sub) == 1 and sub[0][0] in (_c.IN, _c.LITERAL, _c.SUBPATTERN, _c.ANY, _c.BRANCH, _c.CATEGORY) else f"({inner})"
         if (lo, hi) == (0, _c.MAXREPEAT):
             return inner + "*"
@@ -127,9 +129,11 @@ def _node(op, av) -> str:
     raise GBNFError(f"the regex construct {op} (lookaround, anchor or backreference)")
 
 
-def regex_gbnf(pattern: str) -> str:
-    """A GBNF expression matching what the Python regex ``pattern`` matches (see the module doc)."""
-    return _seq(_p.parse(pattern))
+def regex_gbnf(pattern: str, bound: int | None = None) -> str:
+    """A GBNF expression matching what the Python regex ``pattern`` matches (see the module doc);
+    with ``bound``, unbounded repetitions (``*``, ``+``) stop at ``bound`` (so a small model that
+    loops inside a string still ends)."""
+    return _seq(_p.parse(pattern), bound)
 
 
 # ---- JSON Schema -> GBNF (the judgment shapes) ------------------------------------------------------------
