@@ -129,18 +129,21 @@ def build_registry(program, args):
 class Reporter:
     """Progress (a bar on a terminal) and the bad rows, on standard error."""
 
-    def __init__(self, data: str, enabled: bool, quiet: bool):
+    def __init__(self, data: str, enabled: bool, quiet: bool, judge=None):
         self.quiet = quiet
         self.reported = 0
         self.progress = None
+        self.judge = judge if callable(getattr(judge, "pace", None)) else None  # the model judge: tokens/s, deadline
+        self.total = _count_rows(data)
+        self.done = 0
+        self.warned = False
         if enabled and sys.stderr.isatty() and not quiet:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            total = _count_rows(data)
             self.progress = Progress(TextColumn("running"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                     console=Console(stderr=True), transient=True)
-            self.task = self.progress.add_task("run", total=total)
+                                     TextColumn("{task.fields[pace]}"), console=Console(stderr=True), transient=True)
+            self.task = self.progress.add_task("run", total=self.total, pace="")
             self.progress.start()
 
     def say(self, text: str) -> None:
@@ -163,8 +166,26 @@ class Reporter:
                 self.say(problem)
             elif self.reported == MAX_REPORTED + 1:
                 self.say("... more problems: see the `reason` and `label_error` fields of the results")
+        self.done += 1
+        pace = self.judge.pace() if self.judge is not None else None
+        if pace is not None:
+            self._check_deadline(pace)
         if self.progress is not None:
-            self.progress.advance(self.task)
+            shown = f"{pace['tokens_per_s']:.1f} tokens/s" if pace and pace["tokens_per_s"] else ""
+            self.progress.update(self.task, advance=1, pace=shown)
+
+    def _check_deadline(self, pace: dict) -> None:
+        """Say once, as soon as the pace shows it (3 items in), that the run cannot finish by --deadline."""
+        deadline, elapsed = pace["deadline_s"], pace["elapsed_s"]
+        if self.warned or deadline is None or not self.total or self.done < min(3, self.total):
+            return
+        needed = elapsed / self.done * self.total
+        if needed > deadline:
+            self.warned = True
+            self.say(f"gsr run: at this pace ({elapsed / self.done:.1f} s per item, {pace['tokens_per_s']:.1f} "
+                     f"tokens/s) the {self.total} items need about {needed:.0f} s, past the --deadline of "
+                     f"{deadline:g} s; calls not started by then are not made and their items will be invalid "
+                     "(raise --deadline, use --limit, or a faster server)")
 
     def close(self) -> None:
         if self.progress is not None:
@@ -246,17 +267,18 @@ def run(args) -> int:
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, registry), args.limit, args)
     run_job = engine(args.engine)
-    summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item))
+    summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
     return _finish(args, registry, summary, stream)
 
 
-def _with_progress(args, run_items):
+def _with_progress(args, run_items, registry=None):
     """Run `run_items(on_item)` with the progress display; a data file that cannot be read is a usage error."""
     from gsrlang.data import DataError
 
-    reporter = Reporter(args.data, not args.no_progress, args.quiet)
+    judge = registry.get("llm") if registry is not None else None
+    reporter = Reporter(args.data, not args.no_progress, args.quiet, judge)
     try:
         return run_items(reporter.item)
     except DataError as exc:
@@ -297,7 +319,7 @@ def run_per_item(args) -> int:
     concurrency = _concurrency(args, registry)
     summary = _with_progress(args, lambda on_item: run_index_file(
         programs, args.data, programs.columns, registry, args.out, args.trace, concurrency, args.limit,
-        on_item=on_item, compile_ids=args.id_field is None))
+        on_item=on_item, compile_ids=args.id_field is None), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_index_summary(summary, programs, args, stream)
     return _finish(args, registry, summary, stream)

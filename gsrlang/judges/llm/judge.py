@@ -52,6 +52,7 @@ import hashlib
 import json
 import random
 import statistics
+import time
 from collections import Counter
 from typing import Any, Sequence
 
@@ -169,6 +170,7 @@ class _Stats:
     call_failures: int = 0
     joint_disagreements: int = 0
     latency_s: float = 0.0
+    past_deadline: int = 0  # units not called because the run's deadline had passed
 
 
 # ------------------------------------------------------------------------------------------ aggregation
@@ -307,6 +309,7 @@ class LLMJudge:
         seed: int | None = None,
         pool: ClientPool | None = None,
         owns_cache: bool = False,
+        deadline_s: float | None = None,
         **client_kwargs: Any,
     ) -> None:
         if joint_disagreement not in DISAGREEMENT_POLICIES:
@@ -314,6 +317,10 @@ class LLMJudge:
                               f"got {joint_disagreement!r}")
         if max_reasks < 0:
             raise ConfigError(f"max_reasks must be >= 0, got {max_reasks}")
+        if deadline_s is not None and not deadline_s > 0:
+            raise ConfigError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
+        self.deadline_s = deadline_s
+        self._started = time.monotonic()
         self.settings = settings
         self.cache = cache
         self._owns_cache = owns_cache
@@ -395,9 +402,19 @@ class LLMJudge:
             "outside_type": s.outside_type,
             "call_failures": s.call_failures,
             "joint_disagreements": s.joint_disagreements,
+            "past_deadline": s.past_deadline,
             "model_latency_s": round(s.latency_s, 3),
             "structured": self.structured_modes(),
         }
+
+    def past_deadline(self) -> bool:
+        return self.deadline_s is not None and time.monotonic() - self._started > self.deadline_s
+
+    def pace(self) -> dict:
+        """Progress figures for the progress display: completion tokens per second so far, and the deadline."""
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        return {"tokens_per_s": self.stats.completion_tokens / elapsed, "elapsed_s": elapsed,
+                "deadline_s": self.deadline_s}
 
     def structured_modes(self) -> dict[str, str]:
         """{"MODEL at ORIGIN": "MODE (negotiated|remembered|forced)"} for every client used so far."""
@@ -632,6 +649,10 @@ class LLMJudge:
                         stats.call_failures += 1
                         rs.failures += 1
                         return self._failed(n_out, f"not called: {rs.dead}", spec, out)
+                    if self.past_deadline():
+                        stats.past_deadline += 1
+                        return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
+                                                   "had passed", spec, out)
                     out.calls += 1
                     stats.calls += 1
                     result = await client.complete(request)

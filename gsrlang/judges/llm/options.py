@@ -52,6 +52,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
     add("--max-tokens", type=int, metavar="N", help="answer length limit")
     add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
+    add("--deadline", type=float, metavar="SECONDS",
+        help="the whole run's time budget for model calls: calls not started by then are not made (their "
+             "judgments are invalid, saying so), and a run whose pace cannot meet it says so early")
     add("--max-retries", type=int, metavar="N",
         help="retries on 429, 5xx, timeouts and dropped connections (default 5)")
     add("--concurrency", type=int, metavar="N", help="model requests in flight per judge model (default 8)")
@@ -148,6 +151,7 @@ def build_llm_judge(args: argparse.Namespace, **judge_kwargs: Any):
         fewshot_k=getattr(args, "fewshot_k", 4),
         max_reasks=getattr(args, "max_reasks", 2),
         joint_disagreement=getattr(args, "joint_disagreement", "mean") or "mean",
+        deadline_s=getattr(args, "deadline", None),
         **judge_kwargs,
     )
 

@@ -1,0 +1,238 @@
+"""Judging, negotiation, resume, compile and the probe through a real llama.cpp server.
+
+Format and plumbing, not quality: every judgment is parsed or honestly invalid (with its raw
+answer and a reason), every item is accounted for, the negotiated mode is the one the server
+takes, and nothing is served from anywhere but the server. The quality figures are printed
+(`-s`, or benchmarks/bench_realmodel.py), never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gsrlang.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_URL = os.environ.get("GSR_REAL_BASE_URL")
+MODEL = os.environ.get("GSR_REAL_MODEL", "smollm2")
+
+# The tier runs only when GSR_REAL_BASE_URL names a server (scripts/realmodel.sh starts llama-cpp-python's
+# server with SmolLM2-135M-Instruct and sets it, with GSR_REAL_MODEL); otherwise every test is skipped.
+pytestmark = [pytest.mark.realmodel,
+              pytest.mark.skipif(not BASE_URL, reason="no real model server: set GSR_REAL_BASE_URL "
+                                                      "(scripts/realmodel.sh does)")]
+
+
+@pytest.fixture
+def real(monkeypatch, tmp_path):
+    """The server's URL and model, with a fresh working folder (its own caches) as the current directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", BASE_URL)
+    monkeypatch.setenv("GSR_MODEL", MODEL)
+    return BASE_URL, MODEL
+
+TYPES_PROGRAM = '''\
+rubric realmodel_types "Every criterion type a model judge answers"
+
+task pointwise { scale = 1..5  quantize = round }
+task pairwise { epsilon = 0.05  on_tie = tie }
+
+criterion polite: Bool { ask "Is the response polite?" }
+criterion clarity: Ordinal[1..5] {
+  ask "How clear is the response?"
+  level 1 "Confusing"
+  level 5 "Very clear"
+}
+criterion tone: Nominal{formal, casual, rude} { ask "What is the tone of the response?" }
+criterion length_fit: Score[0..10] { ask "How well does the length of the response fit the question, from 0 to 10?" }
+criterion unsafe: Bool? { ask "Does the response give harmful advice? Answer cannot_assess if safety does not apply." }
+criterion correct: Bool {
+  ask "Does the response answer the question correctly?"
+  judges 3 aggregate majority
+}
+
+node body = weighted_mean(
+  items: [normalize(polite), normalize(clarity), map(tone, to: {formal: 1.0, casual: 0.7, rude: 0.0}),
+          scale(length_fit), normalize(correct)],
+  weights: [1, 1, 1, 1, 2],
+)
+node final = veto(base: body, trigger: default(unsafe, value: false))
+sink final
+'''
+
+JOINT_PROGRAM = '''\
+rubric realmodel_joint "Pairwise, both responses shown together"
+
+task pairwise { epsilon = 0.05  on_tie = tie }
+
+criterion helpful: Ordinal{poor, fair, good} = llm(joint: true) {
+  ask "How helpful is the response to the question?"
+}
+sink normalize(helpful)
+'''
+
+ITEMS = [
+    ("What is the capital of France?", "The capital of France is Paris.", "I think it's Berlin, maybe."),
+    ("How many legs does a spider have?", "A spider has eight legs.", "Six."),
+    ("Say hello politely.", "Hello! It is a pleasure to meet you.", "What do you want."),
+    ("What is 2 + 2?", "2 + 2 = 4.", "2 + 2 is 5."),
+    ("Name a primary colour.", "Red is a primary colour.", "Purple."),
+    ("Is water wet?", "Yes, water makes things wet.", "No idea, figure it out yourself."),
+]
+
+
+def write_items(path: Path, n: int = len(ITEMS)) -> Path:
+    with path.open("w") as f:
+        for i, (q, a, b) in enumerate(ITEMS[:n]):
+            f.write(json.dumps({"id": f"it{i}", "input": q, "response": a, "a": a, "b": b}) + "\n")
+    return path
+
+
+def judgments(trace: Path) -> list[tuple[str, dict]]:
+    """(criterion id, judgment) of every criterion judgment in a trace."""
+    out = []
+    for line in trace.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind"):
+            continue
+        for node in rec["nodes"]:
+            if node.get("kind") == "criterion":
+                out += [(node["id"], j) for j in node["judgments"]]
+    return out
+
+
+def summary(trace: Path) -> dict:
+    (rec,) = [json.loads(x) for x in trace.read_text().splitlines() if json.loads(x).get("kind") == "run_summary"]
+    return rec
+
+
+def assert_honest(js: list[tuple[str, dict]]) -> None:
+    """Every judgment is a value of its type, an abstention, or invalid with a reason and the model's raw answer."""
+    for crit, j in js:
+        assert j["status"] in ("ok", "abstained", "invalid"), (crit, j)
+        prov = j["provenance"]
+        assert prov.get("model") or prov.get("procedure") == "ensemble", (crit, j)
+        if j["status"] == "invalid":
+            assert j["reason"], (crit, j)
+        if j["status"] == "ok":
+            assert j["value"] is not None, (crit, j)
+
+
+def report(title: str, js: list[tuple[str, dict]]) -> None:
+    counts: dict[str, Counter] = {}
+    for crit, j in js:
+        counts.setdefault(crit, Counter())[j["status"]] += 1
+    print(f"\n{title}: " + "; ".join(f"{c} {dict(v)}" for c, v in counts.items()))
+
+
+def test_pointwise_every_criterion_type_and_an_ensemble(real, tmp_path, capsys):
+    (tmp_path / "p.gsr").write_text(TYPES_PROGRAM)
+    data = write_items(tmp_path / "items.jsonl")
+    code = main(["run", "p.gsr", "--data", str(data), "--mode", "pointwise", "--out", "r.jsonl",
+                 "--trace", "t.jsonl", "--no-progress", "--max-tokens", "160", "--seed", "1"])
+    out = capsys.readouterr().out
+    assert code in (0, 1)
+    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in results) == [f"it{i}" for i in range(len(ITEMS))]  # every item accounted for
+    assert all(r["status"] in ("ok", "invalid") for r in results)
+    js = judgments(Path("t.jsonl"))
+    assert Counter(c for c, _ in js) == {c: len(ITEMS) for c in
+                                         ("polite", "clarity", "tone", "length_fit", "unsafe", "correct")}
+    assert_honest(js)
+    # llama-cpp-python refuses json_schema (HTTP 500) and takes json_object with the schema
+    modes = summary(Path("t.jsonl"))["judges"]["llm"]["structured"]
+    assert list(modes.values()) == ["json_object (negotiated)"], modes
+    assert "structured output of smollm2" in out and "json_object (negotiated)" in out
+    singles = [j for c, j in js if c != "correct"]
+    assert {j["provenance"]["structured"] for j in singles if j["provenance"].get("calls")} == {"json_object"}
+    votes = [v for c, j in js if c == "correct" for v in j["provenance"]["votes"]]
+    assert len(votes) == 3 * len(ITEMS) and {v["status"] for v in votes} <= {"ok", "invalid"}
+    report("pointwise judgments by criterion", js)
+
+
+def test_joint_pairwise_in_both_orders(real, tmp_path):
+    (tmp_path / "j.gsr").write_text(JOINT_PROGRAM)
+    data = write_items(tmp_path / "items.jsonl", 4)
+    code = main(["run", "j.gsr", "--data", str(data), "--mode", "pairwise", "--responses", "a,b", "--out",
+                 "r.jsonl", "--trace", "t.jsonl", "--no-progress", "--max-tokens", "200"])
+    assert code in (0, 1)
+    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    assert len(results) == 4 and all(r["status"] in ("ok", "invalid") for r in results)
+    js = judgments(Path("t.jsonl"))
+    assert len(js) == 8  # two candidates per item
+    assert_honest(js)
+    for _, j in js:
+        orders = j["provenance"]["orders"]
+        assert [o["candidates"] for o in orders] in (
+            [["A", "B"], ["B", "A"]], [["a", "b"], ["b", "a"]]) or len(orders) == 2
+    report("joint pairwise", js)
+
+
+def test_kill_9_then_resume_accounts_for_every_item_and_does_not_negotiate_again(real, tmp_path):
+    (tmp_path / "p.gsr").write_text(TYPES_PROGRAM)
+    data = write_items(tmp_path / "items.jsonl")
+    cmd = [sys.executable, "-m", "gsrlang.cli", "run", "p.gsr", "--data", str(data), "--mode", "pointwise",
+           "--out", "r.jsonl", "--trace", "t.jsonl", "--no-progress", "--max-tokens", "160", "--seed", "2",
+           "--concurrency", "2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cache = Path(".gsr-cache/judgments.sqlite")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:  # wait until some judgments are stored
+        if Path(".gsr-cache/servers.json").exists() and cache.exists() and cache.stat().st_size > 20_000:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed; give it more items"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in results) == [f"it{i}" for i in range(len(ITEMS))]
+    s = summary(Path("t.jsonl"))["judges"]["llm"]
+    assert s["cache_hits"] > 0, s  # the killed run's judgments were kept
+    assert list(s["structured"].values()) == ["json_object (remembered)"], s
+    assert_honest(judgments(Path("t.jsonl")))
+
+
+def test_probe_reports_what_llamacpp_takes(real, capsys):
+    url, model = real
+    code = main(["probe", "--model", model, "--base-url", url, "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 0, rep
+    assert rep["reachable"] and model in rep["models"]
+    assert rep["context_length"] == int(os.environ.get("GSR_REAL_N_CTX", "4096"))
+    assert rep["structured"]["json_schema"] == "rejected"
+    assert rep["structured"]["json_object"] == "enforced"
+    assert rep["structured"]["grammar"] == "enforced"
+    assert rep["grammar_dialect"] == "gbnf"
+    assert isinstance(rep["logprobs"], bool)
+    assert rep["tokens_per_s"] and rep["tokens_per_s"] > 0
+    assert rep["judgment_mode"] == "json_object"
+    print(f"\nprobe: {rep}")
+
+
+def test_unknown_model_and_context_overflow_are_one_line_errors(real, tmp_path, capsys):
+    url, _ = real
+    code = main(["probe", "--model", "no-such-model", "--base-url", url, "--no-cache"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "does not serve model 'no-such-model'" in err[0]
+    (tmp_path / "p.gsr").write_text(JOINT_PROGRAM.replace("llm(joint: true)", "llm()"))
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"id": "x", "input": "q " * 6000, "a": "a", "b": "b"}) + "\n")
+    code = main(["run", "p.gsr", "--data", str(long), "--mode", "pairwise", "--responses", "a,b", "--no-progress",
+                 "--out", "r.jsonl"])
+    io = capsys.readouterr()
+    assert code == 1
+    warn = [line for line in io.err.splitlines() if "context" in line]
+    assert warn and "--n_ctx" in warn[0], io.err

@@ -1,0 +1,56 @@
+"""Time budgets for slow servers: --deadline stops calling, and a run that cannot meet it says so early."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from gsrlang.cli import main
+
+from fakeserver import FakeOpenAI
+
+PROGRAM = '''\
+rubric budget "One Bool criterion"
+task pointwise { scale = 1..5  quantize = round }
+criterion polite: Bool { ask "Is the response polite?" }
+sink normalize(polite)
+'''
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for var in list(os.environ):
+        if var.startswith(("GSR_", "OPENAI_")):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_deadline_warns_early_and_marks_uncalled_items_invalid(tmp_path, capsys):
+    (tmp_path / "p.gsr").write_text(PROGRAM)
+    rows = "".join(json.dumps({"id": f"i{k}", "input": "q", "response": f"r{k}"}) + "\n" for k in range(12))
+    (tmp_path / "d.jsonl").write_text(rows)
+    with FakeOpenAI(latency=0.25) as server:
+        code = main(["run", "p.gsr", "--data", "d.jsonl", "--mode", "pointwise", "--model", "fake-model",
+                     "--base-url", server.base_url, "--concurrency", "1", "--deadline", "1.2", "--out", "r.jsonl",
+                     "--no-progress"])
+        calls = len(server.requests)
+    err = capsys.readouterr().err
+    assert code == 1
+    warnings = [line for line in err.splitlines() if "past the --deadline of 1.2 s" in line]
+    assert len(warnings) == 1 and "tokens/s" in warnings[0] and "12 items need about" in warnings[0]
+    results = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(results) == 12  # every item accounted for
+    late = [r for r in results if r["status"] == "invalid"]
+    assert late and all("--deadline of 1.2 s" in r["reason"] for r in late)
+    assert calls == 12 - len(late) and 2 <= calls <= 8
+
+
+def test_a_bad_deadline_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "p.gsr").write_text(PROGRAM)
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "input": "q", "response": "r"}) + "\n")
+    code = main(["run", "p.gsr", "--data", "d.jsonl", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                 "--deadline", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--deadline must be a positive number of seconds, got 0" in err and "Traceback" not in err
