@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean graphviz
+.PHONY: setup demo test test-real bench clean graphviz
 
 setup: $(STAMP) graphviz
 
@@ -31,6 +31,11 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# The real-model tier: llama-cpp-python's server with SmolLM2-135M (both from PyPI) on
+# 127.0.0.1, and the tests marked `realmodel` against it (see README, "The real-model tier").
+test-real: setup
+	bash scripts/realmodel.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

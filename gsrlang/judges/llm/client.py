@@ -161,6 +161,7 @@ class ChatRequest:
     seed: int | None = None
     max_tokens: int | None = None
     sample: int = 0
+    top_logprobs: int | None = None  # ask for the tokens' logprobs (this many alternatives per token)
 
     def effective(self, config: JudgeConfig) -> dict[str, Any]:
         """temperature/seed/max_tokens after applying the config's defaults."""
@@ -183,6 +184,8 @@ class ChatRequest:
             "sample": self.sample,
             **self.effective(config),
         }
+        if self.top_logprobs:
+            payload["top_logprobs"] = self.top_logprobs
         canon = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
@@ -205,6 +208,7 @@ class ChatResult:
     model: str
     structured: str
     finish_reason: str | None = None
+    logprobs: list | None = None  # [[token, [[candidate, logprob], ...]], ...] when asked for and given
 
 
 @attrs.define
@@ -349,6 +353,15 @@ def _mentions_json(messages: Sequence[dict]) -> bool:
     return False
 
 
+def _token_logprobs(choice) -> list | None:
+    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none."""
+    lp = getattr(choice, "logprobs", None)
+    content = getattr(lp, "content", None) if lp is not None else None
+    if not content:
+        return None
+    return [[t.token, [[c.token, float(c.logprob)] for c in (t.top_logprobs or [])]] for t in content]
+
+
 class LLMClient:
     """Calls one judge model; see the module docstring for the behaviour.
 
@@ -470,6 +483,9 @@ class LLMClient:
                 kwargs["extra_body"] = {"grammar": schema_gbnf(request.schema)}
             messages = _append_instruction(messages, _schema_instruction(request.schema))
         kwargs["messages"] = messages
+        if request.top_logprobs:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = request.top_logprobs
         if eff["seed"] is not None:
             kwargs["seed"] = eff["seed"]
         if eff["max_tokens"] is not None:
@@ -599,6 +615,7 @@ class LLMClient:
                     model=str(hit.get("model") or self.config.model),
                     structured=str(hit.get("structured") or self.config.structured),
                     finish_reason=hit.get("finish_reason"),
+                    logprobs=hit.get("logprobs"),
                 )
 
         if self._fatal is not None:
@@ -707,6 +724,7 @@ class LLMClient:
             if finish_reason == "length":
                 msg += " (the answer was cut off at max_tokens)"
             raise AnswerFormatError(msg, text=text, **details) from None
+        logprobs = _token_logprobs(choice) if request.top_logprobs else None
         result = ChatResult(
             text=text,
             data=data,
@@ -718,6 +736,7 @@ class LLMClient:
             model=model,
             structured=mode,
             finish_reason=finish_reason,
+            logprobs=logprobs,
         )
         if self.cache is not None and key is not None:
             self.cache.put(
@@ -731,6 +750,7 @@ class LLMClient:
                     "prompt_tokens": pt,
                     "completion_tokens": ct,
                     "latency_s": latency,
+                    **({"logprobs": logprobs} if logprobs is not None else {}),
                 },
             )
         return result

@@ -66,6 +66,7 @@ from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, L
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
 from gsrlang.judges.llm.jsonparse import AnswerFormatError, RefusalError
+from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
 from gsrlang.judges.llm.prompts import (
     AnswerSpec,
     Example,
@@ -132,6 +133,7 @@ class _Outcome:
     structured: str | None = None
     refusals: int = 0
     error: str | None = None  # the call failed (not an answer problem)
+    weighted: dict | None = None  # llm(weighted: true): the point probabilities and expected value
 
     def to_json(self) -> dict:
         d = attrs.asdict(self)
@@ -310,6 +312,7 @@ class LLMJudge:
         pool: ClientPool | None = None,
         owns_cache: bool = False,
         deadline_s: float | None = None,
+        weighted: bool = False,
         **client_kwargs: Any,
     ) -> None:
         if joint_disagreement not in DISAGREEMENT_POLICIES:
@@ -320,6 +323,7 @@ class LLMJudge:
         if deadline_s is not None and not deadline_s > 0:
             raise ConfigError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
         self.deadline_s = deadline_s
+        self.weighted = weighted  # --weighted: every Score criterion that can be weighted is
         self._started = time.monotonic()
         self.settings = settings
         self.cache = cache
@@ -342,6 +346,8 @@ class LLMJudge:
         if spec is None:
             return f"`{node.id}` is not a criterion"
         for proc in self._procedures(node):
+            if proc.args.get("weighted") and eligible(node.type) is not None:
+                return f"criterion `{node.id}`: {eligible(node.type)}"
             role = proc.args.get("role")
             try:
                 self.settings.for_role(role)
@@ -495,7 +501,9 @@ class LLMJudge:
         role = proc.args.get("role")
         client = self.pool.for_role(role)
         rng = random.Random(seed) if proc.args.get("shuffle", True) else None
-        spec = AnswerSpec.build(node.type, node.criterion.levels, rng=rng, evidence=bool(proc.args.get("evidence")))
+        weighted = bool(proc.args.get("weighted", self.weighted and eligible(node.type) is None))
+        spec = AnswerSpec.build(node.type, node.criterion.levels, rng=rng, evidence=bool(proc.args.get("evidence")),
+                                weighted=weighted)
         send_seed = "seed" in proc.args or client.config.seed is not None
         opts = {"temperature": proc.args.get("temperature"), "seed": seed if send_seed else None}
         return client, role or "default", spec, opts
@@ -512,6 +520,10 @@ class LLMJudge:
         out = await self._unit(client, role, messages, spec, None, sample, opts)
         r = out.results[0]
         prov = self._provenance(proc, role, seed, spec, out)
+        if out.weighted is not None and r["status"] == "ok":
+            prov["weighted"] = {**out.weighted, "written": r["value"]}
+            if "expected" in out.weighted:
+                r = {**r, "value": float(out.weighted["expected"])}
         if r.get("evidence"):
             prov["evidence"] = r["evidence"]
             prov["evidence_found"] = [q.strip() in candidate.text for q in r["evidence"]]
@@ -613,7 +625,8 @@ class LLMJudge:
     async def _unit(self, client: LLMClient, role: str, messages: list[dict], spec: AnswerSpec,
                     keys: list[str] | None, sample: int, opts: dict) -> _Outcome:
         request = ChatRequest(messages=messages, schema=spec.schema(keys), temperature=opts["temperature"],
-                              seed=opts["seed"], sample=sample)
+                              seed=opts["seed"], sample=sample,
+                              top_logprobs=TOP_LOGPROBS if spec.weighted and keys is None else None)
         stats = self.stats
         stats.units += 1
         rs = self._role_stats(role)
@@ -709,6 +722,16 @@ class LLMJudge:
         stats.latency_s += out.latency_s
         if problem is None:
             out.results = last_results
+            if request.top_logprobs and last_results[0]["status"] == "ok":
+                if result.logprobs is None and not result.cached:
+                    why = (f"the server at {client.origin} returned no logprobs: llm(weighted: true) needs a server "
+                           "that returns them (`gsr probe` shows whether it does), or drop weighted")
+                    rs.dead = rs.dead or why
+                    out.error = why
+                    return self._failed(n_out, why, spec, out)
+                out.weighted = read_weighted(spec.type, result.logprobs or []) or {
+                    "unread": "no answer token with a point of the scale among its alternatives; the written "
+                              "number is kept"}
         else:
             stats.outside_type += 1
             why = f"no answer fitted `{spec.type}` after {len(out.attempts)} tries (last: {problem})"

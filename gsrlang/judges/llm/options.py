@@ -52,6 +52,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
     add("--max-tokens", type=int, metavar="N", help="answer length limit")
     add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
+    add("--weighted", action="store_true",
+        help="read every Score criterion with one-digit whole-number bounds (e.g. Score[1..5]) as the expected value "
+             "over the answer token's probabilities (G-Eval); needs a server that returns logprobs")
     add("--deadline", type=float, metavar="SECONDS",
         help="the whole run's time budget for model calls: calls not started by then are not made (their "
              "judgments are invalid, saying so), and a run whose pace cannot meet it says so early")
@@ -152,6 +155,7 @@ def build_llm_judge(args: argparse.Namespace, **judge_kwargs: Any):
         max_reasks=getattr(args, "max_reasks", 2),
         joint_disagreement=getattr(args, "joint_disagreement", "mean") or "mean",
         deadline_s=getattr(args, "deadline", None),
+        weighted=bool(getattr(args, "weighted", False)),
         **judge_kwargs,
     )
 

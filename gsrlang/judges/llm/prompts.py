@@ -180,9 +180,11 @@ class AnswerSpec:
     options: tuple[Option, ...] = ()
     anchors: tuple[tuple[float, str], ...] = ()  # Score anchors in increasing order
     evidence: bool = False
+    weighted: bool = False  # a whole number, read from its token probabilities (weighted.py)
 
     @classmethod
-    def build(cls, t: JType, levels=(), *, rng: random.Random | None = None, evidence: bool = False) -> "AnswerSpec":
+    def build(cls, t: JType, levels=(), *, rng: random.Random | None = None, evidence: bool = False,
+              weighted: bool = False) -> "AnswerSpec":
         anchors: tuple = ()
         if t.kind == "score":
             pairs = []
@@ -192,7 +194,7 @@ class AnswerSpec:
                 except ValueError:
                     continue
             anchors = tuple(sorted(pairs))
-        return cls(t, options_for(t, levels, rng), anchors, evidence)
+        return cls(t, options_for(t, levels, rng), anchors, evidence, weighted)
 
     @property
     def optional(self) -> bool:
@@ -208,7 +210,8 @@ class AnswerSpec:
         t = self.type
         lines: list[str] = []
         if t.kind == "score":
-            lines.append(f"Answer with a number from {_fmt_num(t.lo)} to {_fmt_num(t.hi)}"
+            what = "a whole number" if self.weighted else "a number"
+            lines.append(f"Answer with {what} from {_fmt_num(t.lo)} to {_fmt_num(t.hi)}"
                          f" (higher is better on this criterion's scale).")
             if self.anchors:
                 lines.append("Anchors:")
@@ -252,8 +255,12 @@ class AnswerSpec:
     # ---- the JSON Schema
     def answer_schema(self) -> dict:
         t = self.type
-        if t.kind == "score":
-            value: dict = {"type": "number", "minimum": t.lo, "maximum": t.hi}
+        if t.kind == "score" and self.weighted:
+            value: dict = {"type": "integer", "enum": list(range(int(t.lo), int(t.hi) + 1))}
+            if self.optional:
+                value = {"anyOf": [value, {"type": "string", "enum": [CANNOT_ASSESS]}]}
+        elif t.kind == "score":
+            value = {"type": "number", "minimum": t.lo, "maximum": t.hi}
             if self.optional:
                 value = {"anyOf": [value, {"type": "string", "enum": [CANNOT_ASSESS]}]}
         else:

@@ -1,0 +1,101 @@
+"""Probability-weighted verdicts (G-Eval) against the fake server's logprobs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from gsrlang.cli import main
+from gsrlang.judges.llm.weighted import eligible, read_weighted
+from gsrlang.types import JType
+
+from fakeserver import Reply
+
+PROGRAM = '''\
+rubric weighted "A weighted Score"
+task pointwise { scale = 1..5  quantize = none }
+criterion clarity: Score[1..5] = llm(weighted: true) {
+  ask "How clear is the response?"
+  level 1 "Confusing"
+  level 5 "Very clear"
+}
+sink scale(clarity)
+'''
+
+TOKENS = ['{"', "reason", '":', ' "', "fine", '",', ' "', "answer", '":', " ", "4", "}"]
+
+
+def answer_with_logprobs(body: dict) -> Reply:
+    assert body["logprobs"] is True and body["top_logprobs"] == 10
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["answer"] == {
+        "type": "integer", "enum": [1, 2, 3, 4, 5]}
+    top = [("4", math.log(0.6)), ("5", math.log(0.3)), ("3", math.log(0.05)), ("x", math.log(0.05))]
+    content = [{"token": t, "logprob": -0.1, "bytes": None,
+                "top_logprobs": [{"token": c, "logprob": lp, "bytes": None} for c, lp in (top if t == "4" else
+                                                                                          [(t, -0.1)])]}
+               for t in TOKENS]
+    return Reply(content="".join(TOKENS), logprobs={"content": content})
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for var in list(os.environ):
+        if var.startswith(("GSR_", "OPENAI_")):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.gsr").write_text(PROGRAM)
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "input": "q", "response": "r"}) + "\n")
+
+
+def run(server, *extra) -> int:
+    return main(["run", "p.gsr", "--data", "d.jsonl", "--mode", "pointwise", "--model", "fake-model", "--base-url",
+                 server.base_url, "--trace", "t.jsonl", "--out", "r.jsonl", "--no-progress", *extra])
+
+
+def trace_judgment(path="t.jsonl") -> dict:
+    rec = json.loads(open(path).read().splitlines()[0])
+    (node,) = [n for n in rec["nodes"] if n["id"] == "clarity"]
+    return node["judgments"][0]
+
+
+def test_the_verdict_is_the_expected_point_over_the_answer_tokens_probabilities(capsys):
+    from fakeserver import FakeOpenAI
+
+    with FakeOpenAI(responder=answer_with_logprobs) as server:
+        assert run(server) == 0
+    j = trace_judgment()
+    expected = (4 * 0.6 + 5 * 0.3 + 3 * 0.05) / 0.95
+    assert j["value"] == pytest.approx(expected)
+    w = j["provenance"]["weighted"]
+    assert w["written"] == 4 and w["token"] == "4" and w["mass"] == pytest.approx(0.95)
+    assert w["probs"] == {"3": pytest.approx(0.05 / 0.95, abs=1e-6), "4": pytest.approx(0.6 / 0.95, abs=1e-6),
+                          "5": pytest.approx(0.3 / 0.95, abs=1e-6)}
+    # replay reads the recorded value: exact, with no server
+    assert main(["replay", "t.jsonl", "--out", "replayed.jsonl"]) == 0
+    assert json.loads(open("replayed.jsonl").read())["raw"] == json.loads(open("r.jsonl").read())["raw"]
+
+
+def test_a_server_without_logprobs_is_refused_in_one_line(capsys):
+    from fakeserver import FakeOpenAI
+
+    with FakeOpenAI(responder=lambda body: {"reason": "r", "answer": 4}) as server:
+        assert run(server) == 1
+    j = trace_judgment()
+    assert j["status"] == "invalid" and "returned no logprobs" in j["reason"] and "gsr probe" in j["reason"]
+
+
+def test_only_one_digit_whole_number_scores_can_be_weighted():
+    assert eligible(JType("score", 1.0, 5.0)) is None
+    assert "one digit" in eligible(JType("score", 1.0, 10.0))
+    assert "Score[lo..hi]" in eligible(JType("ordinal", labels=("a", "b"), values=(0.0, 1.0)))
+
+
+def test_reading_finds_the_answer_position_not_an_earlier_digit():
+    t = JType("score", 1.0, 5.0)
+    tokens = [['{"', []], ["reason", []], ['":', []], [' "', []], ["2", [["2", 0.0]]], [' apples",', []],
+              [' "', []], ["answer", []], ['":', []], [" 5", [[" 5", math.log(0.5)], [" 1", math.log(0.5)]]], ["}", []]]
+    w = read_weighted(t, tokens)
+    assert w["expected"] == pytest.approx(3.0) and w["probs"] == {"1": 0.5, "5": 0.5}
