@@ -173,3 +173,23 @@ def test_regex_lookahead_has_no_gbnf_form():
 
     with pytest.raises(GBNFError):
         regex_gbnf(r"\{(?=x)")
+
+
+def test_prose_instead_of_json_is_reported_in_one_line_naming_the_server_and_the_fix(tmp_path, monkeypatch, capsys):
+    from gsrlang.cli import main
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GSR_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.gsr").write_text('rubric r "x"\ntask pointwise { scale = 1..5  quantize = round }\n'
+                                    'criterion polite: Bool { ask "Is it polite?" }\nsink normalize(polite)\n')
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "input": "q", "response": "r"}) + "\n")
+    with FakeOpenAI(responder=lambda body: "I think the response is quite polite overall.") as server:
+        code = main(["run", "p.gsr", "--data", "d.jsonl", "--mode", "pointwise", "--model", "fake-model",
+                     "--base-url", server.base_url, "--no-progress", "--out", "r.jsonl"])
+        origin = server.base_url.rsplit("/v1", 1)[0]
+    err = capsys.readouterr().err
+    assert code == 1
+    (line,) = [x for x in err.splitlines() if "prose, not JSON" in x]
+    assert origin in line and "1 of 1 judgments" in line and "--structured json_schema" in line
+    assert "gsr probe" in line

@@ -156,6 +156,9 @@ class _RoleStats:
     consecutive_failures: int = 0
     first_error: str | None = None
     dead: str | None = None
+    prose: int = 0  # units whose every answer held no JSON object
+    origin: str = ""
+    structured: str = ""
 
 
 @attrs.define
@@ -444,6 +447,14 @@ class LLMJudge:
                 lines.append(f"{who}: {rs.failures} of {rs.units} calls failed; first error: {rs.first_error}")
             if rs.dead:
                 lines.append(f"{who}: stopped calling it: {rs.dead}")
+        for role, rs in sorted(self._roles.items()):
+            if rs.prose:
+                cfg = self.settings.for_role(None if role == "default" else role)
+                fix = ("try --structured grammar (a server that takes GBNF) or a larger model" if rs.structured == "off"
+                       else f"its server does not enforce --structured {rs.structured} (`gsr probe` shows what it "
+                            "enforces); use a mode it enforces or a larger model")
+                lines.append(f"judge {role!r} (model {cfg.model!r} at {rs.origin}): {rs.prose} of {rs.units} "
+                             f"judgments got prose, not JSON, after every re-ask: {fix}")
         if self.fewshot is not None and self._fewshot_used:
             unused = sorted(self.fewshot.criteria() - self._fewshot_used)
             if unused:
@@ -734,6 +745,9 @@ class LLMJudge:
                               "number is kept"}
         else:
             stats.outside_type += 1
+            if all(a["problem"].startswith("no JSON object") for a in out.attempts):
+                rs.prose += 1
+                rs.origin, rs.structured = client.origin, client.structured_mode
             why = f"no answer fitted `{spec.type}` after {len(out.attempts)} tries (last: {problem})"
             out.results = self._give_up(n_out, why, spec, last_results)
         out.cached = all_cached
