@@ -236,3 +236,41 @@ def test_unknown_model_and_context_overflow_are_one_line_errors(real, tmp_path, 
     assert code == 1
     warn = [line for line in io.err.splitlines() if "context" in line]
     assert warn and "--n_ctx" in warn[0], io.err
+
+
+def test_compile_unconstrained_fits_the_context_and_ends_in_a_program_or_a_recorded_failure(real, tmp_path, capsys):
+    url, model = real
+    rubric = ROOT / "examples" / "rubrics" / "helpsteer2_helpfulness.md"
+    code = main(["compile", str(rubric), "--task", "pointwise", "--scale", "1..5", "--repairs", "1",
+                 "--max-tokens", "600", "--timeout", "900", "--model", model, "--base-url", url, "-o", "free.gsr"])
+    err = capsys.readouterr().err
+    assert code in (0, 1), err  # compiled, or a failure recorded honestly: never a tool failure
+    (fitted,) = [line for line in err.splitlines() if "the prompt is fitted" in line]
+    assert "4096-token context (from the server)" in fitted and "cut:" in fitted
+    assert Path("free.gsr").exists() or Path("free.gsr.failed").exists() or "holds no program" in err
+    print(f"\ncompile, unconstrained: exit {code}; " + "; ".join(x for x in err.splitlines() if x.startswith("round")))
+
+
+async def test_compile_under_the_generated_gbnf_grammar_is_accepted_and_parses(real):
+    from gsrlang.compiler.prompt import fit_prompt
+    from gsrlang.compiler.spec import CompileSpec, Pointwise
+    from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
+    from gsrlang.judges.llm import JudgeConfig
+    from gsrlang.syntax.parser import parse
+
+    url, model = real
+    rubric = (ROOT / "examples" / "rubrics" / "helpsteer2_helpfulness.md").read_text()
+    spec = CompileSpec(rubric=rubric, contract=Pointwise(scale="1..5", quantize="round"))
+    prompt, cut = fit_prompt(spec, int(os.environ.get("GSR_REAL_N_CTX", "4096")), 1400)
+    config = JudgeConfig(model=model, base_url=url, max_tokens=700, timeout_s=900, max_retries=0)
+    async with CompilerClient(config) as client:  # a grammar the server rejected would raise here
+        result = await compile_rubric(spec, client, repairs=1, constrain="grammar", grammar_field="grammar",
+                                      prompt=prompt)
+    for r in result.rounds:
+        assert r.program is not None, r.problem
+        cut_off = r.finish_reason == "length"
+        diagnostics = parse(r.program).diagnostics
+        assert not diagnostics or cut_off, (r.program, diagnostics)  # what the grammar allowed parses
+        print(f"\nround {r.index}: finish {r.finish_reason}, parses {not diagnostics}, "
+              f"checks clean {r.accepted}, {len(r.program)} chars")
+    assert any(r.finish_reason != "length" for r in result.rounds), "every round was cut off at max_tokens"
