@@ -99,3 +99,13 @@ def test_reading_finds_the_answer_position_not_an_earlier_digit():
               [' "', []], ["answer", []], ['":', []], [" 5", [[" 5", math.log(0.5)], [" 1", math.log(0.5)]]], ["}", []]]
     w = read_weighted(t, tokens)
     assert w["expected"] == pytest.approx(3.0) and w["probs"] == {"1": 0.5, "5": 0.5}
+
+
+def test_the_run_flag_weights_every_eligible_score_criterion(tmp_path):
+    from fakeserver import FakeOpenAI
+
+    (tmp_path / "p.gsr").write_text(PROGRAM.replace(" = llm(weighted: true)", ""))
+    with FakeOpenAI(responder=answer_with_logprobs) as server:
+        assert run(server, "--weighted") == 0
+        assert server.requests[0]["logprobs"] is True
+    assert trace_judgment()["value"] == pytest.approx((4 * 0.6 + 5 * 0.3 + 3 * 0.05) / 0.95)
