@@ -100,6 +100,7 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
                 free = [p.name for p in ports if p.name not in given]
                 snippet = ctx.text_of(arg.value.span, path, max_len=40)
                 hint = f"name it: `{free[0]}: {snippet}`" if free and snippet else "name it: `port: value`"
+                ctx.mentioned.update(names_in(arg.value))
                 ctx.error("GSR206", "a positional argument follows a named one", arg.span, "positional", path=path,
                           help=hint)
                 ok, misplaced = False, True
@@ -109,6 +110,7 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
                 key = level.name
                 position += 1
             elif position >= len(ports):
+                ctx.mentioned.update(names_in(arg.value))  # used, just misplaced: no GSR402 cascade
                 ctx.error("GSR206", f"`{sig.name}` takes {len(ports)} port{'s' if len(ports) != 1 else ''}; "
                           f"this is argument {position + 1}", arg.span, "one too many", path=path,
                           help=f"name parameters explicitly: {sig.signature()}")
@@ -123,6 +125,7 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
             key = arg.name.name
             if sig.port(key) is None and sig.param(key) is None:
                 names = [p.name for p in sig.ports] + [p.name for p in sig.params]
+                ctx.mentioned.update(names_in(arg.value))  # used under a misspelt port: no GSR402 cascade
                 close = did_you_mean(key, names)
                 fixes = (Fix(f"rename to `{close}`", arg.name.span, close),) if close else ()
                 ctx.error("GSR201", f"`{sig.name}` has no port or parameter `{key}`", arg.name.span, "unknown",

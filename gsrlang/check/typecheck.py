@@ -136,6 +136,17 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
     elif pattern.kind == "ordinal" and t.kind in ("nominal", "bool"):
         help_ = f"`{sig.name}` compares ordered levels, and the labels of `{t.required()}` have no order: " \
                 "test one label with `is(x, label)`"
+    elif t.kind == "score" and sig.result.kind == "score" and \
+            any(p.kind in ("ordinal", "bool") for p in pattern.alternatives()):  # normalize(Score[a..b])
+        call_text = ctx.text_of(node.span, node.path)
+        if t.is_unit_score:
+            help_ = f"`{t.required()}` is already a score in [0, 1]: use it without `{sig.name}(...)`"
+            if text is not None and call_text is not None:
+                fixes = (Fix(f"remove `{sig.name}(...)`", node.span, text, "safe"),)
+        else:
+            help_ = f"`{t.required()}` is a score: map [{t.lo:g}, {t.hi:g}] onto [0, 1] with `scale(...)`"
+            if text is not None and call_text is not None:
+                fixes = (Fix(f"use `scale(...)` instead of `{sig.name}(...)`", node.span, f"scale({text})", "safe"),)
     elif pattern.kind == "ordinal" and t.kind == "score":
         help_ = "compare a score with `threshold(x, at: ...)`" + (" after `scale(...)`" if not t.is_unit_score else "")
     elif any(p.kind == "bool" for p in pattern.alternatives()) and t.kind == "score":

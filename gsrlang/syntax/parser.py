@@ -198,12 +198,14 @@ _BRACKETS = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|"(?:[^"\\\n]|\\.)*"|#[^\n
 
 
 # ---- syntax error messages ----------------------------------------------------------------------------
+# Named terminals; Lark's anonymous ones (`__ANON_n`, numbered in an order the grammar does not fix) are
+# described by their own pattern, read from the parser.
 _TOKEN_NAMES = {
     "NAME": "a name", "STRING": "a string", "INT": "an integer", "FLOAT": "a number", "SIGN": "'-'",
     "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'", "RBRACE": "'}'",
     "LABELS_OPEN": "'{'", "COMMA": "','", "COLON": "':'", "SEMICOLON": "';'", "EQUAL": "'='",
     "QMARK": "'?'", "OPTIONAL": "'?'", "VBAR": "'|'", "DOT": "'.'", "MORETHAN": "'>'", "LESSTHAN": "'<'",
-    "STAR": "'*'", "$END": "end of file", "__ANON_0": "'..'", "__ANON_1": "'->'",
+    "STAR": "'*'", "$END": "end of file",
 }
 
 
