@@ -136,8 +136,8 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
     elif pattern.kind == "ordinal" and t.kind in ("nominal", "bool"):
         help_ = f"`{sig.name}` compares ordered levels, and the labels of `{t.required()}` have no order: " \
                 "test one label with `is(x, label)`"
-    elif t.kind == "score" and sig.result.kind == "score" and \
-            any(p.kind in ("ordinal", "bool") for p in pattern.alternatives()):  # normalize(Score[a..b])
+    elif t.kind == "score" and sig.kind == "transform" and sig.result.kind == "score" and \
+            any(p.kind == "ordinal" for p in pattern.alternatives()):  # normalize(Score[a..b]), map(...)
         call_text = ctx.text_of(node.span, node.path)
         if t.is_unit_score:
             help_ = f"`{t.required()}` is already a score in [0, 1]: use it without `{sig.name}(...)`"
