@@ -35,12 +35,11 @@ from typing import Any
 from gsrlang.catalog import REQUIRED, Catalog, default_catalog
 from gsrlang.check.judgekinds import judge_kinds
 from gsrlang.program import JSON_FORMAT_VERSION, Program, json_value
+from gsrlang.tasks import MODES, ON_TIE, QUANTIZE, SETTINGS
 from gsrlang.types import JType
 
 FORMAT = "gsr-program"
 NODE_KINDS = ("criterion", "transform", "reduce", "gate", "const")
-QUANTIZE = ("round", "floor", "ceil", "none", "thresholds")
-ON_TIE = ("tie", "abstain", "first", "second")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LABEL = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\Z")
 _RESERVED_VALUES = ("true", "false")  # keywords where a value is expected: no node can be called that
@@ -582,7 +581,7 @@ class _Writer:
         return {k: tuple(v) for k, v in raw.items()}
 
     def _readout(self, raw, path: str) -> list[str]:
-        r = self.obj(raw, path, ("pointwise", "pairwise"))
+        r = self.obj(raw, path, tuple(MODES))
         if r is None:
             return []
         if not r:
@@ -593,7 +592,7 @@ class _Writer:
             p = self.obj(r["pointwise"], ppath, ("scale", "quantize", "thresholds", "tune"), ("scale",))
             if p is not None and "scale" in p:
                 scale = p["scale"]
-                quantize = p.get("quantize", "round")
+                quantize = p.get("quantize", SETTINGS["quantize"].default)
                 thresholds = p.get("thresholds", [])
                 ok = self.typed(scale, _at(ppath, "scale"), lambda v: isinstance(v, list) and len(v) == 2 and all(
                     _is_number(x) and math.isfinite(x) for x in v), "[lo, hi]")
@@ -621,7 +620,8 @@ class _Writer:
             ppath = _at(path, "pairwise")
             p = self.obj(r["pairwise"], ppath, ("epsilon", "on_tie"))
             if p is not None:
-                epsilon, on_tie = p.get("epsilon", 0.0), p.get("on_tie", "tie")
+                epsilon = p.get("epsilon", SETTINGS["epsilon"].default)
+                on_tie = p.get("on_tie", SETTINGS["on_tie"].default)
                 ok = self.typed(epsilon, _at(ppath, "epsilon"), lambda v: _is_number(v) and math.isfinite(v),
                                 "a number")
                 if on_tie not in ON_TIE:

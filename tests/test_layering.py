@@ -3,7 +3,7 @@
 Read from the source (every `import`, including the ones inside functions), so a lazy import
 that hides a back-arrow is caught too. Lowest first:
 
-    span, types, judgment (Judgment, ABSTAIN), diagnostics
+    span, types, tasks (the task settings), judgment (Judgment, ABSTAIN), diagnostics
     syntax -> catalog -> program (the checked program's data model) -> check
     -> runtime -> judges -> commands -> cli
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "gsrlang"
 
-LAYERS = ["span", "types", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
+LAYERS = ["span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
           "judges", "commands", "cli"]
 
 

@@ -9,11 +9,11 @@ from gsrlang.diagnostics import Fix
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.span import Span
 from gsrlang.syntax import ast
+from gsrlang.tasks import MODES, ON_TIE, QUANTIZE, SETTINGS, keys_of
 
-POINTWISE_KEYS = ("scale", "quantize")
-PAIRWISE_KEYS = ("epsilon", "on_tie")
-QUANTIZE = ("round", "floor", "ceil", "none")
-ON_TIE = ("tie", "abstain", "first", "second")
+POINTWISE_KEYS = keys_of("pointwise")
+PAIRWISE_KEYS = keys_of("pairwise")
+QUANTIZE_NAMES = tuple(q for q in QUANTIZE if q != "thresholds")  # written as a bare name
 
 
 def check_sink_count(ctx: Context) -> None:
@@ -81,7 +81,7 @@ def check_readout(ctx: Context) -> Readout:
             from gsrlang.check.context import suggestion
 
             ctx.error("GSR505", f"unknown task `{mode}`", task.mode.span, "not a task",
-                      help=suggestion(mode, ("pointwise", "pairwise")) or "tasks are `pointwise` and `pairwise`")
+                      help=suggestion(mode, MODES) or "tasks are " + " and ".join(f"`{m}`" for m in MODES))
     return Readout(pointwise, pairwise)
 
 
@@ -107,11 +107,11 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                   help="e.g. `scale = 1..5`")
         return None
     lo, hi = scale.value.lo.value, scale.value.hi.value
-    quantize, thresholds, tune = "round", (), ()
+    quantize, thresholds, tune = SETTINGS["quantize"].default, (), ()
     q = settings.get("quantize")
     if q is not None:
         v = q.value
-        if isinstance(v, ast.Ref) and v.name.name in QUANTIZE:
+        if isinstance(v, ast.Ref) and v.name.name in QUANTIZE_NAMES:
             quantize = v.name.name
         elif isinstance(v, ast.Call) and v.op.name == "thresholds":
             quantize = "thresholds"
@@ -137,7 +137,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                           help="they are sink scores: the readout gives lo + the number of cut points at or below s")
                 return None
         else:
-            ctx.error("GSR505", "`quantize` is round, floor, ceil, none or thresholds(...)", v.span,
+            ctx.error("GSR505", f"`quantize` is {', '.join(QUANTIZE_NAMES)} or thresholds(...)", v.span,
                       "unknown quantization")
             return None
     return PointwiseReadout(float(lo), float(hi), quantize, thresholds, tune) if ok else None
@@ -145,7 +145,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
 
 def _pairwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PairwiseReadout | None:
     ok = True
-    epsilon, on_tie = 0.0, "tie"
+    epsilon, on_tie = SETTINGS["epsilon"].default, SETTINGS["on_tie"].default
     for key, s in settings.items():
         if key not in PAIRWISE_KEYS:
             _wrong_mode(ctx, key, "pairwise", "pointwise", s.key.span)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from gsrlang.commands import UsageError
+from gsrlang.tasks import MODES, ON_TIE, QUANTIZE
 
 HELP = "compile a natural-language rubric into a checked .gsr program with an LLM"
 DESCRIPTION = """\
@@ -40,14 +41,14 @@ examples:
 def add_arguments(p) -> None:
     p.add_argument("rubric", nargs="?", metavar="RUBRIC", help="the rubric text file (`-`: standard input)")
     t = p.add_argument_group("task contract")
-    t.add_argument("--task", choices=("pointwise", "pairwise"), required=True,
+    t.add_argument("--task", choices=tuple(MODES), required=True,
                    help="the readout the program must have")
     t.add_argument("--scale", metavar="LO..HI", help="pointwise: the native scale, e.g. 1..5 (required)")
-    t.add_argument("--quantize", choices=("round", "floor", "ceil", "none", "thresholds"),
+    t.add_argument("--quantize", choices=QUANTIZE,
                    help="pointwise: how the score is quantized (default: round; thresholds: the model picks "
                         "the cut points)")
     t.add_argument("--epsilon", metavar="E", help="pairwise: the tie margin in [0, 1) (default: 0)")
-    t.add_argument("--on-tie", choices=("tie", "abstain", "first", "second"),
+    t.add_argument("--on-tie", choices=ON_TIE,
                    help="pairwise: tie policy (default: tie)")
     s = p.add_argument_group("the rest of S (single rubric)")
     s.add_argument("--input", metavar="FILE_OR_TEXT", help="the task input the responses will answer (a file, or text)")

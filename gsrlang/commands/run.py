@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from gsrlang.commands import UsageError
+from gsrlang.tasks import MODES
 
 HELP = "run a program over a data file (JSONL, CSV, JSON) and write results and traces"
 DESCRIPTION = """\
@@ -42,7 +43,7 @@ def add_arguments(p) -> None:
     p.add_argument("--programs", metavar="INDEX",
                    help="per-item programs instead of PROGRAM: the index.jsonl of a batch `gsr compile`")
     p.add_argument("--data", required=True, metavar="FILE", help="items: .jsonl, .csv, .tsv or .json (an array)")
-    p.add_argument("--mode", choices=("pointwise", "pairwise"),
+    p.add_argument("--mode", choices=tuple(MODES),
                    help="which task to run (default: the program's only task; with --programs, the first "
                         "program's)")
     g = p.add_argument_group("columns (dotted paths into JSON objects are allowed: scores.overall)")

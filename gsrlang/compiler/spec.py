@@ -19,8 +19,7 @@ from typing import Union
 
 import attrs
 
-QUANTIZE = ("round", "floor", "ceil", "none", "thresholds")
-ON_TIE = ("tie", "abstain", "first", "second")
+from gsrlang.tasks import ON_TIE, QUANTIZE
 
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*\.\.\s*(-?\d+(?:\.\d+)?)\s*$")
 

@@ -20,6 +20,7 @@ import attrs
 from lsprotocol import types
 
 from gsrlang.catalog import OperatorSig, ParamSig, PortSig
+from gsrlang import tasks
 from gsrlang.lsp import knowledge
 from gsrlang.catalog import param_text
 from gsrlang.lsp.hover import describe_operator, describe_rule
@@ -249,8 +250,8 @@ def _in_braces(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
         if len(current) >= 2 and current[-1].text == "=" and current[-2].kind == "name":
             return _setting_values(c, current[-2].text)
         given = {a.text for a, b in zip(current, current[1:]) if a.kind == "name" and b.text == "="}
-        return [c.item(key, types.CompletionItemKind.Property, form, about, insert=f"{key} = ")
-                for key, (form, m, about) in knowledge.SETTINGS.items() if m == mode and key not in given]
+        return [c.item(key, types.CompletionItemKind.Property, s.form, s.about, insert=f"{key} = ")
+                for key, s in tasks.SETTINGS.items() if s.mode == mode and key not in given]
     # a criterion's body: `criterion NAME: TYPE [= PROC] {`
     decl = _last_keyword(toks[:at])
     labels = at >= 2 and toks[at - 1].text in ("Ordinal", "Nominal") and toks[at - 2].text == ":"
@@ -286,7 +287,7 @@ def _top_level(c: _Ctx, toks: list[Tok]) -> list[types.CompletionItem]:
         return _procedures(c)
     if last == "task":
         return [c.item(m, types.CompletionItemKind.Keyword, None, about, insert=m + " ")
-                for m, about in knowledge.TASKS.items()]
+                for m, about in tasks.MODES.items()]
     if at_line_start or not toks:
         return [c.item(k, types.CompletionItemKind.Keyword, form, about, insert=k + " ")
                 for k, (form, about) in knowledge.KEYWORDS.items()]
@@ -368,8 +369,9 @@ def _param_values(c: _Ctx, p: ParamSig) -> list[types.CompletionItem]:
 
 
 def _setting_values(c: _Ctx, key: str) -> list[types.CompletionItem]:
+    setting = tasks.SETTINGS.get(key)
     items = [c.item(v, types.CompletionItemKind.EnumMember, f"{key} = {v}", about)
-             for v, about in knowledge.SETTING_VALUES.get(key, {}).items()]
+             for v, about in (setting.values if setting else ()) if not (key == "quantize" and v == "thresholds")]
     if key == "quantize":
         items.append(c.item("thresholds", types.CompletionItemKind.Function, "thresholds(c1, c2, ...)",
                             "explicit cut points in [0, 1], one between each two native scores",

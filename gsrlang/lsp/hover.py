@@ -8,6 +8,7 @@ from lsprotocol import types
 
 from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
 from gsrlang.check.judgekinds import judge_kinds
+from gsrlang import tasks
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
@@ -40,12 +41,12 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
     elif target.kind == "member":
         text = _member_text(model, target)
     elif target.kind == "setting":
-        if target.name in knowledge.SETTINGS:
-            form, mode, about = knowledge.SETTINGS[target.name]
-            text = _code(form) + f"\n{mode} readout setting: {about}"
+        setting = tasks.SETTINGS.get(target.name)
+        if setting is not None:
+            text = _code(setting.form) + f"\n{setting.mode} readout setting: {setting.about}"
     elif target.kind == "task":
-        if target.name in knowledge.TASKS:
-            text = _code(f"task {target.name} {{ ... }}") + "\n" + knowledge.TASKS[target.name]
+        if target.name in tasks.MODES:
+            text = _code(f"task {target.name} {{ ... }}") + "\n" + tasks.MODES[target.name]
     elif target.kind == "type":
         if target.name in knowledge.TYPES:
             form, about = knowledge.TYPES[target.name]
@@ -116,7 +117,8 @@ def _procedure_text(model: DocumentModel, name: str) -> str | None:
 def _member_text(model: DocumentModel, target) -> str | None:
     node = target.node
     if isinstance(node, ast.Setting):
-        values = knowledge.SETTING_VALUES.get(node.key.name, {})
+        setting = tasks.SETTINGS.get(node.key.name)
+        values = dict(setting.values) if setting else {}
         if target.name in values:
             return _code(f"{node.key.name} = {target.name}") + "\n" + values[target.name]
         return None

@@ -29,31 +29,6 @@ BODY_KEYWORDS = {
     "judges": ("judges N aggregate AGG | judges [P1, P2] aggregate AGG", "An ensemble of judges."),
 }
 
-TASKS = {
-    "pointwise": "One candidate per item. The sink's Score s is mapped onto the native scale "
-                 "(`lo + s*(hi-lo)`) and quantized. Settings: `scale`, `quantize`.",
-    "pairwise": "Two candidates per item. A wins when `s_A > s_B + epsilon`, B when `s_B > s_A + epsilon`, "
-                "otherwise `on_tie` decides. Settings: `epsilon`, `on_tie`.",
-}
-
-SETTINGS = {
-    "scale": ("scale = lo..hi", "pointwise", "The native score range the sink's [0, 1] is mapped onto."),
-    "quantize": ("quantize = round | floor | ceil | none | thresholds(c1, ...)", "pointwise",
-                 "How the mapped score becomes a native score: rounded, floored, ceiled, kept as a real, "
-                 "or cut at explicit sink scores (one cut point between each two native scores)."),
-    "epsilon": ("epsilon = 0.05", "pairwise", "The margin in [0, 1) one candidate's score must exceed the "
-                "other's by to win."),
-    "on_tie": ("on_tie = tie | abstain | first | second", "pairwise", "The verdict when neither candidate "
-               "wins by more than epsilon."),
-}
-
-SETTING_VALUES = {
-    "quantize": {"round": "round to the nearest native score", "floor": "round down", "ceil": "round up",
-                 "none": "keep the real value"},
-    "on_tie": {"tie": "declare a tie", "abstain": "record no verdict", "first": "prefer candidate A",
-               "second": "prefer candidate B"},
-}
-
 AGGREGATES = {
     "majority": "Bool ensembles: the majority vote.",
     "weighted": "Bool ensembles: a weighted vote, `weighted(weights: [...])` with one weight per judge.",
