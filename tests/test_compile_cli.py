@@ -301,3 +301,31 @@ def test_the_key_is_never_printed(capsys, monkeypatch, rubric):
         assert server.requests[0].headers["authorization"] == f"Bearer {secret}"  # read from the environment
     assert code == 2 and "HTTP 401" in err and "check the API key" in err
     assert secret not in err and secret not in out
+
+
+def _model_flags(command: str) -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return {flag for action in sub._actions for flag in action.option_strings}
+
+
+def test_compile_and_run_name_the_model_flags_alike():
+    from gsrlang.judges.llm.options import add_model_arguments
+    import argparse
+
+    shared = argparse.ArgumentParser()
+    add_model_arguments(shared)
+    model = {f for a in shared._actions for f in a.option_strings} - {"-h", "--help"}
+    assert model <= _model_flags("compile") and model <= _model_flags("run")
+    assert "--judge-config" in model and "--config" not in _model_flags("compile")
+
+
+def test_compile_reads_the_model_from_judge_config(capsys, tmp_path, rubric):
+    with FakeOpenAI(responder=scripted({RUBRIC: block(GOOD)})) as server:
+        config = tmp_path / "elsewhere" / "gsr.toml"
+        config.parent.mkdir()
+        config.write_text(f'[judge]\nmodel = "toml-model"\nbase_url = "{server.base_url}"\n', encoding="utf-8")
+        code, stdout, err = gsr(capsys, "compile", rubric, "--task", "pointwise", "--scale", "1..5",
+                                "--judge-config", config, "--no-cache")
+        assert code == 0, err
+        assert server.requests[0]["model"] == "toml-model"

@@ -83,14 +83,9 @@ def add_arguments(p) -> None:
     c.add_argument("--no-cache", action="store_true", help="neither read nor write the compile cache")
     c.add_argument("--retry-failed", action="store_true", help="compile again the rubrics whose cached result failed")
     c.add_argument("--print-prompt", action="store_true", help="print the prompt for the first rubric and stop")
-    m = p.add_argument_group("the model ($OPENAI_API_KEY holds the key)")
-    m.add_argument("--model", metavar="MODEL", help="the model (default: $GSR_MODEL or gsr.toml)")
-    m.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    m.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: 0)")
-    m.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer, in tokens")
-    m.add_argument("--timeout", type=float, metavar="S", help="seconds per model call (default: 60)")
-    m.add_argument("--max-retries", type=int, metavar="N", help="retries of a failed call (default: 5)")
-    m.add_argument("--config", metavar="FILE", help="a gsr.toml to read instead of the nearest one")
+    from gsrlang.judges.llm.options import add_model_arguments
+
+    add_model_arguments(p)  # the same flags as `gsr run`'s (--model, --base-url, --judge-config, ...)
     p.add_argument("--format", choices=("full", "concise"), default="concise",
                    help="how each round's diagnostics are printed to standard error (default: concise)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the outcome")
@@ -175,14 +170,18 @@ def _check_mode(args) -> bool:
 
 
 def _settings(args):
-    from gsrlang.judges.llm import ConfigError, resolve_settings
+    """The compiler model's settings, built by the one model-client builder that `gsr run` uses too."""
+    from gsrlang.judges.llm import ConfigError
+    from gsrlang.judges.llm.config import NO_MODEL_MESSAGE
+    from gsrlang.judges.llm.options import model_settings
 
-    flags = {"model": args.model, "base_url": args.base_url, "temperature": args.temperature,
-             "max_tokens": args.max_tokens, "timeout_s": args.timeout, "max_retries": args.max_retries}
     try:
-        return resolve_settings(flags, config_path=Path(args.config) if args.config else None).default
+        settings = model_settings(args)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    if settings is None:
+        raise UsageError(NO_MODEL_MESSAGE)
+    return settings.default
 
 
 # ---- printing -----------------------------------------------------------------------------------------
@@ -489,5 +488,5 @@ async def _compile_batch(items, config, args, cache, out_dir):
                 cached = " (cached)" if result.cached else ""
                 print(f"[{done[0]}/{total}] {item.id}: {how}{cached}", file=sys.stderr)
 
-        return await compile_batch(items, one, out_dir, concurrency=args.concurrency or config.concurrency,
+        return await compile_batch(items, one, out_dir, concurrency=config.concurrency,
                                    model=config.model, on_item=on_item)

@@ -113,18 +113,20 @@ def choose_mode(program, mode: str | None) -> str:
 
 
 def build_registry(program, args):
+    """(the judges for `program`, the resolved model settings: None when no criterion needs a model)."""
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.registry import default_registry
 
-    llm = None
+    llm = settings = None
     try:
         if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
-            llm = _llm_judge(args)
+            settings = _model_settings(args)
+            llm = _llm_judge(args, settings)
         registry = default_registry(llm)
         registry.check(program)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
-    return registry
+    return registry, settings
 
 
 class Reporter:
@@ -264,9 +266,9 @@ def run(args) -> int:
         return 1
     mode = choose_mode(program, args.mode)
     columns = _columns(args, mode)
-    registry = build_registry(program, args)
+    registry, settings = build_registry(program, args)
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
-                 _concurrency(args, registry), args.limit, args)
+                 _concurrency(args, settings), args.limit, args)
     run_job = engine(args.engine)
     summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
@@ -313,11 +315,12 @@ def run_per_item(args) -> int:
         raise UsageError(str(exc)) from None
     columns = _columns(args, mode)
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
-        registry = default_registry(_llm_judge(args))
+        settings = _model_settings(args)
+        registry = default_registry(_llm_judge(args, settings))
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
-    concurrency = _concurrency(args, registry)
+    concurrency = _concurrency(args, settings)
     summary = _with_progress(args, lambda on_item: run_index_file(
         programs, args.data, programs.columns, registry, args.out, args.trace, concurrency, args.limit,
         on_item=on_item, compile_ids=args.id_field is None), registry)
@@ -351,23 +354,36 @@ def print_index_summary(summary, programs, args, stream) -> None:
             print(format_report(report), file=stream)
 
 
-def _llm_judge(args):
-    """The LLM judge from the model-judge flags (then environment, then gsr.toml), or None without a model."""
+def _model_settings(args):
+    """The model settings from the flags (then environment, then gsr.toml), once per run; None without a model."""
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.judges.llm.options import build_llm_judge
+    from gsrlang.judges.llm.options import model_settings
 
     try:
-        return build_llm_judge(args)
+        return model_settings(args)
     except LLMError as exc:
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
 
 
-def _concurrency(args, registry) -> int:
-    """--concurrency, else the model judges' resolved setting (environment, gsr.toml), else 8."""
-    llm = registry.get("llm")
-    settings = getattr(llm, "settings", None)
-    return args.concurrency or (settings.default.concurrency if settings is not None else 8)
+def _llm_judge(args, settings):
+    """The LLM judge for these settings (None without a model)."""
+    from gsrlang.judges.base import JudgeConfigError
+    from gsrlang.judges.llm.config import LLMError
+    from gsrlang.judges.llm.options import build_llm_judge
+
+    if settings is None:
+        return None
+    try:
+        return build_llm_judge(args, settings)
+    except LLMError as exc:
+        raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
+
+
+def _concurrency(args, settings) -> int:
+    """Judge calls in flight: the resolved model settings' (--concurrency, then environment, then gsr.toml)
+    when a model judges, else --concurrency, else 8."""
+    return settings.default.concurrency if settings is not None else (args.concurrency or 8)
 
 
 def _llm_report(registry, summary, stream) -> bool:

@@ -1,11 +1,15 @@
-"""Command-line flags for model judges, and building the LLM judge from them.
+"""The one place a model client is configured: command-line flags, environment and ``gsr.toml``.
 
-    add_llm_arguments(parser)          # the flags below (skipping any the command already has)
+    add_model_arguments(parser)        # the model's flags, the same for `gsr run` and `gsr compile`
+    settings = model_settings(args)    # JudgeSettings, or None when no model is configured anywhere
+    add_llm_arguments(parser)          # the model's flags and the judge's own (cache, few-shot, ...)
     judge = build_llm_judge(args)      # an LLMJudge, or None when no model is configured anywhere
 
 Settings are resolved flags > environment > ``gsr.toml`` (see
-:mod:`gsrlang.judges.llm.config`). This module imports nothing heavy: the
-``openai`` package is loaded only when a judge is actually built.
+:mod:`gsrlang.judges.llm.config`); the concurrency a command schedules with is
+``settings.default.concurrency`` (the `--concurrency` flag, else the environment or
+``gsr.toml``, else 8), read from the resolved settings and passed on explicitly. This
+module imports nothing heavy: the ``openai`` package is loaded only when a client is built.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from typing import Any
 
 from gsrlang.catalog import default_catalog
 
-__all__ = ["DEFAULT_CACHE", "add_llm_arguments", "build_llm_judge", "create_from_settings", "create_judge",
-           "judge_flags", "parse_role"]
+__all__ = ["DEFAULT_CACHE", "add_llm_arguments", "add_model_arguments", "build_llm_judge", "create_from_settings",
+           "create_judge", "judge_flags", "model_settings", "parse_role"]
 
 DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
 
@@ -27,16 +31,20 @@ def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
     return flag in parser._option_string_actions  # noqa: SLF001 - argparse has no public lookup
 
 
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the model-judge flags to ``parser`` (a flag the parser already defines is left as it is)."""
-    g = parser.add_argument_group(
-        "model judges (llm criteria); settings come from these flags, then the environment "
-        "(OPENAI_API_KEY, OPENAI_BASE_URL, GSR_MODEL, ...), then gsr.toml")
+def _adder(parser: argparse.ArgumentParser, title: str):
+    group = parser.add_argument_group(title)
 
     def add(flag: str, **kw: Any) -> None:
         if not _has(parser, flag):
-            g.add_argument(flag, **kw)
+            group.add_argument(flag, **kw)
+    return add
 
+
+def add_model_arguments(parser: argparse.ArgumentParser,
+                        title: str = "the model; settings come from these flags, then the environment "
+                                     "(OPENAI_API_KEY, OPENAI_BASE_URL, GSR_MODEL, ...), then gsr.toml") -> None:
+    """Add the model's flags to ``parser`` (a flag the parser already defines is left as it is)."""
+    add = _adder(parser, title)
     add("--model", metavar="MODEL", help="the judge model (default: $GSR_MODEL or [judge] model in gsr.toml)")
     add("--base-url", metavar="URL",
         help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL, else OpenAI)")
@@ -66,6 +74,13 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
              "derived from it per call")
     add("--structured", choices=("auto", "json_schema", "json_object", "grammar", "off"),
         help="how JSON answers are asked for (default auto: JSON Schema, falling back where unsupported)")
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the model's flags and the model judge's own to ``parser`` (existing flags are left as they are)."""
+    add_model_arguments(parser, "model judges (llm criteria); settings come from these flags, then the "
+                                "environment (OPENAI_API_KEY, OPENAI_BASE_URL, GSR_MODEL, ...), then gsr.toml")
+    add = _adder(parser, "model judges: the judge's own options")
     add("--cache", metavar="FILE", default=None,
         help=f"the judgment cache (SQLite; default {DEFAULT_CACHE}); a rerun or a resumed run costs no calls "
              "for anything stored")
@@ -128,25 +143,36 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
     return {k: v for k, v in flags.items() if v is not None}
 
 
-def build_llm_judge(args: argparse.Namespace, **judge_kwargs: Any):
-    """The LLM judge the flags (then environment, then gsr.toml) describe, or None when no model is set.
+def model_settings(args: argparse.Namespace):
+    """The model settings the flags (then environment, then gsr.toml) describe, or None when no model is set.
 
     Raises :class:`gsrlang.judges.llm.config.ConfigError` (an ``LLMError``) for an unusable
-    configuration, a few-shot file that cannot be read or a cache that cannot be opened;
-    the message never contains a key.
+    configuration; the message never contains a key.
     """
     from gsrlang.judges.llm.config import NO_MODEL_MESSAGE, ConfigError, resolve_settings
 
     try:
         flags = judge_flags(args)
         config_path = getattr(args, "judge_config", None)
-        settings = resolve_settings(flags, config_path=Path(config_path) if config_path else None)
+        return resolve_settings(flags, config_path=Path(config_path) if config_path else None)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except ConfigError as exc:
         if str(exc) == NO_MODEL_MESSAGE:
             return None
         raise
+
+
+def build_llm_judge(args: argparse.Namespace, settings=None, **judge_kwargs: Any):
+    """The LLM judge for `settings` (default: :func:`model_settings` of the flags), or None without a model.
+
+    Raises :class:`gsrlang.judges.llm.config.ConfigError` (an ``LLMError``) for an unusable
+    configuration, a few-shot file that cannot be read or a cache that cannot be opened;
+    the message never contains a key.
+    """
+    settings = settings if settings is not None else model_settings(args)
+    if settings is None:
+        return None
     return create_from_settings(
         settings,
         cache=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE),
