@@ -298,3 +298,17 @@ def test_each_fix_says_whether_it_is_safe_to_apply_blindly():
     text = text.replace("corect", "correct").replace("trigger: long", "trigger: threshold(long)")
     fixes = {f.title: f.applicability for d in analyze(text).diagnostics for f in d.fixes}
     assert fixes == {"wrap in `normalize(...)`": "safe"}
+
+
+def test_long_alias_chain_resolves_to_its_root():
+    chain = "\n".join(f"node n{i} = n{i - 1}" for i in range(1, 3000))
+    result = check(BASE + "node n0 = mean(items: [normalize(a), normalize(b), default(normalize(u), value: 0)])\n"
+                   + chain + "\nsink n2999\n")
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert result.program.sink == "n0"
+
+
+def test_alias_cycle_reached_through_a_chain_is_reported_once_from_its_first_member():
+    result = check(BASE + "node lead = c1\nnode c1 = c2\nnode c2 = c3\nnode c3 = c1\nsink normalize(a)\n")
+    cyc = [d.message for d in result.diagnostics if d.code == "GSR401"]
+    assert cyc == ["cycle: c1 -> c2 -> c3 -> c1"]

@@ -58,6 +58,7 @@ class Context:
     criterion_types: dict[str, JType | None] = attrs.Factory(dict)
     criterion_specs: dict = attrs.Factory(dict)
     aliases: dict[str, str] = attrs.Factory(dict)
+    alias_roots: dict[str, str] = attrs.Factory(dict)  # resolve_alias's memo, filled once aliases are all known
     source_text: str | None = None
     on_cycle: set[str] = attrs.Factory(set)
     mentioned: set[str] = attrs.Factory(set)  # names used where an error stopped the graph from using them

@@ -16,13 +16,13 @@ def edges_of(ctx: Context, node_id: str):
 def check_cycles(ctx: Context) -> bool:
     """Report cycles (GSR401) and set ctx.order to a topological order. False when there is a cycle."""
     nodes = ctx.nodes
-    # alias cycles: node a = b, node b = a
-    for name in ctx.aliases:
-        chain, cur = [name], ctx.aliases[name]
-        while cur in ctx.aliases and cur not in chain:
-            chain.append(cur)
-            cur = ctx.aliases[cur]
-        if cur == name:
+    looped = _alias_cycle_members(ctx.aliases)
+    for name in ctx.aliases:  # report the cycle through the first alias declared on one
+        if name in looped:
+            chain, cur = [name], ctx.aliases[name]
+            while cur != name:
+                chain.append(cur)
+                cur = ctx.aliases[cur]
             decl = ctx.decls[name]
             ctx.error("GSR401", "cycle: " + " -> ".join([*chain, name]), decl.item.value.span,
                       f"`{name}` is defined by itself", path=decl.path)
@@ -59,6 +59,23 @@ def check_cycles(ctx: Context) -> bool:
                 order.append(nid)
     ctx.order = order  # inputs before the nodes that use them (a post-order of the input edges)
     return not found
+
+
+def _alias_cycle_members(aliases: dict[str, str]) -> set[str]:
+    """The aliases that lie on a cycle of aliases (`node a = b`, `node b = a`), in time linear in their number:
+    each alias has one target, so every walk stops at a name already walked (its cycle, or an earlier walk)."""
+    done: set[str] = set()
+    looped: set[str] = set()
+    for start in aliases:
+        walk: dict[str, int] = {}  # name -> position in this walk
+        cur = start
+        while cur in aliases and cur not in done and cur not in walk:
+            walk[cur] = len(walk)
+            cur = aliases[cur]
+        if cur in walk:  # this walk closed on itself: the names from `cur` on form a cycle
+            looped.update(name for name, at in walk.items() if at >= walk[cur])
+        done.update(walk)
+    return looped
 
 
 def _named(ctx: Context, node_id: str) -> str:

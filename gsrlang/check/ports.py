@@ -44,11 +44,21 @@ def build_graph(ctx: Context) -> None:
 
 
 def resolve_alias(ctx: Context, name: str) -> str:
-    seen = set()
-    while name in ctx.aliases and name not in seen:
-        seen.add(name)
-        name = ctx.aliases[name]
-    return name
+    """The node an alias names, through chains of aliases (memoized: a chain is walked once, not once per use)."""
+    roots = ctx.alias_roots
+    if name not in ctx.aliases or name in roots:
+        return roots.get(name, name)
+    walked, seen, cur = [], set(), name
+    while cur in ctx.aliases and cur not in seen:
+        if cur in roots:
+            cur = roots[cur]
+            break
+        seen.add(cur)
+        walked.append(cur)
+        cur = ctx.aliases[cur]
+    if cur not in seen:  # on an alias cycle there is no root to remember (the cycle is reported)
+        roots.update(dict.fromkeys(walked, cur))
+    return cur
 
 
 def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
