@@ -29,6 +29,12 @@ def _visit(ctx, module, shown_path, real_path, root, seen, out, stack):
     for item in module.items:
         if not isinstance(item, ast.ImportDecl):
             continue
+        if len(stack) >= MAX_IMPORT_DEPTH:
+            ctx.import_failed = True
+            ctx.error("GSR011", f"imports nested more than {MAX_IMPORT_DEPTH} deep", item.path.span,
+                      "one import too many", path=shown_path,
+                      help="let the rubric import the fragments directly instead of through a chain")
+            continue
         target, problem = _resolve(item.path.value, real_path, root)
         if problem:
             ctx.import_failed = True
@@ -57,6 +63,17 @@ def _visit(ctx, module, shown_path, real_path, root, seen, out, stack):
 
 
 def _resolve(text: str, importer: Path | None, root: Path | None):
+    """(the file an import names, None) or (None, (code, message, label, help))."""
+    if "\x00" in text:
+        return None, ("GSR011", "import path contains a NUL byte", "no file name holds a NUL byte", None)
+    try:
+        return _locate(text, importer, root)
+    except (OSError, RuntimeError) as exc:  # a name too long for the file system, a symlink loop
+        return None, ("GSR010", f"cannot import `{text}`: {getattr(exc, 'strerror', None) or exc}", "cannot be read",
+                      None)
+
+
+def _locate(text: str, importer: Path | None, root: Path | None):
     if text.startswith("std/"):
         base = stdlib_dir().resolve()
         target = (base / text[4:]).resolve()

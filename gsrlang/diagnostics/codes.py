@@ -23,6 +23,7 @@ _CODES = [
     ("GSR003", "file is not UTF-8 text"),
     ("GSR004", "file too large or nested too deeply"),
     ("GSR005", "file cannot be read"),
+    ("GSR006", "number literal out of range"),
     ("GSR010", "imported file not found"),
     ("GSR011", "import not allowed"),
     ("GSR012", "import cycle"),

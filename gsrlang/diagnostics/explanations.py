@@ -189,6 +189,19 @@ _EXPLANATIONS = [
                files=(("helpfulness.gsr", _HEAD + _CORRECT + "sink normalize(correct)\n"),),
                note="the folder holds helpfulness.gsr; the command misspells it"),
        Example(_HEAD + _CORRECT + "sink normalize(correct)\n", path="helpfulness.gsr", command=True)),
+    _e("GSR006", """
+        A number literal is outside what a program can hold: an integer beyond 9,223,372,036,854,775,807
+        (a signed 64-bit integer), a number whose exponent makes it overflow a 64-bit float (`1e400`),
+        or a nonzero number so small that it would read as 0 (`1e-400`).
+
+        The bounds are checked on the literal's text, before it is converted, so a literal thousands
+        of digits long costs nothing; no rubric needs such numbers. The declaration that holds the
+        literal is left out of the rest of the check, as one with a syntax error would be.
+        """,
+       _HEAD + _CORRECT + "criterion long_enough: Bool = rule.word_count(above: 1e400)\n"
+       + "sink cap(base: normalize(correct), trigger: long_enough, at: 0.2)\n",
+       _HEAD + _CORRECT + "criterion long_enough: Bool = rule.word_count(above: 400)\n"
+       + "sink cap(base: normalize(correct), trigger: long_enough, at: 0.2)\n"),
     # ---- imports --------------------------------------------------------------------------------
     _e("GSR010", """
         An `import "PATH"` names a file that does not exist. A relative path is resolved against
@@ -206,8 +219,10 @@ _EXPLANATIONS = [
                + "sink cap(base: normalize(correct), trigger: unsafe, at: 0.2)\n",
                files=(("fragments/safety.gsr", _SAFETY_FRAGMENT),))),
     _e("GSR011", """
-        An import that is not allowed: the imported file is not a fragment, or its path leaves
-        the rubric's folder tree (or, for `std/...`, the stdlib folder).
+        An import that is not allowed: the imported file is not a fragment, its path leaves
+        the rubric's folder tree (or, for `std/...`, the stdlib folder), its path holds a NUL
+        byte, or it is the 17th link of a chain of fragments importing fragments (imports nest
+        at most 16 deep, so a generated chain cannot exhaust the checker's stack).
 
         Only fragments can be imported: files that start with `fragment NAME` and declare
         criteria and nodes but no task and no sink. A whole rubric cannot be imported, because a

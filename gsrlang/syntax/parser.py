@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import re
 import threading
 from functools import cache
@@ -17,7 +18,7 @@ from functools import cache
 import attrs
 import lark
 from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from gsrlang.diagnostics import Diagnostic, Label, error
 from gsrlang.resources import grammar_path
@@ -26,6 +27,7 @@ from gsrlang.syntax import ast
 
 MAX_SOURCE_CHARS = 8_000_000
 MAX_NESTING = 64
+MAX_INT = 2**63 - 1  # integer literals fit a signed 64-bit integer, as in most languages and JSON tools
 
 _comments = threading.local()
 
@@ -112,7 +114,7 @@ def _parse(text: str) -> ParseResult:
     try:
         module = _parse_piece(text, 0)
         return ParseResult(module, ())
-    except UnexpectedInput:
+    except (UnexpectedInput, _BadLiteral):
         pass
     return _parse_with_recovery(text)
 
@@ -135,6 +137,9 @@ def _parse_with_recovery(text: str) -> ParseResult:
         except UnexpectedInput as exc:
             diagnostics.append(_syntax_diagnostic(exc, text, start, end))
             continue
+        except _BadLiteral as exc:
+            diagnostics.append(exc.diagnostic)
+            continue
         items.extend(module.items)
         comments.extend(module.comments)
     return ParseResult(ast.Module(tuple(items), tuple(comments), span=Span(0, len(text))), tuple(diagnostics))
@@ -147,7 +152,12 @@ def _parse_piece(text: str, base: int) -> ast.Module:
         tree = _parser().parse(text)
     finally:
         _comments.sink = None
-    module = _ToAst(base, len(text)).transform(tree)
+    try:
+        module = _ToAst(base, len(text)).transform(tree)
+    except VisitError as exc:  # Lark wraps what a transformer raises
+        if isinstance(exc.orig_exc, _BadLiteral):
+            raise exc.orig_exc from None
+        raise
     comments = tuple(ast.Comment(str(t), span=Span(t.start_pos + base, t.end_pos + base)) for t in found)
     module = attrs.evolve(module, comments=comments)
     return _attach_docs(module, text, base)
@@ -300,6 +310,35 @@ def _char_help(ch: str) -> str | None:
 
 
 # ---- Lark tree -> AST -------------------------------------------------------------------------------------
+class _BadLiteral(Exception):
+    """A number literal out of range (GSR006): its declaration is dropped, like one with a syntax error."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+def _number_value(text: str, span: Span) -> int | float:
+    """The value of an INT or FLOAT token, or _BadLiteral: integers beyond MAX_INT (checked on the digits, so a
+    5,000-digit literal is never converted), numbers that overflow a float, nonzero numbers that underflow to 0."""
+    if "." not in text and "e" not in text.lower():
+        digits = text.lstrip("0")
+        if len(digits) <= len(str(MAX_INT)) and int(digits or "0") <= MAX_INT:
+            return int(text)
+        raise _BadLiteral(error("GSR006", "integer literal out of range", span,
+                                f"more than {MAX_INT:,}" if len(digits) < 40 else f"{len(digits):,} digits",
+                                help="integers are signed 64-bit; write a decimal (`1.5e20`) for a large amount"))
+    value = float(text)
+    if math.isinf(value):
+        raise _BadLiteral(error("GSR006", "number literal out of range", span, "too large for a 64-bit float",
+                                help="the largest number is about 1.8e308"))
+    mantissa = re.split("[eE]", text)[0]
+    if value == 0.0 and mantissa.strip("0.") != "":
+        raise _BadLiteral(error("GSR006", "number literal out of range", span, "too small: it would read as 0",
+                                help="the smallest nonzero number is about 5e-324; write 0 if you mean zero"))
+    return value
+
+
 def _unescape(raw: str) -> str:
     body = raw[3:-3] if raw.startswith('"""') else raw[1:-1]
     if "\\" not in body:
@@ -356,7 +395,7 @@ class _ToAst(Transformer):
         return ast.Level(key, self._string(text), value, span=self._s(meta))
 
     def key_int(self, meta, tok):
-        return ast.Number(int(tok), span=self._t(tok))
+        return ast.Number(_number_value(str(tok), self._t(tok)), span=self._t(tok))
 
     def key_name(self, meta, tok):
         return self._ident(tok)
@@ -374,7 +413,8 @@ class _ToAst(Transformer):
         return ast.Judge(procedure, span=self._s(meta))
 
     def judges_samples(self, meta, count, aggregate):
-        return ast.Judges(ast.Number(int(count), span=self._t(count)), (), aggregate, span=self._s(meta))
+        number = ast.Number(_number_value(str(count), self._t(count)), span=self._t(count))
+        return ast.Judges(number, (), aggregate, span=self._s(meta))
 
     def judges_list(self, meta, *rest):
         *procedures, aggregate = [r for r in rest if r is not None]
@@ -424,15 +464,14 @@ class _ToAst(Transformer):
         elif key.type == "STRING":
             k = self._string(key)
         elif key.type == "INT":
-            k = ast.Number(int(key), span=self._t(key))
+            k = ast.Number(_number_value(str(key), self._t(key)), span=self._t(key))
         else:
             k = ast.BoolLit(str(key) == "true", span=self._t(key))
         return ast.Entry(k, value, span=self._s(meta))
 
     # literals
     def number(self, meta, sign, tok):
-        text = str(tok)
-        value = int(text) if tok.type == "INT" else float(text)
+        value = _number_value(str(tok), self._t(tok))
         return ast.Number(-value if sign else value, span=self._s(meta))
 
     def string(self, meta, tok):
