@@ -35,6 +35,7 @@ from typing import Any
 from gsrlang.catalog import REQUIRED, Catalog, default_catalog
 from gsrlang.check.judgekinds import judge_kinds
 from gsrlang.program import JSON_FORMAT_VERSION, Program, json_value
+from gsrlang.syntax.parser import MAX_INT, MAX_NESTING
 from gsrlang.tasks import MODES, ON_TIE, QUANTIZE, SETTINGS
 from gsrlang.types import JType
 
@@ -44,6 +45,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LABEL = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\Z")
 _RESERVED_VALUES = ("true", "false")  # keywords where a value is expected: no node can be called that
 _MAX_REORDER = 5000  # above this many nodes, declarations are written in the document's order
+MAX_JSON_DEPTH = MAX_NESTING + 16  # a parameter's value nests like the source's brackets, inside the form's frame
 
 
 class JsonFormError(Exception):
@@ -89,9 +91,30 @@ def json_to_source(doc: Any, catalog: Catalog | None = None) -> str:
     """`.gsr` source for a JSON program form, formatted. Raises JsonFormError for a malformed document."""
     from gsrlang.syntax.formatter import format_source
 
+    problems = out_of_bounds(doc)
+    if problems:
+        raise JsonFormError(problems)
     writer = _Writer(catalog or default_catalog())
     text = writer.write(doc)
     return format_source(text)
+
+
+def out_of_bounds(doc: Any) -> list[str]:
+    """Where a document holds what no program can (checked before anything else reads it, without recursion):
+    arrays and objects nested more than MAX_JSON_DEPTH deep, integers beyond the language's MAX_INT."""
+    problems: list[str] = []
+    todo = [(doc, "", 0)]
+    while todo and len(problems) < 20:
+        value, path, depth = todo.pop()
+        if isinstance(value, (list, dict)):
+            if depth >= MAX_JSON_DEPTH:
+                problems.append(f"{path or '(document)'}: nested more than {MAX_JSON_DEPTH} levels deep")
+                continue
+            pairs = enumerate(value) if isinstance(value, list) else value.items()
+            todo.extend((v, _at(path, k), depth + 1) for k, v in reversed(list(pairs)))
+        elif _is_int(value) and abs(value) > MAX_INT:
+            problems.append(f"{path or '(document)'}: integer out of range (more than {MAX_INT:,} in magnitude)")
+    return problems
 
 
 def node_type_mismatches(doc: dict, program: Program) -> list[str]:
@@ -843,7 +866,8 @@ class _Plan:
         return [i.source for i in self._ordered_inputs(info)]
 
     # ---- writing ----
-    def _expr(self, nid: str, stack: set[str], force: bool = False) -> str:
+    def _expr(self, nid: str, stack: set[str], force: bool = False, depth: int = 0) -> str:
+        """A node as source: its name, or (anonymous) its call nested in place; `depth` brackets enclose it."""
         info = self.nodes[nid]
         if not force and not info.anonymous:
             return nid
@@ -854,12 +878,17 @@ class _Plan:
             return self.w._literal(info.value, _at(info.path, "value")) or "0"
         if info.op is None:  # pragma: no cover - criteria are always named
             return nid
+        if depth >= MAX_NESTING:  # the source would nest deeper than the parser reads (GSR004)
+            self.w.err(info.path, f"anonymous nodes nest more than {MAX_NESTING} brackets deep here: make "
+                                  "some of them named nodes (`\"anonymous\": false`, an id that is a name)")
+            return nid
         stack = stack | {nid}
         sig = self.catalog.operator(info.op)
         args = []
         inputs = self._ordered_inputs(info)
         for p in sig.ports:
-            feeds = [self._expr(i.source, stack) for i in inputs if i.port == p.name]
+            inner = depth + 1 + p.is_list  # the call's `(`, and a list port's `[`
+            feeds = [self._expr(i.source, stack, depth=inner) for i in inputs if i.port == p.name]
             value = "[" + ", ".join(feeds) + "]" if p.is_list else (feeds[0] if feeds else "")
             positional = sig.kind == "transform" and len(sig.ports) == 1  # normalize(x), default(x, value: ...)
             args.append(value if positional else f"{p.name}: {value}")

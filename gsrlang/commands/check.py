@@ -27,8 +27,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.check.driver import analyze_file
-
     printer = DiagnosticPrinter(args.format, use_color(args.color), __version__)
     files = 0
     for path, problem in collect_files(args.paths):
@@ -36,18 +34,17 @@ def run(args) -> int:
         if problem:
             printer.add(path, None, [read_error(path, problem)])
             continue
-        try:
-            analysis = analyze_file(path)
-        except OSError as exc:
-            printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
-            continue
-        printer.add(path, analysis.text, analysis.diagnostics)
+        analysis = printer.analyze(path)
+        if analysis is not None:
+            printer.add(path, analysis.text, analysis.diagnostics)
     printer.finish()
     if not args.quiet and args.format in ("full", "concise"):
         status = "ok" if printer.errors == 0 else "failed"
         print(f"checked {files} file{'s' if files != 1 else ''}: {printer.errors} error"
               f"{'s' if printer.errors != 1 else ''}, {printer.warnings} warning"
               f"{'s' if printer.warnings != 1 else ''} ({status})", file=sys.stderr)
+    if printer.internal:
+        return 2
     if printer.errors or (args.werror and printer.warnings):
         return 1
     return 0

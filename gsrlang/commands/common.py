@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from gsrlang.diagnostics import Diagnostic, error
-from gsrlang.diagnostics.render import FORMATS, Sources, render_concise, render_full, render_github, render_json, render_sarif
+from gsrlang.diagnostics.render import (FORMATS, INTERNAL_HELP, Sources, render_concise, render_full, render_github,
+                                        render_json, render_sarif)
 from gsrlang.span import SourceText, Span
 
 
@@ -33,16 +34,20 @@ def collect_files(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
     """(path, problem) for each .gsr file named or found under a named folder; problem for a missing path."""
     for raw in paths:
         p = Path(raw)
+        try:
+            p.stat()
+        except OSError as exc:  # no such path, a name too long, a loop of links, no permission
+            yield raw, (f"no such file or folder: `{raw}`" if isinstance(exc, FileNotFoundError)
+                        else f"cannot read `{raw}`: {exc.strerror}")
+            continue
         if p.is_dir():
             found = sorted(q for q in p.rglob("*.gsr") if q.is_file())
             if not found:
                 yield raw, f"no .gsr files in folder `{raw}`"
             for q in found:
                 yield str(q), None
-        elif p.exists():
-            yield raw, None
         else:
-            yield raw, f"no such file or folder: `{raw}`"
+            yield raw, None
 
 
 def read_error(path: str, message: str) -> Diagnostic:
@@ -57,6 +62,29 @@ class DiagnosticPrinter:
         self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
         self.errors = self.warnings = 0
         self.printed_files = 0
+        self.internal: list[tuple[str | None, str]] = []  # (path, message): failures of gsr itself
+
+    def analyze(self, path: str):
+        """`analyze_file(path)`, reporting what goes wrong as this printer's output (None then): a file that
+        cannot be read as a diagnostic, a failure of gsr itself as an internal error, so that the JSON and
+        SARIF documents stay valid and the other files are still checked."""
+        from gsrlang.check.driver import analyze_file
+
+        try:
+            return analyze_file(path)
+        except OSError as exc:
+            self.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
+        except Exception as exc:  # a bug in gsr, never a user's mistake
+            if os.environ.get("GSR_DEBUG"):
+                raise
+            self.add_internal(path, exc)
+        return None
+
+    def add_internal(self, path: str | None, exc: BaseException) -> None:
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        self.internal.append((path, message))
+        if self.fmt not in ("json", "sarif"):
+            print(f"gsr: {path}: {message}\n{INTERNAL_HELP}", file=sys.stderr)
 
     def add(self, path: str, text: str | None, diagnostics: Sequence[Diagnostic]) -> None:
         sources = Sources(SourceText(path, text)) if text is not None else Sources(main_path=path)
@@ -74,10 +102,18 @@ class DiagnosticPrinter:
             self.batches.append((sources, diagnostics))
 
     def finish(self) -> None:
-        if self.fmt == "json":
-            sys.stdout.write(render_json(self.batches))
-        elif self.fmt == "sarif":
-            sys.stdout.write(render_sarif(self.batches, self.version))
+        if self.fmt not in ("json", "sarif"):
+            return
+        render = (lambda batches: render_json(batches, self.internal)) if self.fmt == "json" else \
+            (lambda batches: render_sarif(batches, self.version, self.internal))
+        try:
+            text = render(self.batches)
+        except Exception as exc:  # still a valid document: the failure, without the diagnostics it stopped
+            if os.environ.get("GSR_DEBUG"):
+                raise
+            self.internal.append((None, f"internal error while writing the report: {type(exc).__name__}: {exc}"))
+            text = render([])
+        sys.stdout.write(text)
 
 
 def write_output(path: str | None, text: str) -> None:

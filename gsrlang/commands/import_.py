@@ -48,8 +48,10 @@ def run(args) -> int:
         doc = json.loads(raw, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         return _error(f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}")
-    except ValueError as exc:
+    except ValueError as exc:  # a constant such as NaN, an integer of more than 4,300 digits
         return _error(f"{name}: invalid JSON: {exc}")
+    except RecursionError:
+        return _error(f"{name}: invalid JSON: arrays or objects nested too deeply")
     try:
         source = json_to_source(doc)
     except JsonFormError as exc:

@@ -176,12 +176,28 @@ def diagnostic_json(d: Diagnostic, sources: Sources) -> dict:
     }
 
 
-def render_json(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]]) -> str:
+INTERNAL_HELP = "this is a bug in gsr; rerun with GSR_DEBUG=1 for a traceback and report it"
+
+
+def internal_error_json(path: str | None, message: str) -> dict:
+    """The JSON form's entry for a failure of gsr itself (not a diagnostic: no code, no range)."""
+    return {"code": None, "severity": "internal-error", "message": message, "path": path, "range": None,
+            "offsets": None, "label": "", "related": [], "notes": [], "help": INTERNAL_HELP, "fixes": []}
+
+
+def render_json(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]],
+                internal: Sequence[tuple[str | None, str]] = ()) -> str:
+    """The diagnostics as a JSON array; `internal` ((path, message) of each failure of gsr itself) adds
+    entries of severity `internal-error`, so a failing run still prints a valid document."""
     items = [diagnostic_json(d, sources) for sources, ds in batches for d in ds]
+    items += [internal_error_json(path, message) for path, message in internal]
     return json.dumps(items, indent=2, ensure_ascii=False) + "\n"
 
 
-def render_sarif(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]], version: str) -> str:
+def render_sarif(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]], version: str,
+                 internal: Sequence[tuple[str | None, str]] = ()) -> str:
+    """A SARIF 2.1.0 log; failures of gsr itself (`internal`) are tool execution notifications of an
+    invocation that did not succeed, which is where SARIF consumers look for them."""
     results, used = [], set()
     for sources, ds in batches:
         for d in ds:
@@ -219,6 +235,13 @@ def render_sarif(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]], versio
                   "columnKind": "unicodeCodePoints",
                   "results": results}],
     }
+    if internal:
+        doc["runs"][0]["invocations"] = [{"executionSuccessful": False, "toolExecutionNotifications": [
+            dict({"level": "error", "message": {"text": f"{message}\n{INTERNAL_HELP}"},
+                  "descriptor": {"id": "internal-error"}},
+                 **({"locations": [{"physicalLocation": {"artifactLocation": {"uri": Path(path).as_posix()}}}]}
+                    if path else {}))
+            for path, message in internal]}]
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
