@@ -140,10 +140,10 @@ def test_a_comment_inside_a_call_forces_it_to_break():
 
 
 def test_numbers_are_printed_from_their_value():
-    out = format_source("node n = f(a: 0.70, b: 600, c: - 0.3, d: 1E-5, e: 007, f: 2.50e1, g: 1e999)")
-    assert out == "node n = f(a: 0.7, b: 600, c: -0.3, d: 1e-05, e: 7, f: 25.0, g: 1e999)\n"
+    out = format_source("node n = f(a: 0.70, b: 600, c: - 0.3, d: 1E-5, e: 007, f: 2.50e1, g: 1.7e308)")
+    assert out == "node n = f(a: 0.7, b: 600, c: -0.3, d: 1e-05, e: 7, f: 25.0, g: 1.7e+308)\n"
     assert parse(out).module == parse("node n = f(a: 0.70, b: 600, c: - 0.3, d: 1E-5, e: 007, f: 2.50e1, "
-                                      "g: 1e999)").module
+                                      "g: 1.7e308)").module
 
 
 def test_strings_are_re_escaped():
