@@ -51,6 +51,10 @@ __all__ = [
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".ndjson", ".csv", ".tsv", ".json")
 
 _CANDIDATE_IDS = string.ascii_uppercase
+#: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
+MAX_ROW_BYTES = 64 * 2**20
+#: Arrays and objects nested deeper than this in one row make it a failed row (no rubric reads so deep).
+MAX_ROW_DEPTH = 100
 _MAX_LISTED_KEYS = 20
 
 
@@ -319,7 +323,11 @@ def parse_pointwise_label(value: object) -> float:
         ValueError: for None, booleans, non-numeric strings, NaN and infinities.
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond a float's range
+            raise ValueError(f"cannot read an integer of {len(str(value))} digits as a pointwise label: it is out of "
+                             "range") from None
     elif isinstance(value, str):
         try:
             number = float(value.strip())
@@ -410,15 +418,76 @@ def _build_item(
 # --------------------------------------------------------------------------- file formats
 
 
-def _decode(raw: bytes, path: Path, line: int) -> str:
+def _decode(raw: bytes, line: int) -> tuple[str, str | None]:
+    """A line's text, and what is wrong with its bytes (None when they are UTF-8); bad bytes become U+FFFD."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         bad = f"byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line"
-        raise DataError(f"{path}: line {line} is not valid UTF-8 ({bad})") from None
+        return raw.decode("utf-8", errors="replace"), f"not valid UTF-8 ({bad})"
     if line == 1:
         text = text.removeprefix("\ufeff")
-    return text
+    return text, None
+
+
+def _physical_lines(handle) -> Iterator[tuple[int, bytes | None]]:
+    """(1-based line number, bytes) for each line of a binary file; None for a line longer than MAX_ROW_BYTES,
+    which is read past in chunks and never held whole, so memory stays flat whatever the file holds."""
+    line = 0
+    while True:
+        raw = handle.readline(MAX_ROW_BYTES + 1)
+        if not raw:
+            return
+        line += 1
+        if len(raw) > MAX_ROW_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = handle.readline(MAX_ROW_BYTES)
+            yield line, None
+        else:
+            yield line, raw
+
+
+def _too_long() -> str:
+    return f"the line is longer than {MAX_ROW_BYTES:,} bytes"
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
+    return value
+
+
+def _parse_json(text: str) -> tuple[object, str | None]:
+    """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
+    a number beyond a float's range or an integer of more than 4,300 digits."""
+    try:
+        value = json.loads(text, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        return None, _describe_json_error(error, text)
+    except RecursionError:
+        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+    except ValueError as error:  # from _finite_float, or Python's limit on the digits of an integer
+        reason = str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
+        return None, f"invalid JSON: {reason}"
+    if _deeper_than(value, MAX_ROW_DEPTH, text):
+        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+    return value, None
+
+
+def _deeper_than(value: object, limit: int, text: str | None = None) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (walked without recursion, and only when the
+    value's `text` holds enough brackets to go that deep), so that nothing downstream recurses past the stack."""
+    if text is not None and text.count("[") + text.count("{") <= limit:
+        return False
+    todo = [(value, 0)]
+    while todo:
+        current, depth = todo.pop()
+        if isinstance(current, (list, dict)):
+            if depth >= limit:
+                return True
+            todo.extend((child, depth + 1) for child in (current.values() if isinstance(current, dict) else current))
+    return False
 
 
 def _describe_json_error(error: json.JSONDecodeError, text: str) -> str:
@@ -451,39 +520,64 @@ class Row:
 
 def _jsonl_rows(path: Path) -> Iterator[Row]:
     with path.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
-            text = _decode(raw, path, line).rstrip("\r\n")
+        for line, raw in _physical_lines(handle):
+            where = f"line {line}"
+            if raw is None:
+                yield Row(line, where, str(line), problem=_too_long())
+                continue
+            text, bad_bytes = _decode(raw, line)
+            text = text.rstrip("\r\n")
             if not text.strip():
                 continue
-            where = f"line {line}"
-            try:
-                yield Row(line, where, str(line), json.loads(text))
-            except json.JSONDecodeError as error:
-                yield Row(line, where, str(line), problem=_describe_json_error(error, text))
+            record, problem = (None, bad_bytes) if bad_bytes else _parse_json(text)
+            yield Row(line, where, str(line), record, problem)
 
 
-def _decoded_lines(handle, path: Path) -> Iterator[str]:
-    """Decode a binary file line by line (so a bad byte is pinned to its line)."""
-    for line, raw in enumerate(handle, start=1):
-        yield _decode(raw, path, line)
+def _decoded_lines(handle, problems: dict[int, str]) -> Iterator[str]:
+    """Decode a binary file line by line for the CSV reader; what is wrong with a line (bad bytes, too long) goes
+    into `problems` by line number, so the row that holds the line becomes a failed row."""
+    for line, raw in _physical_lines(handle):
+        if raw is None:
+            problems[line] = _too_long()
+            yield "\n"
+            continue
+        text, bad_bytes = _decode(raw, line)
+        if bad_bytes:
+            problems[line] = bad_bytes
+        yield text
 
 
 def _csv_rows(path: Path, required: Sequence[str], delimiter: str) -> Iterator[Row]:
+    previous_limit = csv.field_size_limit(MAX_ROW_BYTES)  # Python's default, 131,072, is short for a response
+    try:
+        yield from _csv_rows_limited(path, required, delimiter)
+    finally:
+        csv.field_size_limit(previous_limit)
+
+
+def _csv_rows_limited(path: Path, required: Sequence[str], delimiter: str) -> Iterator[Row]:
     with path.open("rb") as handle:
-        reader = csv.reader(_decoded_lines(handle, path), delimiter=delimiter)
+        line_problems: dict[int, str] = {}
+        reader = csv.reader(_decoded_lines(handle, line_problems), delimiter=delimiter)
         header: list[str] | None = None
         row_number = 0
         while True:
             start = reader.line_num + 1  # a quoted cell may span several lines
+            problem = None
             try:
                 cells = next(reader)
             except StopIteration:
                 return
-            except csv.Error as error:
-                raise DataError(f"{path}: line {reader.line_num}: {error}") from None
-            if not cells:  # blank line
-                continue
+            except csv.Error as error:  # the reader goes on at the next line
+                cells, problem = None, str(error)
+            found = [(n, line_problems.pop(n)) for n in range(start, reader.line_num + 1) if n in line_problems]
+            if found:  # a row that spans lines names the line
+                problem = found[0][1] if found[0][0] == start else f"its line {found[0][0]}: {found[0][1]}"
             if header is None:
+                if problem is not None:
+                    raise DataError(f"{path}: line {start} (the header): {problem}")
+                if not cells:  # blank line
+                    continue
                 header = cells
                 missing = [name for name in required if name not in header]
                 if missing:
@@ -492,11 +586,14 @@ def _csv_rows(path: Path, required: Sequence[str], delimiter: str) -> Iterator[R
                         f"(columns: {', '.join(header)}); CSV column names must match exactly"
                     )
                 continue
+            if cells == [] and problem is None:  # blank line
+                continue
             row_number += 1
             where = f"line {start}"
-            if len(cells) != len(header):
-                yield Row(start, where, str(row_number),
-                          problem=f"row has {len(cells)} fields but the header has {len(header)}")
+            if problem is None and len(cells) != len(header):
+                problem = f"row has {len(cells)} fields but the header has {len(header)}"
+            if problem is not None:
+                yield Row(start, where, str(row_number), problem=problem)
                 continue
             yield Row(start, where, str(row_number), dict(zip(header, cells)), empty_is_none=True)
 
@@ -509,7 +606,7 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
         line = raw.count(b"\n", 0, error.start) + 1
         raise DataError(f"{path}: line {line} is not valid UTF-8 (byte 0x{raw[error.start]:02x})") from None
     try:
-        rows = json.loads(text)
+        rows = json.loads(text, parse_float=_finite_float)
     except json.JSONDecodeError as error:
         hint = ""
         if error.msg == "Extra data":
@@ -517,9 +614,18 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
         raise DataError(
             f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}{hint}"
         ) from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError as error:
+        reason = str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
+        raise DataError(f"{path}: invalid JSON: {reason}") from None
     if not isinstance(rows, list):
         raise DataError(f"{path}: expected a top-level JSON array of objects, got {_kind(rows)}")
     for position, record in enumerate(rows, start=1):
+        if _deeper_than(record, MAX_ROW_DEPTH):
+            yield Row(position, f"item {position}", str(position), problem=f"JSON nested more than {MAX_ROW_DEPTH} "
+                                                                          "levels deep")
+            continue
         yield Row(position, f"item {position}", str(position), record)
 
 

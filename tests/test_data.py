@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gsrlang import data
 from gsrlang.data import (
     Candidate,
     ColumnMap,
@@ -294,22 +295,24 @@ def test_invalid_json_with_id_column_has_no_id(tmp_path):
     assert error.id is None and error.reason.startswith("line 1: invalid JSON at column 2")
 
 
-def test_invalid_utf8_raises_data_error_naming_file_and_line(tmp_path):
-    text = jsonl({"input": "q", "response": "r"}).encode() + b'{"input": "caf\xe9", "response": "r"}\n'
-    path = write(tmp_path, "d.jsonl", text)
-    with pytest.raises(DataError, match=r"d\.jsonl: line 2 is not valid UTF-8 \(byte 0xe9 at byte 15 of the line\)"):
-        list(read_items(path, POINTWISE))
-
-
-def test_jsonl_is_streamed_not_loaded_whole(tmp_path):
-    # Rows before a bad byte come out before the reader ever reaches it.
+def test_invalid_utf8_is_a_failed_row_naming_its_line(tmp_path):
     good = jsonl({"input": "q", "response": "r"}).encode()
-    path = write(tmp_path, "d.jsonl", good * 2 + b"\xff\n" + good * 1000)
+    text = good + b'{"input": "caf\xe9", "response": "r"}\n' + good
+    results = list(read_items(write(tmp_path, "d.jsonl", text), POINTWISE))
+    assert [type(r) for r in results] == [Item, ItemError, Item]
+    assert results[1].reason == "line 2: not valid UTF-8 (byte 0xe9 at byte 15 of the line)"
+
+
+def test_jsonl_is_streamed_not_loaded_whole(tmp_path, monkeypatch):
+    # Rows come out one at a time: the reader holds one line, however long the file.
+    good = jsonl({"input": "q", "response": "r"}).encode()
+    path = write(tmp_path, "d.jsonl", good * 2 + b"x" * 5000 + b"\n" + good * 1000)
+    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
     items = read_items(path, POINTWISE)
     assert isinstance(next(items), Item)
     assert isinstance(next(items), Item)
-    with pytest.raises(DataError, match="line 3"):
-        next(items)
+    assert next(items) == ItemError(id="3", line=3, reason="line 3: the line is longer than 1,000 bytes")
+    assert isinstance(next(items), Item)
 
 
 def test_many_rows_keep_numbering(tmp_path):
@@ -400,10 +403,16 @@ def test_csv_empty_file_has_no_items(tmp_path):
     assert list(read_items(write(tmp_path, "d.csv", ""), POINTWISE)) == []
 
 
-def test_csv_invalid_utf8(tmp_path):
-    path = write(tmp_path, "d.csv", b"input,response\nq,r\nq,\xc3\x28\n")
-    with pytest.raises(DataError, match=r"d\.csv: line 3 is not valid UTF-8"):
-        list(read_items(path, POINTWISE))
+def test_csv_invalid_utf8_is_a_failed_row(tmp_path):
+    path = write(tmp_path, "d.csv", b"input,response\nq,r\nq,\xc3\x28\nq,r\n")
+    results = list(read_items(path, POINTWISE))
+    assert [type(r) for r in results] == [Item, ItemError, Item]
+    assert results[1].reason == "line 3: not valid UTF-8 (byte 0xc3 at byte 3 of the line)"
+
+
+def test_csv_invalid_utf8_in_the_header_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match=r"d\.csv: line 1 \(the header\): not valid UTF-8"):
+        list(read_items(write(tmp_path, "d.csv", b"inp\xffut,response\nq,r\n"), POINTWISE))
 
 
 # --------------------------------------------------------------------------- JSON arrays
@@ -492,3 +501,84 @@ def test_llmbar_natural():
     labels = [parse_pairwise_label(item.label, columns.response_fields) for item in items]
     assert set(labels) == {"first", "second"}
     assert labels.count("first") == sum(item.record["label"] == 1 for item in items)
+
+
+# --------------------------------------------------------------------------- rows beyond the limits (issue 11)
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("[" * 100_000 + "]" * 100_000, f"JSON nested more than {data.MAX_ROW_DEPTH} levels deep"),
+    ('{"input": "q", "response": ' + "[" * 500 + "]" * 500 + "}", f"JSON nested more than {data.MAX_ROW_DEPTH} levels deep"),
+    ('{"input": "q", "response": "r", "n": ' + "9" * 5000 + "}", "invalid JSON: an integer with more than 4,300 digits"),
+    ('{"input": "q", "response": "r", "n": -1.5e400}', "invalid JSON: the number -1.5e400 is out of range"),
+])
+def test_a_row_beyond_the_limits_is_a_failed_row_and_later_rows_are_read(tmp_path, line, reason):
+    good = jsonl({"input": "q", "response": "r"})
+    results = list(read_items(write(tmp_path, "d.jsonl", good + line + "\n" + good), POINTWISE))
+    assert [type(r) for r in results] == [Item, ItemError, Item]
+    assert results[1] == ItemError(id="2", line=2, reason=f"line 2: {reason}")
+
+
+def test_rows_nested_up_to_the_limit_are_read(tmp_path):
+    value = "[" * (data.MAX_ROW_DEPTH - 1) + "]" * (data.MAX_ROW_DEPTH - 1)
+    (item,) = read_items(write(tmp_path, "d.jsonl", '{"input": "q", "response": "r", "deep": ' + value + "}\n"), POINTWISE)
+    assert isinstance(item, Item)
+
+
+def test_a_json_array_row_nested_too_deeply_is_a_failed_row(tmp_path):
+    rows = [{"input": "q", "response": "r"}, {"input": "q", "response": "r", "x": "DEEP"}]
+    text = json.dumps(rows).replace('"DEEP"', "[" * 300 + "]" * 300)
+    results = list(read_items(write(tmp_path, "d.json", text), POINTWISE))
+    assert [type(r) for r in results] == [Item, ItemError]
+    assert results[1].reason == f"item 2: JSON nested more than {data.MAX_ROW_DEPTH} levels deep"
+
+
+def test_a_json_array_too_deep_to_decode_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="nested too deeply to read"):
+        list(read_items(write(tmp_path, "d.json", "[" * 100_000 + "]" * 100_000), POINTWISE))
+
+
+def test_csv_cells_longer_than_pythons_default_limit_are_read(tmp_path):
+    long = "x" * 200_000  # the csv module's default field limit is 131,072 characters
+    path = write(tmp_path, "d.csv", f"input,response\nq,{long}\nq,r\n")
+    results = list(read_items(path, POINTWISE))
+    assert [r.candidates[0].text for r in results] == [long, "r"]
+
+
+def test_a_csv_cell_beyond_the_limit_is_a_failed_row_and_later_rows_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
+    path = write(tmp_path, "d.csv", f'input,response\nq,r\nq,"{"x" * 600}\n{"y" * 600}"\nq,r2\n')
+    results = list(read_items(path, POINTWISE))
+    assert [type(r) for r in results] == [Item, ItemError, Item]
+    assert results[1].reason == "line 3: field larger than field limit (1000)"
+    assert results[2].candidates[0].text == "r2"
+
+
+def test_a_csv_line_longer_than_the_limit_is_a_failed_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
+    path = write(tmp_path, "d.csv", f"input,response\nq,{'x' * 5000}\nq,r\n")
+    results = list(read_items(path, POINTWISE))
+    assert [type(r) for r in results] == [ItemError, Item]
+    assert results[0].reason == "line 2: the line is longer than 1,000 bytes"
+
+
+def test_a_label_beyond_a_floats_range_is_a_label_error_not_a_crash():
+    with pytest.raises(ValueError, match="out of range"):
+        parse_pointwise_label(10**400)
+
+
+def test_gsr_run_reports_each_bad_row_with_its_line_and_goes_on(tmp_path, capsys):
+    from gsrlang.cli import main
+
+    program = write(tmp_path, "p.gsr", 'rubric r "d"\ntask pointwise { scale = 1..5 }\n'
+                                       "criterion long: Bool = rule.word_count(above: 1)\nsink normalize(long)\n")
+    good = jsonl({"input": "q", "response": "a b"}).encode()
+    rows = [b"[" * 100_000 + b"]" * 100_000 + b"\n", b'{"n": ' + b"9" * 5000 + b"}\n", b'{"input": "caf\xe9"}\n']
+    path = write(tmp_path, "d.jsonl", good + b"".join(rows) + good)
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(program), "--data", str(path), "--out", str(out)]) == 1
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["line"], r["status"]) for r in results] == [(1, "ok"), (2, "failed"), (3, "failed"), (4, "failed"),
+                                                          (5, "ok")]
+    err = capsys.readouterr().err
+    assert "line 2: JSON nested more than" in err and "line 3: invalid JSON" in err and "line 4: not valid UTF-8" in err
