@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gsrlang.catalog import default_catalog
@@ -200,3 +202,83 @@ def test_a_registry_with_an_llm_judge_serves_llm_criteria():
 
     p = program('criterion correct: Bool { ask "Is it correct?" }\nsink normalize(correct)')
     default_registry(llm=Fake()).check(p)
+
+
+# ---- bounded work (issue 11) -----------------------------------------------------------------------------------
+def test_regex_runs_in_linear_time_on_the_pathological_pattern():
+    import time
+
+    started = time.perf_counter()
+    value, reason = run_rule("regex", "a" * 100_000 + "!", {"pattern": "^(a+)+$"})
+    assert (value, reason) == (False, "no match")
+    assert time.perf_counter() - started < 5  # Python's `re` takes 36 s on 31 characters; RE2 microseconds
+
+
+def test_patterns_re2_refuses_are_gsr305_with_a_reason():
+    from gsrlang.check.driver import analyze
+
+    for pattern, help_ in [(r"(\\w+) \\1", True), ("(?<=a)b", True), ("a{2000}", True), ("[", False)]:
+        result = analyze('task pointwise { scale = 1..5 }\n'
+                         f'criterion c: Bool = rule.regex(pattern: "{pattern}")\nsink normalize(c)\n')
+        (d,) = result.diagnostics
+        assert d.code == "GSR305" and d.message.startswith("invalid regular expression: ")
+        assert ("RE2 syntax" in (d.help or "")) is help_, pattern
+
+
+def test_regex_offsets_are_characters_and_case_folding_works():
+    assert run_rule("regex", "ééé Ab", {"pattern": "ab", "ignore_case": True}) == (True, "matches 'Ab' at character 5")
+
+
+async def test_a_verifier_past_the_time_limit_makes_the_judgment_invalid():
+    import time
+
+    def stuck(candidate, item):  # a plain function: it runs in a daemon thread and is abandoned at the limit
+        time.sleep(3)
+        return True
+
+    async def stuck_async(candidate, item):
+        await asyncio.sleep(30)
+        return True
+
+    p = program(VERIFIED)
+    for fn in (stuck, stuck_async):
+        register_verifier("has_digit", fn)
+        try:
+            started = time.perf_counter()
+            judgment = await VerifierJudge(time_limit=0.2).judge(p.node("ok"), item(None, "x"), item(None, "x").candidates[0])
+            assert time.perf_counter() - started < 2
+        finally:
+            unregister_verifier("has_digit")
+        assert judgment.status == "invalid"
+        assert judgment.reason == "verifier `has_digit` ran past the time limit of 0.2 s per judgment"
+
+
+async def test_a_plain_verifier_does_not_block_the_event_loop():
+    import time
+
+    ticks = []
+
+    async def ticker():
+        for _ in range(5):
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.02)
+
+    def slow(candidate, item):
+        time.sleep(0.3)
+        return True, "slow but fine"
+
+    register_verifier("has_digit", slow)
+    try:
+        p = program(VERIFIED)
+        judgment, _ = await asyncio.gather(VerifierJudge().judge(p.node("ok"), item(None, "x"), item(None, "x").candidates[0]),
+                                           ticker())
+    finally:
+        unregister_verifier("has_digit")
+    assert judgment.status == "ok" and judgment.value is True
+    assert len(ticks) == 5 and ticks[-1] - ticks[0] < 0.29  # the ticker ran while the verifier slept
+
+
+async def test_a_rule_past_the_time_limit_makes_the_judgment_invalid():
+    p = program('criterion long: Bool = rule.word_count(above: 2)\nsink normalize(long)')
+    judgment = await RuleJudge(time_limit=0).judge(p.node("long"), item(None, "a b c"), item(None, "a b c").candidates[0])
+    assert judgment.status == "invalid" and "over the time limit of 0 s per judgment" in judgment.reason

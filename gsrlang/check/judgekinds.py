@@ -220,10 +220,13 @@ class RuleKind(JudgeKind):
             use.error("GSR202", f"`rule.{rule}` needs `above` or `below`", help=f"e.g. `rule.{rule}(above: 600)`")
             return False
         if rule == "regex":
+            from gsrlang.check.patterns import PatternError, compile_pattern, re2_help
+
             try:
-                re.compile(values["pattern"])
-            except re.error as exc:
-                use.error("GSR305", f"invalid regular expression: {exc}", use.span_of("pattern"))
+                compile_pattern(values["pattern"])
+            except PatternError as exc:
+                use.error("GSR305", f"invalid regular expression: {exc}", use.span_of("pattern"),
+                          help=re2_help(values["pattern"]))
                 return False
         if t is not None and t.required().kind != "bool":
             use.error("GSR301", f"`rule.{rule}` gives a Bool, but the criterion is declared `{t}`", None,

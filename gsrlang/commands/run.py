@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from gsrlang.commands import UsageError
+from gsrlang.judges.rules import DEFAULT_TIME_LIMIT
 from gsrlang.tasks import MODES
 
 HELP = "run a program over a data file (JSONL, CSV, JSON) and write results and traces"
@@ -60,6 +61,9 @@ def add_arguments(p) -> None:
     p.add_argument("--concurrency", type=int, default=None, metavar="N",
                    help="judge calls in flight (default: the model judges' `concurrency` setting, else 8)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N rows")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help=f"for each rule and verifier judgment; one that overruns it is invalid (default: "
+                        f"{DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
@@ -122,7 +126,7 @@ def build_registry(program, args):
         if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
             settings = _model_settings(args)
             llm = _llm_judge(args, settings)
-        registry = default_registry(llm)
+        registry = default_registry(llm, time_limit=args.time_limit)
         registry.check(program)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
@@ -245,6 +249,8 @@ def _columns(args, mode: str):
         raise UsageError("--concurrency must be at least 1")
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must not be negative")
+    if not args.time_limit > 0:
+        raise UsageError("--time-limit must be a positive number of seconds")
     try:
         return ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
     except ValueError as exc:
@@ -316,7 +322,7 @@ def run_per_item(args) -> int:
     columns = _columns(args, mode)
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
         settings = _model_settings(args)
-        registry = default_registry(_llm_judge(args, settings))
+        registry = default_registry(_llm_judge(args, settings), time_limit=args.time_limit)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)

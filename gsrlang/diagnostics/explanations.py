@@ -448,6 +448,9 @@ _EXPLANATIONS = [
         `at`) outside [0, 1], a constant judgment outside [0, 1], a pairwise `epsilon` outside
         [0, 1), a regular expression that does not compile, or a tuning range (`0.3 in 0.1..0.5`)
         that is empty, does not hold its number, or leaves the parameter's own bounds.
+        `rule.regex` patterns use RE2 syntax, which matches in time linear in the response and
+        so has no backreferences and no lookaround: a pattern such as `(\\w+) \\1` is refused
+        here rather than left to stall a run.
 
         Scores inside the graph always lie in [0, 1]; the native scale (1..5 stars) appears only
         in the readout. A cap "at 2 stars" on a 1..5 scale is therefore `at: 0.25`, since the

@@ -92,9 +92,11 @@ class JudgeRegistry:
                 await close()
 
 
-def default_registry(llm: Judge | None = None, catalog=None) -> JudgeRegistry:
+def default_registry(llm: Judge | None = None, catalog=None, time_limit: float | None = None) -> JudgeRegistry:
     """A judge for every judge kind that needs no configuration (rule, human, verifier, and any kind
-    registered with `gsrlang.check.judgekinds.judge_kind`), plus `llm` when one is given."""
+    registered with `gsrlang.check.judgekinds.judge_kind`), plus `llm` when one is given. `time_limit`:
+    seconds per judgment for the judges that have one (rules and verifiers; a judgment that overruns it
+    is invalid), instead of their default."""
     from gsrlang.catalog import default_catalog
     from gsrlang.check.judgekinds import judge_kinds
 
@@ -102,6 +104,8 @@ def default_registry(llm: Judge | None = None, catalog=None) -> JudgeRegistry:
     for name, kind in judge_kinds(catalog or default_catalog()).items():
         judge = kind.make_judge()
         if judge is not None:
+            if time_limit is not None and hasattr(judge, "time_limit"):
+                judge.time_limit = time_limit
             judges[name] = judge
     if llm is not None:
         judges["llm"] = llm

@@ -7,17 +7,28 @@ every `rule.*` criterion through the judge interface.
 
 Conventions: words are whitespace-separated tokens (`str.split()`); characters are
 Unicode code points (`len(text)`); case-insensitive matching uses `str.casefold`.
+
+Every rule runs in time linear in the response: `rule.regex` uses RE2 (google-re2),
+which never backtracks, so a pattern such as `^(a+)+$` cannot stall a run (with
+Python's `re` it took 36 s on 31 characters, on the event loop that serves every
+model call). RE2 refuses what it cannot match in linear time (backreferences,
+lookaround); the checker reports such a pattern (GSR305). Rules therefore stay
+inline, on the event loop; a judgment that still overruns the per-judgment time
+limit (`RuleJudge(time_limit=...)`, `gsr run --time-limit`) is invalid.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import time
 from typing import Callable
 
+from gsrlang.check.patterns import PatternError, compile_pattern
 from gsrlang.judgment import Judgment
 
-__all__ = ["RULES", "RuleJudge", "rule", "run_rule"]
+__all__ = ["DEFAULT_TIME_LIMIT", "RULES", "RuleJudge", "rule", "run_rule"]
+
+DEFAULT_TIME_LIMIT = 10.0  # seconds per rule or verifier judgment (`gsr run --time-limit`)
 
 RULES: dict[str, Callable[..., tuple[bool, str]]] = {}
 
@@ -60,8 +71,8 @@ def _excerpt(s: str, limit: int = 40) -> str:
 
 @rule("regex")
 def regex(response: str, /, *, pattern: str, ignore_case: bool = False) -> tuple[bool, str]:
-    """True when `pattern` (Python syntax) matches somewhere in the text."""
-    m = re.search(pattern, response, re.IGNORECASE if ignore_case else 0)  # `re` caches compiled patterns
+    """True when `pattern` (RE2 syntax) matches somewhere in the text."""
+    m = compile_pattern(pattern, bool(ignore_case)).search(response)
     if m is None:
         return False, "no match"
     return True, f"matches {_excerpt(m.group(0))!r} at character {m.start() + 1}"
@@ -86,7 +97,7 @@ def contains_any(response: str, /, *, words) -> tuple[bool, str]:
     return False, "contains none of the words"
 
 
-_FENCE = re.compile(r"```[ \t]*json[ \t]*\r?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_FENCE = r"(?s)```[ \t]*json[ \t]*\r?\n(.*?)```"  # RE2 too: `re` is quadratic on many unclosed fences
 
 
 @rule("json_valid")
@@ -95,13 +106,17 @@ def json_valid(response: str, /) -> tuple[bool, str]:
     try:
         json.loads(response)
         return True, "valid JSON"
+    except RecursionError:
+        return False, "not valid JSON: nested too deeply to read"
     except ValueError as exc:
         whole_error = exc
-    m = _FENCE.search(response)
+    m = compile_pattern(_FENCE, True).search(response)
     if m is not None:
         try:
             json.loads(m.group(1))
             return True, "valid JSON in a ```json block"
+        except RecursionError:
+            return False, "the ```json block is not valid JSON: nested too deeply to read"
         except ValueError as exc:
             return False, f"the ```json block is not valid JSON: {exc}"
     return False, f"not valid JSON: {whole_error}"
@@ -114,9 +129,16 @@ def run_rule(name: str, response: str, args: dict) -> tuple[bool, str]:
 
 
 class RuleJudge:
-    """Serves every `rule.NAME(...)` criterion. Deterministic and instantaneous."""
+    """Serves every `rule.NAME(...)` criterion. Deterministic, and linear in the response's length.
+
+    Rules run inline (no thread, no task per item); since nothing can interrupt running Python code
+    there, `time_limit` is checked when the rule returns: a judgment that took longer is invalid.
+    """
 
     inline = True
+
+    def __init__(self, time_limit: float = DEFAULT_TIME_LIMIT):
+        self.time_limit = time_limit
 
     def validate(self, node) -> str | None:
         name = node.criterion.procedure.name
@@ -126,8 +148,13 @@ class RuleJudge:
 
     async def judge(self, node, item, candidate) -> Judgment:
         proc = node.criterion.procedure
+        started = time.perf_counter()
         try:
             value, reason = run_rule(proc.name, candidate.text, proc.args)
-        except re.error as exc:
+        except PatternError as exc:
             return Judgment.invalid(f"invalid regular expression: {exc}")
+        took = time.perf_counter() - started
+        if took > self.time_limit:
+            return Judgment.invalid(f"rule.{proc.name} took {took:.1f} s, over the time limit of "
+                                    f"{self.time_limit:g} s per judgment")
         return Judgment.ok(value, reason)  # the trace node names the procedure; nothing else to record

@@ -17,16 +17,24 @@ declare under the entry-point group `gsrlang.verifiers`::
     sql_runs = "mypkg.checks:sql_runs"
 
 An unknown verifier is reported before any item runs.
+
+A verifier is arbitrary code, so each judgment has a time limit (`VerifierJudge(time_limit=...)`,
+`gsr run --time-limit`, DEFAULT_TIME_LIMIT seconds by default): an async verifier is cancelled
+at the limit; a plain function runs in a daemon thread, so the event loop keeps serving model
+calls while it works, and at the limit it is abandoned (Python cannot stop a thread; a daemon
+thread does not keep the process alive). Either way the judgment is invalid, saying so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
 from importlib import metadata
 from typing import Callable
 
-from gsrlang.judgment import Judgment
-from gsrlang.judgment import ABSTAIN
+from gsrlang.judges.rules import DEFAULT_TIME_LIMIT
+from gsrlang.judgment import ABSTAIN, Judgment
 
 __all__ = ["ENTRY_POINT_GROUP", "VerifierJudge", "find_verifier", "register_verifier", "unregister_verifier"]
 
@@ -89,6 +97,9 @@ class VerifierJudge:
 
     inline = False
 
+    def __init__(self, time_limit: float = DEFAULT_TIME_LIMIT):
+        self.time_limit = time_limit
+
     def validate(self, node) -> str | None:
         name = node.criterion.procedure.name
         try:
@@ -108,7 +119,38 @@ class VerifierJudge:
         fn = find_verifier(name)
         if fn is None:
             return Judgment.invalid(f"verifier `{name}` is not registered")
-        result = fn(candidate, item)
-        if inspect.isawaitable(result):
-            result = await result
+        async def outcome():
+            result = await (fn(candidate, item) if inspect.iscoroutinefunction(fn)
+                            else _in_daemon_thread(fn, candidate, item))
+            return await result if inspect.isawaitable(result) else result  # a function that returned a coroutine
+
+        try:
+            result = await asyncio.wait_for(outcome(), self.time_limit)
+        except asyncio.TimeoutError:
+            return Judgment.invalid(f"verifier `{name}` ran past the time limit of {self.time_limit:g} s per "
+                                    "judgment")
         return _as_judgment(result, name)
+
+
+def _in_daemon_thread(fn: Callable, *args) -> asyncio.Future:
+    """A future of `fn(*args)` computed in a new daemon thread (not the loop's executor, whose shutdown would
+    wait for a verifier that never returns)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, error) -> None:
+        if not future.done():  # not cancelled by the time limit meanwhile
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def work() -> None:
+        try:
+            outcome = (fn(*args), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting judge, which reports it
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop has closed: nobody is waiting any more
+            pass
+
+    threading.Thread(target=work, name="gsr-verifier", daemon=True).start()
+    return future
