@@ -202,7 +202,7 @@ criterion grade: Ordinal{poor, fair, good}? = llm(role: "strong", evidence: true
 criterion depth: Score[0..10] { ask "How deep?"  level 0 "Shallow"  example "x" -> 7.5 }
 criterion annotated: Bool? = human(field: "annotations.ok")
 criterion tested: Bool = verifier("unit_tests")
-criterion repeated: Bool = rule.regex(pattern: "(\\\\w+) \\\\1", ignore_case: true)
+criterion repeated: Bool = rule.regex(pattern: "(\\\\w+) \\\\d", ignore_case: true)
 criterion short: Bool = rule.word_count(below: 5)
 criterion cites: Bool { ask "Does it \\"cite\\" sources?\\tTab." }
 criterion levels: Ordinal{1, 2, x} { ask "Which?"  example "a" -> "2"  example "b" -> x }

@@ -282,3 +282,22 @@ async def test_a_rule_past_the_time_limit_makes_the_judgment_invalid():
     p = program('criterion long: Bool = rule.word_count(above: 2)\nsink normalize(long)')
     judgment = await RuleJudge(time_limit=0).judge(p.node("long"), item(None, "a b c"), item(None, "a b c").candidates[0])
     assert judgment.status == "invalid" and "over the time limit of 0 s per judgment" in judgment.reason
+
+
+@pytest.mark.parametrize("text, words, expected", [
+    ("The cat sat on the mat. Then THE CAT, sat on the mat again.", 5, (True, "repeats 'the cat sat on the'")),
+    ("a a a a a a", 3, (True, "repeats 'a a a'")),
+    ("a a a a a", 3, (False, "no run of 3 words occurs twice")),  # the two runs of three overlap
+    ("one two three", 5, (False, "no run of 5 words occurs twice")),
+])
+def test_repeats_phrase_finds_a_repeated_run_of_words(text, words, expected):
+    assert run_rule("repeats_phrase", text, {"words": words}) == expected
+
+
+def test_repeats_phrase_is_linear():
+    import time
+
+    text = " ".join(f"w{i}" for i in range(200_000))
+    started = time.perf_counter()
+    assert run_rule("repeats_phrase", text, {"words": 5})[0] is False
+    assert time.perf_counter() - started < 10  # the backreference regex it replaces is quadratic or worse

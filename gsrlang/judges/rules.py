@@ -122,6 +122,23 @@ def json_valid(response: str, /) -> tuple[bool, str]:
     return False, f"not valid JSON: {whole_error}"
 
 
+_WORD = r"\w+"  # words for `repeats_phrase`: runs of letters and digits, so punctuation does not split a repeat
+
+
+@rule("repeats_phrase")
+def repeats_phrase(response: str, /, *, words: int = 5) -> tuple[bool, str]:
+    """True when some run of `words` consecutive words occurs twice (case-insensitive): one pass, one set."""
+    tokens = [m.group(0).casefold() for m in compile_pattern(_WORD).finditer(response)]
+    n = max(1, int(words))
+    seen: dict[tuple[str, ...], int] = {}
+    for start in range(len(tokens) - n + 1):
+        run = tuple(tokens[start:start + n])
+        if run in seen and seen[run] + n <= start:  # a second, separate occurrence
+            return True, f"repeats {_excerpt(' '.join(run))!r}"
+        seen.setdefault(run, start)
+    return False, f"no run of {n} words occurs twice"
+
+
 def run_rule(name: str, response: str, args: dict) -> tuple[bool, str]:
     """Apply rule `name` with its parameters (None meaning "not given") to a response."""
     fn = RULES[name]
