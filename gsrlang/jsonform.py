@@ -108,7 +108,8 @@ def out_of_bounds(doc: Any) -> list[str]:
         value, path, depth = todo.pop()
         if isinstance(value, (list, dict)):
             if depth >= MAX_JSON_DEPTH:
-                problems.append(f"{path or '(document)'}: nested more than {MAX_JSON_DEPTH} levels deep")
+                shown = path if len(path) <= 60 else path[:40] + "..." + path[-16:]
+                problems.append(f"{shown}: nested more than {MAX_JSON_DEPTH} levels deep")
                 continue
             pairs = enumerate(value) if isinstance(value, list) else value.items()
             todo.extend((v, _at(path, k), depth + 1) for k, v in reversed(list(pairs)))
