@@ -11,7 +11,8 @@
    (target 0), with the first crash of each entry point.
 2. Check time for chains of 1,000, 2,000 and 4,000 aliases (`node n1 = n0`), min/median/max of
    5 runs, and the ratios 2k/1k and 4k/2k (linear: about 2; the cubic cycle check gave 6.6
-   and 3.3). The anchor is a bare `import lark` process, measured in the same run.
+   and 3.3). The anchor is a bare `import lark` process, measured in the same run. Then the
+   language server on the same documents (one run each).
 3. The worst time of `rule.regex(pattern: "^(a+)+$")` over subjects of 31 characters to 1 MB
    that almost match (Python's `re` took 36 s on 31 characters).
 """
@@ -100,6 +101,24 @@ def aliases(repeats: int = 5) -> None:
               f"max {max(times) * 1000:7.1f} ms  ({medians[n] / anchor:.2f}x the anchor)")
     print(f"  ratios (linear: ~2): 2000/1000 = {medians[2000] / medians[1000]:.2f}, "
           f"4000/2000 = {medians[4000] / medians[2000]:.2f}")
+    lsp = {n: _lsp_time(_alias_program(n), n) for n in (1000, 2000, 4000)}
+    print("  language server, a fresh document: check, diagnostics, hover and completion on the last alias "
+          "(2,000 took 43 s before): " + ", ".join(f"{n}: {t * 1000:.0f} ms" for n, t in lsp.items())
+          + f"; ratios {lsp[2000] / lsp[1000]:.2f}, {lsp[4000] / lsp[2000]:.2f}")
+
+
+def _lsp_time(text: str, n: int) -> float:
+    from gsrlang.lsp import completion, diagnostics, hover
+    from gsrlang.lsp.model import DocumentModel, Files
+    from gsrlang.lsp.positions import PositionMap
+
+    t0 = time.perf_counter()
+    model, positions, files = DocumentModel("file:///tmp/aliases.gsr", text, 1, None), PositionMap(text), Files()
+    diagnostics.to_lsp(model, positions, files)
+    offset = text.index(f"n{n - 1} = ")
+    assert hover.hover(model, offset, positions, files) is not None
+    completion.complete(model, offset, positions, snippets=True)
+    return time.perf_counter() - t0
 
 
 def regex() -> None:
