@@ -458,6 +458,12 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _number_problem(error: ValueError) -> str:
+    """The ValueError json.loads raises past JSONDecodeError: a float out of range (from _finite_float), or
+    Python's limit on the digits of an integer."""
+    return str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
+
+
 def _parse_json(text: str) -> tuple[object, str | None]:
     """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
     a number beyond a float's range or an integer of more than 4,300 digits."""
@@ -467,9 +473,8 @@ def _parse_json(text: str) -> tuple[object, str | None]:
         return None, _describe_json_error(error, text)
     except RecursionError:
         return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
-    except ValueError as error:  # from _finite_float, or Python's limit on the digits of an integer
-        reason = str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
-        return None, f"invalid JSON: {reason}"
+    except ValueError as error:
+        return None, f"invalid JSON: {_number_problem(error)}"
     if _deeper_than(value, MAX_ROW_DEPTH, text):
         return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
     return value, None
@@ -617,8 +622,7 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply to read") from None
     except ValueError as error:
-        reason = str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
-        raise DataError(f"{path}: invalid JSON: {reason}") from None
+        raise DataError(f"{path}: invalid JSON: {_number_problem(error)}") from None
     if not isinstance(rows, list):
         raise DataError(f"{path}: expected a top-level JSON array of objects, got {_kind(rows)}")
     for position, record in enumerate(rows, start=1):
