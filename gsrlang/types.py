@@ -14,7 +14,7 @@ import attrs
 
 
 def _fmt_num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(float(x))  # 1e308, not 309 digits
 
 
 @attrs.frozen
