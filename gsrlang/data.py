@@ -1,4 +1,4 @@
-"""Streaming readers for evaluation data: JSONL, CSV/TSV and small JSON arrays.
+"""Streaming readers for evaluation data: JSONL, CSV/TSV, Parquet and small JSON arrays.
 
 A data file holds one item per row. A :class:`ColumnMap` says which fields of a
 row hold the input, the response(s) to judge, and optionally an id, a gold
@@ -16,8 +16,9 @@ JSONL and CSV files are read line by line and never held in memory whole, so
 files of any length can be streamed with flat memory. A ``.json`` file must be
 a single top-level array and is loaded whole.
 
-This module is pure: it does no network access and needs only the standard
-library and ``attrs``.
+This module needs only the standard library and ``attrs`` for local JSONL, CSV
+and JSON files; Parquet needs pyarrow, and a URI (``s3://...``) fsspec or
+pyarrow (:mod:`gsrlang.storage`), imported only for such files.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 #: File extensions :func:`read_items` understands (matched case-insensitively).
-SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".ndjson", ".csv", ".tsv", ".json")
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".ndjson", ".csv", ".tsv", ".json", ".parquet", ".pq")
 
 _CANDIDATE_IDS = string.ascii_uppercase
 #: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
@@ -633,15 +634,44 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
         yield Row(position, f"item {position}", str(position), record)
 
 
+def _parquet_rows(path: Path) -> Iterator[Row]:
+    from gsrlang.parquet import ParquetMissing, parquet_records
+
+    try:
+        with path.open("rb") as handle:
+            for position, record in enumerate(parquet_records(handle), start=1):
+                yield Row(position, f"row {position}", str(position), record)
+    except (ParquetMissing, ValueError) as error:
+        raise DataError(f"{path}: {error}") from None
+
+
+def _source(path: str | Path):
+    """A local Path, or a RemoteFile for a URI (see :mod:`gsrlang.storage`)."""
+    from gsrlang.storage import RemoteFile, is_uri
+
+    return RemoteFile(str(path)) if is_uri(path) else Path(path)
+
+
 def read_rows(path: str | Path, required_columns: Sequence[str] = ()) -> Iterator[Row]:
     """Stream the rows of a JSONL, CSV/TSV or JSON-array file, parsed but not interpreted.
 
     The one reader behind :func:`read_items` and the compiler's batch mode. A row that
     cannot be parsed (invalid JSON, a CSV row with the wrong number of fields) is a
     :class:`Row` with a `problem`; a CSV header lacking one of `required_columns`, a
-    file that is not UTF-8, or an unreadable file raise :class:`DataError`.
+    file that is not UTF-8, or an unreadable file raise :class:`DataError`. `path` may be
+    a URI that fsspec or pyarrow opens (``s3://bucket/items.parquet``).
     """
-    path = Path(path)
+    from gsrlang.storage import StorageError
+
+    try:
+        return _rows(_source(path), required_columns)
+    except StorageError as error:
+        raise DataError(str(error)) from None
+
+
+def _rows(path, required_columns: Sequence[str]) -> Iterator[Row]:
+    from gsrlang.storage import StorageError
+
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_EXTENSIONS:
         raise DataError(
@@ -652,11 +682,23 @@ def read_rows(path: str | Path, required_columns: Sequence[str] = ()) -> Iterato
         raise DataError(f"{path}: no such file")
     if not path.is_file():
         raise DataError(f"{path}: not a regular file")
-    if suffix in (".jsonl", ".ndjson"):
-        return _jsonl_rows(path)
-    if suffix in (".csv", ".tsv"):
-        return _csv_rows(path, tuple(required_columns), "\t" if suffix == ".tsv" else ",")
-    return _json_array_rows(path)
+    if suffix in (".parquet", ".pq"):
+        rows = _parquet_rows(path)
+    elif suffix in (".jsonl", ".ndjson"):
+        rows = _jsonl_rows(path)
+    elif suffix in (".csv", ".tsv"):
+        rows = _csv_rows(path, tuple(required_columns), "\t" if suffix == ".tsv" else ",")
+    else:
+        rows = _json_array_rows(path)
+    if isinstance(path, Path):
+        return rows
+
+    def remote() -> Iterator[Row]:  # a filesystem that fails while the file is read
+        try:
+            yield from rows
+        except StorageError as error:
+            raise DataError(str(error)) from None
+    return remote()
 
 
 def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemError]:
@@ -670,6 +712,8 @@ def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemErro
       separated), streamed. Every value is a string; an empty label or
       reference cell reads as None. Dotted names match header names verbatim.
     * ``.json``: one top-level array of objects, loaded whole.
+    * ``.parquet`` / ``.pq``: one row per item, streamed by record batch (needs
+      pyarrow); ``line`` and the default id are the 1-based row number.
 
     Candidates get ids ``A``, ``B``, ... in the order of
     ``columns.response_fields``. Text columns (input, responses, id,

@@ -416,9 +416,11 @@ def test_end_to_end_explain():
 
 
 def test_checking_imports_no_network_client_renderer_or_server():
-    """`gsr check` stays fast: openai, graphviz and pygls are imported only by the commands that use them."""
+    """`gsr check` stays fast: openai, graphviz, pygls, Ray, pyarrow and fsspec are imported only by the commands
+    (and engines, and file types) that use them."""
+    modules = ('openai', 'graphviz', 'pygls', 'httpx', 'sqlite3', 'ray', 'pyarrow', 'fsspec')
     code = ("import sys; from gsrlang.cli import main; status = main(['check', '-q', 'examples/helpsteer2/helpfulness.gsr']); "
-            "print(status, sorted(m for m in ('openai', 'graphviz', 'pygls', 'httpx', 'sqlite3') if m in sys.modules))")
+            f"print(status, sorted(m for m in {modules!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout.strip()
     assert out == "0 []"

@@ -74,7 +74,16 @@ def add_arguments(p) -> None:
 
     e = p.add_argument_group("engine")
     e.add_argument("--engine", choices=tuple(ENGINES), default="local",
-                   help="where the items run (default local: this process)")
+                   help="local: this process (default); ray: blocks of items on a pool of Ray actors, "
+                        "resumable (pip install 'gsrlang[ray]'; docs/scale.md)")
+    e.add_argument("--ray-address", metavar="ADDR",
+                   help="the Ray cluster to use (e.g. ray://head:10001, or `auto`; default: $RAY_ADDRESS, else a "
+                        "new local Ray instance)")
+    e.add_argument("--actors", type=int, metavar="N", help="ray: actors in the pool (default: the cluster's CPUs)")
+    e.add_argument("--block-size", type=int, metavar="N", help="ray: items per block (default 500)")
+    e.add_argument("--work-dir", metavar="DIR",
+                   help="ray: where finished blocks are kept until the run completes, for resuming "
+                        "(default: OUT.gsr-ray beside --out, else beside --trace)")
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
@@ -258,6 +267,7 @@ def _columns(args, mode: str):
 
 
 def run(args) -> int:
+    from gsrlang.judges.replica import JudgeRecipe
     from gsrlang.runtime.engines import RunJob, engine
 
     if args.program is None and args.programs is None:
@@ -265,7 +275,10 @@ def run(args) -> int:
     if args.program is not None and args.programs is not None:
         raise UsageError("PROGRAM and --programs exclude each other: run one program over every item, or each "
                          "item under its own program from a compile index")
+    _check_engine_options(args)
     if args.programs is not None:
+        if args.engine != "local":
+            raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
         return run_per_item(args)
     program = load_program(args.program)
     if program is None:
@@ -274,7 +287,7 @@ def run(args) -> int:
     columns = _columns(args, mode)
     registry, settings = build_registry(program, args)
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
-                 _concurrency(args, settings), args.limit, args)
+                 _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry))
     run_job = engine(args.engine)
     summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
@@ -282,15 +295,39 @@ def run(args) -> int:
     return _finish(args, registry, summary, stream)
 
 
+def _check_engine_options(args) -> None:
+    """Engine flags that cannot work, and a Parquet output without pyarrow, before any item runs."""
+    from gsrlang.parquet import ParquetMissing, is_parquet, pyarrow_parquet
+
+    for flag in ("actors", "block_size"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.engine == "local":
+        given = [f"--{f.replace('_', '-')}" for f in ("ray_address", "actors", "block_size", "work_dir")
+                 if getattr(args, f) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply to --engine ray")
+    elif getattr(args, "deadline", None) is not None:
+        raise UsageError("--deadline is not supported by --engine ray (each actor would count it from its own "
+                         "start); run locally, or bound the run with --limit")
+    if args.out and is_parquet(args.out):
+        try:
+            pyarrow_parquet()
+        except ParquetMissing as exc:
+            raise UsageError(f"--out {args.out}: {exc}") from None
+
+
 def _with_progress(args, run_items, registry=None):
     """Run `run_items(on_item)` with the progress display; a data file that cannot be read is a usage error."""
     from gsrlang.data import DataError
+    from gsrlang.runtime.engines import EngineError
 
     judge = registry.get("llm") if registry is not None else None
     reporter = Reporter(args.data, not args.no_progress, args.quiet, judge)
     try:
         return run_items(reporter.item)
-    except DataError as exc:
+    except (DataError, EngineError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         reporter.close()
@@ -399,7 +436,7 @@ def _llm_report(registry, summary, stream) -> bool:
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "usage"):
         return False
-    u = llm.usage()
+    u = summary.judges["llm"] if summary.judges else llm.usage()
     if u["calls"]:
         print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {u['http_requests']} HTTP "
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "

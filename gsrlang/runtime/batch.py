@@ -50,6 +50,7 @@ class RunSummary:
     preds: list = attrs.field(factory=list)  # (prediction, gold) for labelled items, for metrics
     golds: list = attrs.field(factory=list)
     recorded: dict | None = None  # replay: the trace's run-summary record, if it has one
+    judges: dict | None = None  # each judge's usage, when the judges ran elsewhere (the ray engine's actors)
 
     @property
     def problems(self) -> int:
@@ -99,12 +100,37 @@ def _open(path: str | None) -> TextIO | None:
     return open(path, "w", encoding="utf-8")
 
 
+class _JsonResults:
+    """Result lines to a text stream, one JSON object per line."""
+
+    def __init__(self, handle: TextIO):
+        self.handle = handle
+        self.name = handle.name
+
+    def write(self, line: dict) -> None:
+        self.handle.write(dumps(line) + "\n")
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def open_results(path: str | None, mode: str):
+    """A writer of result lines (`write(line)`, `close()`): JSONL, or Parquet for a `.parquet` path."""
+    from gsrlang.parquet import ResultsParquet, is_parquet
+
+    if path is not None and is_parquet(path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return ResultsParquet(path, mode)
+    handle = _open(path)
+    return _JsonResults(handle) if handle is not None else None
+
+
 async def _write_runs(stream, out: str | None, trace: str | None, registry, summary: RunSummary, on_item,
                       keep_pairs: bool, t0: float, run_info: Callable[[], dict], static=None) -> None:
     """Write each run of the stream (ItemRun, with `static`: one program; else (ItemRun, static) pairs): its
     result line and trace record; count it; end the trace with the run summary when the stream is done.
     Closes the files and the judges."""
-    out_f, trace_f = _open(out), _open(trace)
+    out_f, trace_f = open_results(out, summary.mode), _open(trace)
     writer = TraceWriter(trace_f) if trace_f else None
     pairs = static is None
     try:
@@ -113,7 +139,7 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
                 run, static = run
             line = result_line(run, static.program, static.source)
             if out_f:
-                out_f.write(dumps(line) + "\n")
+                out_f.write(line)
             if writer:
                 writer.write(run, static)
             summary.count(run, line, keep_pairs)

@@ -7,6 +7,8 @@ same results lines and trace records, in input order (see :mod:`gsrlang.runtime.
 
 * ``local`` (:mod:`.local`): this process, one asyncio loop, judge calls bounded by
   `concurrency` (`gsrlang.runtime.batch.run_file`).
+* ``ray`` (:mod:`.ray_engine`): blocks of items run by a pool of Ray actors, each with its
+  own judges; a killed run resumes (docs/scale.md). Ray is imported only by this engine.
 """
 
 from __future__ import annotations
@@ -20,18 +22,22 @@ import attrs
 from gsrlang.data import ColumnMap
 from gsrlang.program import Program
 
-__all__ = ["ENGINES", "RunJob", "engine"]
+__all__ = ["ENGINES", "EngineError", "RunJob", "engine"]
 
 #: engine name -> module (imported on demand, so choosing `local` never imports Ray)
-ENGINES = {"local": "gsrlang.runtime.engines.local"}
+ENGINES = {"local": "gsrlang.runtime.engines.local", "ray": "gsrlang.runtime.engines.ray_engine"}
+
+
+class EngineError(Exception):
+    """The engine cannot run the job (Ray missing or unreachable, a work directory of another run, ...)."""
 
 
 @attrs.frozen
 class RunJob:
     """What to run: one checked program over a data file, and where the results go.
 
-    `args` are the command's parsed flags: an engine that runs judges elsewhere (Ray actors)
-    rebuilds them from these, exactly as `gsr run` built the local ones.
+    `judges` (a `gsrlang.judges.replica.JudgeRecipe`) rebuilds the judges `gsr run` built, for an
+    engine that runs them elsewhere (Ray actors); `args` are the command's parsed flags.
     """
 
     program: Program
@@ -44,6 +50,7 @@ class RunJob:
     concurrency: int = 8
     limit: int | None = None
     args: argparse.Namespace | None = None
+    judges: object = None
 
 
 def engine(name: str) -> Callable:

@@ -1,0 +1,384 @@
+"""The Ray engine: blocks of items run by a pool of Ray actors; a killed run resumes.
+
+`gsr run --engine ray` shares everything with the local engine but scheduling (see
+docs/scale.md for clusters and sizing):
+
+* **Blocks.** The driver (the `gsr run` process) reads the data with gsrlang's own readers
+  (so failed rows, line numbers and ids are exactly the local engine's) and cuts the
+  items into blocks of `--block-size`. Each block goes to an idle actor of the pool.
+* **Actors.** Each `_BlockRunner` holds the checked program and its own judges (one async
+  LLM client pool, `--concurrency` calls in flight), and runs a block with the same
+  executor as the local engine (`run_items`), returning its result lines and trace
+  records as text. Actors are created with unlimited restarts and task retries: an actor
+  killed mid-block is restarted by Ray, which runs the block again.
+* **Order and resume.** The driver stores each finished block beside the output, in the
+  work directory `OUT.gsr-ray/` (`block-000012.results.jsonl`, `.trace.jsonl`, then
+  `.done.json` last, each written whole and renamed into place). A driver killed and
+  started again with the same command skips every block whose `.done.json` exists. When
+  every block is done, the blocks are concatenated in input order into `--out` (JSONL or
+  Parquet) and `--trace` (ending with the run summary), and the work directory is removed.
+* **Judgment cache.** Workers need no shared disk: the cache is the driver's SQLite file
+  (`--cache`), served by one `_CacheServer` actor pinned to the driver's node. Every
+  judgment an actor buys is stored there as soon as it is answered, so neither a retried
+  block nor a resumed run buys it again.
+
+Ray is imported only here, and only when this engine runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import attrs
+
+from gsrlang.data import read_items
+from gsrlang.runtime.batch import RunSummary, _open, label_reader, open_results, run_summary_record
+from gsrlang.runtime.engines import EngineError, RunJob
+from gsrlang.runtime.executor import ItemRun
+from gsrlang.runtime.trace import dumps
+
+__all__ = ["run"]
+
+WORK_FORMAT = 1  # the work directory's layout; a directory of another format is not resumed
+
+
+def run(job: RunJob, registry, on_item=None) -> RunSummary:
+    """Run `job` on Ray (connecting to `--ray-address`, else starting a local instance)."""
+    ray = _import_ray()
+    state = _Run(ray, job, registry, on_item)  # checks the work directory before Ray starts
+    started = not ray.is_initialized()
+    if started:
+        address = getattr(job.args, "ray_address", None)
+        try:
+            ray.init(address=address, include_dashboard=False, configure_logging=True, logging_level="WARNING",
+                     log_to_driver=False)
+        except Exception as exc:  # Ray's connection errors have no common base
+            raise EngineError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from None
+    try:
+        return state.go()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise EngineError("the ray engine needs Ray: pip install 'gsrlang[ray]'") from None
+    return ray
+
+
+# ------------------------------------------------------------------------------------------------ actors
+
+
+class _CacheServer:
+    """The driver's judgment cache (SQLite), served to the actors; runs on the driver's node."""
+
+    def __init__(self, judges):
+        self.cache = judges.open_cache()
+
+    def get(self, key: str):
+        return self.cache.get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        self.cache.put(key, value)
+
+
+class _RemoteCache:
+    """`JudgmentCache`'s get/put, answered by the `_CacheServer` actor (puts are not waited for: an actor's
+    calls run in the order they were sent, so its own later `get` sees them)."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def get(self, key: str):
+        import ray
+
+        return ray.get(self.server.get.remote(key))
+
+    def put(self, key: str, value: dict) -> None:
+        self.server.put.remote(key, value)
+
+    def close(self) -> None:
+        pass
+
+
+class _BlockRunner:
+    """One actor of the pool: the checked program and its own judges. The driver sends it one block at a
+    time; its second slot answers `pid` and `close` while a block runs.
+
+    The program and the judges' settings come with the first block, as a reference to one shared object,
+    not as constructor arguments: Ray restarts a killed actor by running its constructor again, and keeps
+    no large arguments for that."""
+
+    def __init__(self):
+        self.job = None
+
+    def _setup(self, setup) -> None:
+        from gsrlang.runtime.compose import Plan
+        from gsrlang.runtime.trace import _Static
+
+        job, cache_server = setup
+        self.plan = Plan(job.program)
+        self.static = _Static(self.plan, job.program_path)
+        self.registry = job.judges.build(_RemoteCache(cache_server) if cache_server is not None else None)
+        self.labels = label_reader(job.program, job.mode, job.columns) if job.columns.label_field else None
+        self.job = job
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    async def run_block(self, setup: list, index: int, entries: list) -> dict:
+        """{"index", "results": [line text], "trace": [record text], "usage": judge usage of this block}.
+
+        `setup`: [a reference to (job, cache server)] (in a list, so Ray passes the reference)."""
+        from gsrlang.runtime.executor import run_items
+        from gsrlang.runtime.trace import dumps_compact, result_line, trace_record
+
+        if self.job is None:
+            self._setup(await setup[0])
+        before = self.registry.usage()
+        results, traces = [], []
+        async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.job.concurrency,
+                                        self.labels):
+            results.append(dumps(result_line(item_run, self.job.program)))
+            if self.job.trace:
+                traces.append(dumps_compact(trace_record(item_run, None, static=self.static)))
+        return {"index": index, "results": results, "trace": traces,
+                "usage": _add(self.registry.usage(), before, -1)}
+
+    async def close(self) -> None:
+        if self.job is not None:
+            await self.registry.aclose()
+
+
+def _add(a, b, sign: int = 1):
+    """a + sign * b over the numbers of two nested usage dicts (other values: a's)."""
+    if isinstance(a, dict):
+        return {k: _add(a.get(k), (b or {}).get(k), sign) if k in a else _add(None, b[k], sign)
+                for k in {**(b or {}), **a}}
+    if isinstance(a, (int, float)) and not isinstance(a, bool) and isinstance(b, (int, float)):
+        return a + sign * b
+    if a is None and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return sign * b
+    if a is None and isinstance(b, dict):
+        return _add({}, b, sign)
+    return a
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+
+
+class _Usage:
+    """The judges' summed usage over every block, where the run summary asks a registry for it."""
+
+    def __init__(self, usage: dict):
+        self._usage = usage
+
+    def usage(self) -> dict:
+        return self._usage
+
+
+class _Run:
+    def __init__(self, ray, job: RunJob, registry, on_item):
+        self.ray, self.job, self.registry, self.on_item = ray, job, registry, on_item
+        args = job.args
+        self.block_size = max(1, getattr(args, "block_size", None) or 500)
+        self.summary = RunSummary(job.program.name, job.program.content_hash, job.mode)
+        self.usage: dict = {}
+        self.resumed = 0
+        self.blocks = 0
+        self.work, self.temporary = self._work_dir(getattr(args, "work_dir", None))
+
+    # ---------------------------------------------------------------- the work directory
+
+    def _work_dir(self, given: str | None) -> tuple[Path, bool]:
+        target = given or next((p for p in (self.job.out, self.job.trace) if p and p != "-"), None)
+        if target is None:  # nothing is kept: no resume
+            return Path(tempfile.mkdtemp(prefix="gsr-ray-")), True
+        work = Path(given) if given else Path(target + ".gsr-ray")
+        manifest = self._manifest()
+        mine = work / "run.json"
+        if mine.exists():
+            try:
+                found = json.loads(mine.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                found = None
+            if found != manifest:
+                raise EngineError(f"{work} holds an unfinished run of another program, data or settings; "
+                                  "delete it to start afresh, or rerun that run's command to finish it")
+        else:
+            try:
+                work.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise EngineError(f"cannot create the work directory {work}: {exc.strerror or exc}") from None
+            _write_whole(mine, json.dumps(manifest))
+        return work, False
+
+    def _manifest(self) -> dict:
+        job = self.job
+        return {"format": WORK_FORMAT, "program": job.program.content_hash, "data": str(job.data),
+                "columns": attrs.asdict(job.columns, value_serializer=lambda _, __, v: list(v)
+                                        if isinstance(v, tuple) else v),
+                "mode": job.mode, "limit": job.limit, "block_size": self.block_size, "trace": bool(job.trace)}
+
+    def _part(self, index: int, what: str) -> Path:
+        return self.work / f"block-{index:06d}.{what}"
+
+    # ---------------------------------------------------------------- running
+
+    def go(self) -> RunSummary:
+        t0 = time.perf_counter()
+        try:
+            self._run_blocks()
+            self._merge(time.perf_counter() - t0)
+        finally:
+            self.summary.seconds = time.perf_counter() - t0
+            if self.temporary:  # nothing to resume from
+                shutil.rmtree(self.work, ignore_errors=True)
+        shutil.rmtree(self.work, ignore_errors=True)  # the run is complete: its blocks are in --out and --trace
+        self.summary.judges = self.usage
+        return self.summary
+
+    def _pool(self):
+        ray = self.ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        server = None
+        if self.job.judges.cache_path is not None:  # pinned to this node: the cache file is on this node's disk
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            server = ray.remote(_CacheServer).options(num_cpus=0, max_restarts=-1, max_task_retries=-1,
+                                                      scheduling_strategy=here).remote(self.job.judges)
+        cpus = max(1.0, float(ray.cluster_resources().get("CPU", 1)))
+        n = getattr(self.job.args, "actors", None) or int(cpus)
+        runner = ray.remote(_BlockRunner)
+        self.setup = [ray.put((self.job, server))]
+        tag = f"gsr-{os.getpid()}-{int(time.time() * 1000)}"  # named, so an operator (or a test) can find them
+        actors = [runner.options(name=f"{tag}-actor-{k}", num_cpus=min(1.0, cpus / n), max_restarts=-1,
+                                 max_task_retries=-1, max_concurrency=2).remote() for k in range(n)]
+        return actors, server
+
+    def _run_blocks(self) -> None:
+        ray = self.ray
+        actors, server = None, None
+        idle: list = []
+        in_flight: dict = {}  # ObjectRef -> actor
+        self.next = 0  # the next block to count, in input order
+        self.ready: set[int] = set()
+        try:
+            for index, block in self._blocks():
+                self.blocks = index + 1
+                if self._part(index, "done.json").exists():
+                    self.resumed += 1
+                    self._finished(index)
+                    continue
+                if actors is None:
+                    actors, server = self._pool()
+                    idle = list(actors)
+                while not idle:
+                    idle.append(self._collect(in_flight))
+                actor = idle.pop()
+                in_flight[actor.run_block.remote(self.setup, index, block)] = actor
+            while in_flight:
+                self._collect(in_flight)
+            if actors:  # close the judges' HTTP clients (best effort: killing the actors frees them anyway)
+                ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=30)
+        finally:
+            for a in (actors or []) + ([server] if server is not None else []):
+                ray.kill(a)
+
+    def _blocks(self):
+        from itertools import islice
+
+        items = read_items(self.job.data, self.job.columns)
+        if self.job.limit is not None:
+            items = islice(items, self.job.limit)
+        index = 0
+        while True:
+            block = list(islice(items, self.block_size))
+            if not block:
+                return
+            yield index, block
+            index += 1
+
+    def _collect(self, in_flight: dict):
+        """Wait for one block, store it, count what is now in order; returns its (idle again) actor."""
+        ray = self.ray
+        (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+        actor = in_flight.pop(ref)
+        try:
+            done = ray.get(ref)
+        except Exception as exc:  # an error inside gsr (not an actor's death: Ray retries those)
+            raise EngineError(f"a block failed on its actor: {exc}") from None
+        index = done["index"]
+        _write_whole(self._part(index, "results.jsonl"), "".join(t + "\n" for t in done["results"]))
+        if self.job.trace:
+            _write_whole(self._part(index, "trace.jsonl"), "".join(t + "\n" for t in done["trace"]))
+        _write_whole(self._part(index, "done.json"), json.dumps({"items": len(done["results"]),
+                                                                 "usage": done["usage"]}))
+        self._finished(index)
+        return actor
+
+    def _finished(self, index: int) -> None:
+        """Count the blocks that are done and next in input order (progress, summary, metrics)."""
+        self.ready.add(index)
+        while self.next in self.ready:
+            self.ready.discard(self.next)
+            done = json.loads(self._part(self.next, "done.json").read_text(encoding="utf-8"))
+            self.usage = _add(self.usage, done["usage"])
+            with self._part(self.next, "results.jsonl").open(encoding="utf-8") as f:
+                for text in f:
+                    line = json.loads(text)
+                    item_run = _item_run(line)
+                    self.summary.count(item_run, line, True)
+                    if self.on_item:
+                        self.on_item(item_run, line)
+            self.next += 1
+
+    def _merge(self, wall_s: float) -> None:
+        """The blocks, in input order, into --out and --trace; the trace ends with the run summary."""
+        out = open_results(self.job.out, self.job.mode)
+        trace = _open(self.job.trace)
+        try:
+            for index in range(self.blocks):
+                if out is not None:
+                    with self._part(index, "results.jsonl").open(encoding="utf-8") as f:
+                        for text in f:
+                            out.write(json.loads(text))
+                if trace is not None:
+                    with self._part(index, "trace.jsonl").open(encoding="utf-8") as f:
+                        shutil.copyfileobj(f, trace)
+            if trace is not None:
+                info = {"program": {"name": self.job.program.name, "hash": self.job.program.content_hash,
+                                    "path": self.job.program_path},
+                        "engine": {"name": "ray", "blocks": self.blocks, "blocks_resumed": self.resumed,
+                                   "block_size": self.block_size}}
+                record = run_summary_record(self.summary, _Usage(self.usage), wall_s, info)
+                trace.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        finally:
+            for f in (out, trace):
+                if f is not None and getattr(f, "name", None) != "<stdout>":
+                    f.close()
+
+
+def _item_run(line: dict) -> ItemRun:
+    """What the summary and the progress display need of an item, from its result line."""
+    return ItemRun(line["id"], line["line"], line["mode"], (), line["status"], line["reason"],
+                   label=line.get("label"), label_error=line.get("label_error"))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write a file so that it exists whole or not at all (a killed driver leaves no half block)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
