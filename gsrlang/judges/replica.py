@@ -42,6 +42,20 @@ class JudgeRecipe:
 
         return default_registry(LLMJudge(cache=cache, **self.llm))
 
+    def fingerprint(self) -> str | None:
+        """What decides the judges' answers (models, servers, sampling, seed, few-shot, re-asks), as a digest;
+        not the key, nor what only changes speed (concurrency, timeouts, retries)."""
+        import hashlib
+        import re
+
+        if self.llm is None:
+            return None
+        settings = re.sub(r"\b(concurrency|timeout_s|max_retries)=[^,)]*", "", repr(self.llm["settings"]))
+        bank = self.llm["fewshot"]
+        shots = None if bank is None else (bank.source, bank.k, bank.seed)
+        text = repr((settings, shots, self.llm["max_reasks"], self.llm["joint_disagreement"], self.llm["seed"]))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
     def open_cache(self):
         from gsrlang.judges.llm.cache import JudgmentCache
 

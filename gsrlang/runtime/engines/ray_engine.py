@@ -188,6 +188,9 @@ class _Usage:
 class _Run:
     def __init__(self, ray, job: RunJob, registry, on_item):
         self.ray, self.job, self.registry, self.on_item = ray, job, registry, on_item
+        if job.judges is None:
+            raise EngineError("the ray engine rebuilds the judges on its actors: give the RunJob their recipe "
+                              "(gsrlang.judges.replica.JudgeRecipe.of(registry))")
         args = job.args
         self.block_size = max(1, getattr(args, "block_size", None) or 500)
         self.summary = RunSummary(job.program.name, job.program.content_hash, job.mode)
@@ -224,6 +227,7 @@ class _Run:
     def _manifest(self) -> dict:
         job = self.job
         return {"format": WORK_FORMAT, "program": job.program.content_hash, "data": str(job.data),
+                "data_stamp": _stamp(job.data), "judges": job.judges.fingerprint(),
                 "columns": attrs.asdict(job.columns, value_serializer=lambda _, __, v: list(v)
                                         if isinstance(v, tuple) else v),
                 "mode": job.mode, "limit": job.limit, "block_size": self.block_size, "trace": bool(job.trace)}
@@ -365,6 +369,20 @@ class _Run:
             for f in (out, trace):
                 if f is not None and getattr(f, "name", None) != "<stdout>":
                     f.close()
+
+
+def _stamp(data: str) -> list | None:
+    """A local data file's size and modification time (a file changed since the blocks were run is another
+    run's data); None for a URI."""
+    from gsrlang.storage import is_uri
+
+    if is_uri(data):
+        return None
+    try:
+        st = os.stat(data)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
 
 
 def _item_run(line: dict) -> ItemRun:
