@@ -53,7 +53,8 @@ class JudgeRecipe:
         settings = re.sub(r"\b(concurrency|timeout_s|max_retries)=[^,)]*", "", repr(self.llm["settings"]))
         bank = self.llm["fewshot"]
         shots = None if bank is None else (bank.source, bank.k, bank.seed)
-        text = repr((settings, shots, self.llm["max_reasks"], self.llm["joint_disagreement"], self.llm["seed"]))
+        text = repr((settings, shots, self.llm["max_reasks"], self.llm["joint_disagreement"], self.llm["seed"],
+                     self.llm["weighted"]))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     def open_cache(self):
