@@ -83,6 +83,7 @@ def test_data_on_another_filesystem_through_fsspec(tmp_path, capsys):
     (["--data", "{bad}"], "not a readable Parquet file"),
     (["--data", "{data}", "--actors", "2"], "--actors only apply to --engine ray"),
     (["--data", "{data}", "--engine", "ray", "--block-size", "0"], "--block-size must be at least 1"),
+    (["--data", "{data}", "--engine", "ray", "--deadline", "5"], "--deadline is not supported by --engine ray"),
     (["--data", "unknown-protocol-xyz://a/b.jsonl"], "unknown-protocol-xyz://a/b.jsonl: cannot open this filesystem"),
 ])
 def test_bad_input_and_engine_flags_are_one_line_errors(tmp_path, capsys, argv, message):
