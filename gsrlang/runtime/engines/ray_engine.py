@@ -96,6 +96,9 @@ class _RemoteCache:
 
     def __init__(self, server):
         self.server = server
+        # what the client learns of a server (structured-output mode) is kept beside the cache file: on a
+        # worker, this node's temporary directory (it only saves a negotiation, never decides a result)
+        self.path = os.path.join(tempfile.gettempdir(), "gsr-ray", "judgments.sqlite")
 
     def get(self, key: str):
         import ray
