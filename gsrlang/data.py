@@ -40,6 +40,7 @@ __all__ = [
     "ItemError",
     "MissingFieldError",
     "SUPPORTED_EXTENSIONS",
+    "check_columns",
     "get_path",
     "parse_pairwise_label",
     "parse_pointwise_label",
@@ -189,11 +190,26 @@ class ColumnMap:
     id_field: str | None = attrs.field(default=None, validator=_check_field_name)
     label_field: str | None = attrs.field(default=None, validator=_check_field_name)
     reference_field: str | None = attrs.field(default=None, validator=_check_field_name)
+    # what the program reads (see gsrlang.columns): an unread input or response is not asked of the
+    # row (its text is ""), and `fields` are further columns the program's criteria read, with who reads them
+    read_input: bool = True
+    read_responses: bool = True
+    fields: tuple[tuple[str, str], ...] = ()
 
     def required_fields(self) -> tuple[str, ...]:
-        """Every configured column, in the order rows are checked."""
-        optional = (self.id_field, self.label_field, self.reference_field)
-        return (self.input_field, *self.response_fields, *(f for f in optional if f is not None))
+        """Every configured column that is read, in the order rows are checked."""
+        return tuple(name for name, _ in self.needs())
+
+    def needs(self) -> tuple[tuple[str, str], ...]:
+        """(column, what reads it) for every column a row must have."""
+        out = [(self.input_field, "the input (--input-field)")] if self.read_input else []
+        if self.read_responses:
+            out += [(f, "a response (--response-field / --responses)") for f in self.response_fields]
+        out += [(f, what) for f, what in ((self.id_field, "the id (--id-field)"),
+                                          (self.label_field, "the label (--label-field)"),
+                                          (self.reference_field, "the reference (--reference-field)")) if f]
+        out += [(f, f"criterion `{who}`") for f, who in self.fields]
+        return tuple(dict((name, what) for name, what in reversed(out)).items())[::-1]
 
 
 # --------------------------------------------------------------------------- paths
@@ -389,9 +405,9 @@ def _build_item(
             raise _RowProblem(f"expected a JSON object, got {_kind(record)}")
         if columns.id_field is not None:
             item_id = _text(record, columns.id_field)
-        text = _text(record, columns.input_field)
+        text = _text(record, columns.input_field) if columns.read_input else ""
         candidates = tuple(
-            Candidate(id=letter, text=_text(record, name))
+            Candidate(id=letter, text=_text(record, name) if columns.read_responses else "")
             for letter, name in zip(_CANDIDATE_IDS, columns.response_fields)
         )
         reference = None
@@ -729,6 +745,32 @@ def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemErro
     """
     rows = read_rows(path, columns.required_fields())
     return (_item_from_row(row, columns) for row in rows)
+
+
+def check_columns(path: str | Path, columns: ColumnMap) -> None:
+    """Refuse a file whose first row lacks columns the program needs, in one message.
+
+    The first well-formed row (a CSV file's header) stands for the file: when it lacks some
+    needed column, every row would fail the same way, so one DataError lists what is needed
+    (and what reads it) and what the file has. Later rows missing a column are failed rows.
+    """
+    needs = columns.needs()
+    for row in read_rows(path):
+        if row.problem is not None or not isinstance(row.record, dict):
+            continue
+        missing = []
+        for name, what in needs:
+            try:
+                get_path(row.record, name)
+            except MissingFieldError:
+                missing.append(f"{name!r} ({what})")
+        if missing:
+            has = ", ".join(map(str, list(row.record)[:_MAX_LISTED_KEYS])) or "no columns"
+            more = f", ... ({len(row.record) - _MAX_LISTED_KEYS} more)" if len(row.record) > _MAX_LISTED_KEYS else ""
+            raise DataError(f"{path}: the data lacks columns this run reads: {'; '.join(missing)}. "
+                            f"The run reads: {', '.join(n for n, _ in needs)}; the file ({row.where}) has: "
+                            f"{has}{more}")
+        return
 
 
 def _item_from_row(row: Row, columns: ColumnMap) -> Item | ItemError:

@@ -9,7 +9,8 @@
 3. replays the graph's trace with no judge call and checks that it reproduces
    every node exactly, then re-composes the same recorded judgments under flat.gsr
    (the "what if") and checks that this equals running flat.gsr;
-4. prints one item's decision path from its trace.
+4. prints one item's decision path from its trace, and the commands to try next (each works
+   as printed: tests/test_first_hour.py runs them).
 
 Outputs (results and traces) go to out/demo/ (git-ignored). Run: python -m gsrlang.demo
 """
@@ -17,6 +18,7 @@ Outputs (results and traces) go to out/demo/ (git-ignored). Run: python -m gsrla
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,14 +28,13 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "topical_chat"
-SHARED = ROOT.parent / "shared" / "data" / "topical_chat" / "dev.jsonl"
 METRICS = ("exact", "within1", "mae", "pearson", "spearman", "qwk")
 
 
 def _data_file() -> Path:
-    for candidate in (EXAMPLE / "data" / "dev.jsonl", SHARED):
-        if candidate.is_file():
-            return candidate
+    data = EXAMPLE / "data" / "dev.jsonl"
+    if data.is_file():
+        return data
     raise SystemExit("demo: the Topical-Chat data is missing (examples/topical_chat/data/dev.jsonl)")
 
 
@@ -166,9 +167,31 @@ def main(argv: list[str] | None = None) -> int:
         chosen = chosen or record
     console.print(f"[bold]decision path[/] of one item, from its trace record ({_rel(trace)}):")
     console.print(decision_tree(chosen))
-    console.print(f"\n(outputs in {out}/; replay a trace with `gsr replay {trace}`, show an item's path with "
-                  f"`gsr replay {trace} --show ID`; done in {time.perf_counter() - t0:.1f} s)")
+    console.print(f"\noutputs in {out}/; done in {time.perf_counter() - t0:.1f} s. Next, try:")
+    for command in next_commands(out, str(chosen["item"]["id"])):
+        console.print("  " + command, markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def gsr_command() -> str:
+    """How to call `gsr` from here: `gsr` when it is on PATH, else the path to this environment's script."""
+    script = Path(sys.executable).parent / "gsr"
+    found = shutil.which("gsr")
+    if found and (not script.is_file() or Path(found).resolve() == script.resolve()):
+        return "gsr"
+    return _rel(script) if script.is_file() else f"{sys.executable} -m gsrlang.cli"
+
+
+def next_commands(out: Path, item_id: str) -> list[str]:
+    """The commands the demo suggests, each of which works as printed (tests run them)."""
+    gsr, trace, results = gsr_command(), f"{out}/overall.trace.jsonl", f"{out}/overall.results.jsonl"
+    program, data = _rel(EXAMPLE / "overall.gsr"), _rel(EXAMPLE / "data" / "dev.jsonl")
+    return [f"{gsr} check {program}",
+            f"{gsr} replay {trace} --show {item_id}",
+            f"{gsr} metrics {results}",
+            f"{gsr} render {program} --trace {trace} --item {item_id} -o {out}/{item_id}.svg",
+            f"{gsr} run {program} --data {data} --id-field id "
+            f"--label-field scores.overall --out {out}/again.results.jsonl --trace {out}/again.trace.jsonl"]
 
 
 def _gate_changed(record: dict, gate: dict) -> bool:

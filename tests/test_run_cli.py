@@ -132,8 +132,8 @@ def bad_rows_file(tmp_path: Path) -> Path:
     rows = [json.loads(line) for line in TC_DATA.read_text().splitlines()[:7]]
     out = []
     out.append(json.dumps(rows[0]))                                  # 1 ok
-    r = dict(rows[1]); del r["response"]; out.append(json.dumps(r))  # 2 missing column
-    r = dict(rows[2]); r["response"] = ["not", "text"]; out.append(json.dumps(r))  # 3 wrong type
+    r = dict(rows[1]); del r["id"]; out.append(json.dumps(r))  # 2 missing column (the program reads no response)
+    r = dict(rows[2]); r["id"] = ["not", "text"]; out.append(json.dumps(r))  # 3 wrong type
     out.append("")                                                   # 4 blank line
     r = json.loads(json.dumps(rows[3])); r["scores"]["overall"] = 7; out.append(json.dumps(r))  # 5 label off the scale
     r = json.loads(json.dumps(rows[4])); r["scores"]["naturalness"] = 4.5; out.append(json.dumps(r))  # 6 bad annotation
@@ -155,15 +155,15 @@ def test_bad_rows_are_reported_counted_and_nothing_is_lost(tmp_path, capsys):
     status = {r["line"]: r["status"] for r in results}
     assert status == {1: "ok", 2: "failed", 3: "failed", 5: "ok", 6: "invalid", 7: "ok", 8: "failed"}
     by_line = {r["line"]: r for r in results}
-    assert "missing column 'response'" in by_line[2]["reason"]
-    assert "column 'response' must be text" in by_line[3]["reason"]
+    assert "missing column 'id'" in by_line[2]["reason"]
+    assert "column 'id' must be text" in by_line[3]["reason"]
     assert "truncated JSON" in by_line[8]["reason"]
     assert "4.5 is outside Score[1..3]" in by_line[6]["reason"]
     assert by_line[5]["score"] is not None and by_line[5]["label"] is None  # scored, but not used in metrics
     assert "outside the scale 1..5" in by_line[5]["label_error"]
     assert "7 items: 3 ok, 1 invalid, 3 failed" in io.out
     assert "1 label could not be used" in io.out
-    for needle in ("line 2: missing column 'response'", "line 3: column 'response' must be text",
+    for needle in ("line 2: missing column 'id'", "line 3: column 'id' must be text",
                    "line 8: truncated JSON", "label 7 is outside the scale 1..5", "4.5 is outside Score[1..3]"):
         assert needle in io.err
     records = lines(trace)

@@ -14,7 +14,8 @@ DESCRIPTION = """\
 Draw a checked .gsr program as a graph: one box per node with its name, kind,
 type and parameters (criteria show their procedure), one cell per named port with
 each edge entering the port it feeds, the sink and the readout, and a legend.
-The format comes from the output's extension (.svg, .png, .pdf, .dot) or --format.
+The format comes from the output's extension (.svg, .png, .pdf, .dot) or -T/--type
+(--format is how diagnostics are printed when the program does not check).
 Without -o the DOT source is written to standard output.
 
 With --trace and --item, the picture is the audit of one executed item: every

@@ -20,7 +20,7 @@ A trace recorded under another version of the program is reported as such.
 With --program EDITED.gsr (a different program that keeps the recorded criteria,
 with the same names and types), the recorded judgments are re-composed under it:
 the cheap "what if". Write the new results with --out (and a new trace with
---trace); agreement is printed when the trace holds labels.
+--trace-out); agreement is printed when the trace holds labels.
 
 A trace of per-item programs (`gsr run --programs`) is verified record by record,
 each under the program file its record names (re-checked; it must still have the
@@ -65,13 +65,31 @@ def _resolve_program_path(header: dict, trace_path: str) -> str:
     if not named:
         raise UsageError("the trace does not name its program file: pass it with --program")
     candidates = [Path(named)]
+    if header.get("abs_path"):
+        candidates.append(Path(header["abs_path"]))
     if not Path(named).is_absolute():
         candidates.append(Path(trace_path).resolve().parent / named)
-    for c in candidates:  # as recorded (relative to where the run was), then beside the trace
-        if c.is_file():
+    # as recorded (relative to where the run was), then its absolute path, then beside the trace;
+    # a file found there that is another version of the program is passed over for one that is not
+    found = [c for c in dict.fromkeys(candidates) if c.is_file()]
+    for c in found:
+        if _content_hash(c) == header.get("hash"):
             return str(c)
-    raise UsageError(f"the program the trace was recorded with, `{named}`, is not there any more: pass it "
-                     "with --program")
+    if found:
+        return str(found[0])  # another version: run() says so
+    raise UsageError(f"the program the trace was recorded with, `{named}`"
+                     + (f" ({header['abs_path']})" if header.get("abs_path") else "")
+                     + ", is not there any more: pass it with --program")
+
+
+def _content_hash(path: Path) -> str | None:
+    from gsrlang.check.driver import analyze_file
+
+    try:
+        program = analyze_file(path).program
+    except OSError:
+        return None
+    return program.content_hash if program is not None else None
 
 
 def run(args) -> int:

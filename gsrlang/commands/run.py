@@ -23,6 +23,14 @@ With --programs INDEX instead of PROGRAM, each item runs under its own program: 
 An item without a usable program (its compile failed, its id is not in the index, its
 program does not check or declares another task or scale) is invalid, with the reason.
 
+Only the columns the program reads are asked of the data: `llm` criteria read the
+input, the response(s) and the reference (when --reference-field names one); `rule`
+criteria read the response(s); `human(field: F)` reads column F ({candidate} is A, B);
+`verifier` criteria read the input and the response(s). A program of human and rule
+criteria needs no input column; one of human criteria alone needs no response column
+(pairwise: two candidates A and B all the same). When the first row lacks a column the
+program reads, the run stops with one message listing what it needs and what the file has.
+
 A completed run ends its trace with a run-summary record (counts, wall time, model
 calls, cache hits and tokens); `gsr replay` skips it and reports it.
 
@@ -242,14 +250,19 @@ def print_summary(summary, program, args, stream) -> None:
             print(format_report(report), file=stream)
 
 
-def _columns(args, mode: str):
+def _columns(args, mode: str, program=None):
+    """The columns to read; with `program`, only those its criteria read (gsrlang.columns)."""
+    from gsrlang.columns import program_needs
     from gsrlang.data import ColumnMap
 
+    needs = program_needs(program) if program is not None else None
+    need = 1 if mode == "pointwise" else 2
     if args.responses:
         responses = tuple(r.strip() for r in args.responses.split(",") if r.strip())
+    elif needs is not None and not needs.responses and mode == "pairwise":
+        responses = ("A", "B")  # never read: the candidates are only named
     else:
         responses = (args.response_field,)
-    need = 1 if mode == "pointwise" else 2
     if len(responses) != need:
         raise UsageError(f"a {mode} run judges {need} response column{'s' if need > 1 else ''}; got "
                          f"{len(responses)} ({', '.join(responses)})" +
@@ -260,8 +273,13 @@ def _columns(args, mode: str):
         raise UsageError("--limit must not be negative")
     if not args.time_limit > 0:
         raise UsageError("--time-limit must be a positive number of seconds")
+    extra = {}
+    if needs is not None:
+        extra = {"read_input": bool(needs.input), "read_responses": bool(needs.responses),
+                 "fields": needs.field_columns(need)}
     try:
-        return ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+        return ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field,
+                         **extra)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -284,7 +302,8 @@ def run(args) -> int:
     if program is None:
         return 1
     mode = choose_mode(program, args.mode)
-    columns = _columns(args, mode)
+    columns = _columns(args, mode, program)
+    _check_columns(args.data, columns)
     registry, settings = build_registry(program, args)
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry))
@@ -316,6 +335,16 @@ def _check_engine_options(args) -> None:
             pyarrow_parquet()
         except ParquetMissing as exc:
             raise UsageError(f"--out {args.out}: {exc}") from None
+
+
+def _check_columns(data: str, columns) -> None:
+    """One usage error when the data's first row lacks what the program reads."""
+    from gsrlang.data import DataError, check_columns
+
+    try:
+        check_columns(data, columns)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _with_progress(args, run_items, registry=None):

@@ -19,7 +19,8 @@ raw float for `quantize = none`); `raw` is `lo + s * (hi - lo)` before quantizin
 **Trace record** (one JSON object per item, `--trace trace.jsonl`)::
 
     {"trace_version": 1,
-     "program": {"name": ..., "hash": "sha256:...", "path": "examples/x.gsr", "sink": "final"},
+     "program": {"name": ..., "hash": "sha256:...", "path": "examples/x.gsr",
+                 "abs_path": "/home/me/proj/examples/x.gsr", "sink": "final"},
      "mode": "pointwise",
      "item": {"id": "tc-000", "line": 1, "candidates": ["A"]},
      "nodes": [
@@ -59,6 +60,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -143,6 +145,8 @@ class _Static:
         program = plan.program
         self.program = program
         self.header = {"name": program.name, "hash": program.content_hash, "path": path, "sink": program.sink}
+        if path is not None and index is None:  # so that `gsr replay` finds the program from any directory
+            self.header["abs_path"] = os.path.abspath(path)
         self.source = None
         if index is not None:
             self.header["index"] = index

@@ -1,0 +1,66 @@
+"""Which columns of a data row a program reads, by the kind of its criteria's judges.
+
+A run asks the data for what the program reads and nothing more, so that a program
+whose criteria are all `human(field: ...)` runs on annotation files that have no
+`input` or `response` column. Per judge kind:
+
+| judge | reads |
+|---|---|
+| `llm` | the input, the response(s), and the reference when a reference column is named |
+| `rule.NAME(...)` | the response(s) |
+| `human(field: F)` | column F (`{candidate}` in F becomes A, B, ...) |
+| `verifier("name")` | the input and the response(s) (it is handed the whole item) |
+
+Ensembles read what each of their judges reads.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["READS", "Needs", "program_needs"]
+
+#: What each judge kind reads from a row, for help texts and docs.
+READS = {
+    "llm": "the input, the response(s) and the reference (when one is named)",
+    "rule": "the response(s)",
+    "human": "its `field` (with {candidate} as A, B, ...)",
+    "verifier": "the input and the response(s)",
+}
+_INPUT = {"llm", "verifier"}
+_RESPONSES = {"llm", "rule", "verifier"}
+
+
+@attrs.frozen
+class Needs:
+    """The criteria that read each part of a row (criterion ids, in declaration order)."""
+
+    input: tuple[str, ...] = ()
+    responses: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()  # (field as declared, criterion id) of human criteria
+
+    def field_columns(self, candidates: int) -> tuple[tuple[str, str], ...]:
+        """(column, criterion id) for the human fields, `{candidate}` expanded for `candidates` candidates."""
+        out: dict[str, str] = {}
+        for field, who in self.fields:
+            names = [field.replace("{candidate}", c) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:candidates]]
+            for name in names:
+                out.setdefault(name, who)
+        return tuple(out.items())
+
+
+def program_needs(program) -> Needs:
+    """What `program`'s criteria read from each row."""
+    inp, resp, fields = [], [], []
+    for node in program.criteria:
+        c = node.criterion
+        procs = c.ensemble.judges if c.ensemble is not None else (c.procedure,)
+        kinds = {p.kind for p in procs}
+        if kinds & _INPUT:
+            inp.append(node.id)
+        if kinds & _RESPONSES:
+            resp.append(node.id)
+        for p in procs:
+            if p.kind == "human" and p.args.get("field"):
+                fields.append((str(p.args["field"]), node.id))
+    return Needs(tuple(inp), tuple(resp), tuple(dict.fromkeys(fields)))
