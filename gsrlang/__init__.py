@@ -15,12 +15,12 @@ __all__ = sorted(_API | {"RewardFunction", "reward_function", "__version__"})
 
 
 def __getattr__(name: str):
+    """PEP 562: the API's names load their module on first use. By name, through importlib: the package
+    sits above every layer for this (its modules import only `__version__` from it), not in a cycle."""
+    import importlib
+
     if name in _API:
-        from gsrlang import api
-
-        return getattr(api, name)
+        return getattr(importlib.import_module("gsrlang.api"), name)
     if name in ("RewardFunction", "reward_function"):
-        from gsrlang import reward
-
-        return getattr(reward, name)
+        return getattr(importlib.import_module("gsrlang.reward"), name)
     raise AttributeError(f"module 'gsrlang' has no attribute {name!r}")

@@ -374,12 +374,6 @@ class Program:
         registry = judges.check(self.checked)
         return await judges.arun(lambda limiter: self._execute_all(items, registry, limiter))
 
-    def reward_function(self, **options):
-        """A reward function for RL trainers (TRL's GRPOTrainer `reward_funcs`): see gsrlang.reward."""
-        from gsrlang.reward import RewardFunction
-
-        return RewardFunction(self, **options)
-
 
 def _checked(analysis, path: str | None) -> Program:
     if analysis.program is None:

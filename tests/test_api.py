@@ -145,7 +145,7 @@ def test_reward_function_has_trl_shape_and_runs_concurrently(server):
     server.latency = 0.05
     program = gsrlang.load(HELPSTEER)
     with gsrlang.Judges(model="judge", base_url=server.base_url, api_key="k", concurrency=16) as judges:
-        reward = program.reward_function(judges=judges, reference_column="answer")
+        reward = gsrlang.reward_function(program, judges, reference_column="answer")
         assert isinstance(reward, RewardFunction) and reward.__name__ == "gsr_helpfulness"
         prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(8)]
         completions = [[{"role": "assistant", "content": f"completion {i}"}] for i in range(8)]
@@ -155,7 +155,7 @@ def test_reward_function_has_trl_shape_and_runs_concurrently(server):
         assert server.max_in_flight > 1  # the batch ran concurrently
         prompts_seen = [r.prompt for r in server.requests]
         assert any("question 3" in p and "completion 3" in p and "ref 3" in p for p in prompts_seen)
-        native = program.reward_function(judges=judges, scale="native")(prompts=["q"], completions=["a"])
+        native = gsrlang.reward_function(program, judges, scale="native")(prompts=["q"], completions=["a"])
         lo, hi = program.checked.readout.pointwise.lo, program.checked.readout.pointwise.hi
         assert lo <= native[0] <= hi
 
@@ -164,9 +164,9 @@ def test_reward_failures_get_the_documented_value(server):
     server.responder = lambda body: "this is not JSON at all"
     program = gsrlang.load(HELPSTEER)
     with gsrlang.Judges(model="judge", base_url=server.base_url, api_key="k", max_retries=0) as judges:
-        rewards = program.reward_function(judges=judges)(prompts=["q", "r"], completions=["a", "b"])
+        rewards = gsrlang.reward_function(program, judges)(prompts=["q", "r"], completions=["a", "b"])
         assert rewards == [0.0, 0.0]
-        fn = program.reward_function(judges=judges, failure_value=None)
+        fn = gsrlang.reward_function(program, judges, failure_value=None)
         assert fn(prompts=["q"], completions=["a"]) == [None]
         assert fn.last_results[0].status == "invalid" and fn.last_results[0].reason
 
