@@ -11,7 +11,9 @@ whose criteria are all `human(field: ...)` runs on annotation files that have no
 | `human(field: F)` | column F (`{candidate}` in F becomes A, B, ...) |
 | `verifier("name")` | the input and the response(s) (it is handed the whole item) |
 
-Ensembles read what each of their judges reads.
+Ensembles read what each of their judges reads. A judge kind added elsewhere (see
+gsrlang/check/judgekinds.py) is assumed to read the input and the response(s), as a
+verifier does.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ READS = {
     "human": "its `field` (with {candidate} as A, B, ...)",
     "verifier": "the input and the response(s)",
 }
-_INPUT = {"llm", "verifier"}
-_RESPONSES = {"llm", "rule", "verifier"}
+_KNOWN = {"llm": (True, True), "rule": (False, True), "human": (False, False), "verifier": (True, True)}
 
 
 @attrs.frozen
@@ -55,10 +56,10 @@ def program_needs(program) -> Needs:
     for node in program.criteria:
         c = node.criterion
         procs = c.ensemble.judges if c.ensemble is not None else (c.procedure,)
-        kinds = {p.kind for p in procs}
-        if kinds & _INPUT:
+        reads = [_KNOWN.get(p.kind, (True, True)) for p in procs]
+        if any(i for i, _ in reads):
             inp.append(node.id)
-        if kinds & _RESPONSES:
+        if any(r for _, r in reads):
             resp.append(node.id)
         for p in procs:
             if p.kind == "human" and p.args.get("field"):
