@@ -26,6 +26,7 @@ COMMANDS = {
     "run": "run",
     "replay": "replay",
     "metrics": "metrics",
+    "tune": "tune",
     "compile": "compile",
     "probe": "probe",
     "render": "render",
