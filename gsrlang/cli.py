@@ -27,6 +27,8 @@ COMMANDS = {
     "replay": "replay",
     "metrics": "metrics",
     "tune": "tune",
+    "compare": "compare",
+    "ablate": "ablate",
     "compile": "compile",
     "probe": "probe",
     "render": "render",
