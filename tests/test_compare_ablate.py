@@ -123,3 +123,26 @@ def test_gsr_ablate_prints_the_table(runs, capsys):
     assert "flat mean of all criteria" in out and "difference" in out and "drop engaging" in out
     assert main(["ablate", str(TC / "direct.gsr"), "--trace", str(runs / "overall.trace.jsonl")]) == 1
     assert "cannot feed" in capsys.readouterr().err
+
+
+def test_per_criterion_agreement_in_gsr_metrics(runs, tmp_path, capsys):
+    rows = [json.loads(x) for x in (TC / "data" / "dev.jsonl").read_text().splitlines()]
+    for i, r in enumerate(rows):  # another annotator: some coherence labels moved, one unreadable
+        r["human"] = {"coherence": r["scores"]["coherence"] + (1.0 if i % 7 == 0 else 0.0)}
+    rows[1]["human"]["coherence"] = "n/a"
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["metrics", str(runs / "overall.jsonl"), "--trace", str(runs / "overall.trace.jsonl"), "--data", str(data),
+            "--id-field", "id", "--bootstrap", "20"]
+    assert main(base + ["--criterion", "maintains_context=human.coherence", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["criteria"]["maintains_context"]
+    preds = [r["scores"]["coherence"] for i, r in enumerate(rows) if i != 1]
+    golds = [r["human"]["coherence"] for i, r in enumerate(rows) if i != 1]
+    expected = pointwise_metrics(preds, golds, scale=(1, 3))
+    assert report["n_unusable"] == 1 and report["n"] == 239
+    assert report["exact"]["value"] == expected["exact"] < 1.0
+    assert report["mae"]["value"] == pytest.approx(expected["mae"])
+    assert main(base + ["--criterion", "nonexistent=scores.coherence"]) == 2
+    assert "no criterion `nonexistent`" in capsys.readouterr().err
+    assert main(base + ["--criterion", "oops"]) == 2
+    assert "NAME=FIELD" in capsys.readouterr().err
