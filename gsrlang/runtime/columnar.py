@@ -391,6 +391,13 @@ def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
         lut = np.array([kw["to"].get(label, np.nan) for label in labels], np.float64)
         out = lut[v]
         return np.where(np.isnan(out), 0.0, out), a, np.isnan(out) & ~a
+    if op in ("at_most", "at_least"):  # level codes are the declaration order
+        bound = in_type.labels.index(kw["level"])
+        return (v <= bound) if op == "at_most" else (v >= bound), a, none
+    if op == "is":
+        if in_type.kind == "bool":
+            return v == bool(kw["level"]), a, none
+        return v == in_type.labels.index(kw["level"]), a, none
     if op == "default":
         value = kw["value"]
         if node_type.kind in ("ordinal", "nominal"):
