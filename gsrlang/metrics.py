@@ -582,9 +582,13 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     runs: dict[object, dict[object, tuple[object, object]]] = {}
     n_lines = n_unlabeled = n_superseded = 0
     has_run: bool | None = None
+    programs: dict[str, set] = {}  # file -> the program hashes its lines name
 
     for path, line, record in ((p, n, r) for p in paths for n, r in _numbered_results(p)):
         n_lines += 1
+        source = record.get("program")
+        programs.setdefault(str(path), set()).add(
+            (source.get("name"), source.get("hash")) if isinstance(source, Mapping) else (None, None))
         where = f"{path}: line {line}"
         line_mode = _result_mode(record)
         if line_mode not in ("pointwise", "pairwise"):
@@ -655,6 +659,10 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         result["metrics"] = next(iter(per_run.values()))
     else:
         result["summary"] = summarize_runs(list(per_run.values()))
+    if several:
+        result["programs"] = {p: [{"name": n, "hash": h} for n, h in sorted(v, key=str)] for p, v in programs.items()}
+        named = {h for v in programs.values() for _, h in v}
+        result["same_program"] = None if None in named else len(named) == 1
     return result
 
 
@@ -792,6 +800,14 @@ def format_report(report: Mapping) -> str:
         return "\n".join(lines + _format_flat(report["metrics"]))
 
     runs = report["runs"]
+    if report.get("same_program") is True:
+        (first,) = {e["hash"] for v in report["programs"].values() for e in v}
+        lines.append(f"several runs of one program ({first.split(':')[-1][:12]})")
+    elif report.get("same_program") is False:
+        lines.append("different programs: the runs are not repeats of one program")
+        for path, entries in report["programs"].items():
+            lines.append(f"  {path}: " + ", ".join(f"{e['name']} ({(e['hash'] or '?').split(':')[-1][:12]})"
+                                                   for e in entries))
     lines.append(f"summary over {len(runs)} runs")
     summary_rows = []
     for key, stats in report["summary"].items():

@@ -96,6 +96,8 @@ class Node:
     path: str | None = attrs.field(default=None, eq=False)  # the file it was declared in (None: the main file)
     # what `gsr tune` may move: {parameter key (`at`, `weights[0]`, `to[good]`): (lo, hi)}
     tune: dict = attrs.field(factory=dict, hash=False, kw_only=True)
+    # where each numeric parameter was written (main file only): {key: Span}, for tools that rewrite numbers
+    number_spans: dict = attrs.field(factory=dict, hash=False, eq=False, kw_only=True, repr=False)
 
     def port_inputs(self, port: str) -> list[Input]:
         return [i for i in self.inputs if i.port == port]
@@ -108,6 +110,7 @@ class PointwiseReadout:
     quantize: str  # "round" | "floor" | "ceil" | "thresholds" | "none"
     thresholds: tuple[float, ...] = ()
     tune: tuple = ()  # per cut point: the (lo, hi) `gsr tune` may move it within, or None; () when none may move
+    spans: tuple = attrs.field(default=(), eq=False, repr=False)  # where each cut point was written
 
 
 @attrs.frozen

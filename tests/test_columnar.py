@@ -201,3 +201,16 @@ def test_gsr_replay_what_if_uses_the_columnar_path_with_the_same_figures(tmp_pat
                 or "items:" in line]
 
     assert figures(fast) and figures(fast) == figures(slow)
+
+
+def test_level_comparisons_equal_the_interpreter():
+    text = ("rubric r\ntask pointwise { scale = 1..5  quantize = none }\n"
+            'criterion q: Ordinal[1..5]? = human(field: "q")\ncriterion b: Bool = human(field: "b")\n'
+            'criterion tone: Nominal{polite, rude} = human(field: "t")\n'
+            "sink fraction(items: [at_most(q, 2), at_least(q, 4), is(tone, rude), is(b, true)], on_abstain: skip)\n")
+    result = analyze(text)
+    assert result.program is not None, [d.message for d in result.diagnostics]
+    items = [{"q": (Judgment.abstained() if q is None else Judgment.ok(q),), "b": (Judgment.ok(b),),
+              "tone": (Judgment.ok(t),)}
+             for q in (None, "1", "2", "3", "4", "5") for b in (True, False) for t in ("polite", "rude")]
+    assert_same(result.program, "pointwise", items)

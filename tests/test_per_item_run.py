@@ -208,7 +208,9 @@ def test_per_item_results_equal_running_each_program_alone(workspace, capsys):
         assert code == 0, io.err
         [alone] = lines(workspace / "one_r.jsonl")
         mine = dict(per_item[item_id])
-        assert mine.pop("program")["path"] == f"programs/{program}"
+        source = mine.pop("program")
+        assert source["path"] == f"programs/{program}"
+        assert alone.pop("program") == {"name": source["name"], "hash": source["hash"]}
         assert {k: v for k, v in mine.items() if k != "line"} == {k: v for k, v in alone.items() if k != "line"}
 
 

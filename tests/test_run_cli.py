@@ -43,7 +43,12 @@ def test_run_topical_chat_graph_program(tmp_path, capsys):
     results = lines(out)
     assert len(results) == 240 and all(r["status"] == "ok" for r in results)
     first = results[0]
-    assert set(first) == {"id", "line", "status", "mode", "score", "raw", "scale", "sink", "label", "reason"}
+    assert set(first) == {"id", "line", "status", "mode", "program", "score", "raw", "scale", "sink", "label",
+                          "reason"}
+    from gsrlang.check.driver import analyze_file
+
+    assert first["program"] == {"name": "topical_chat_overall",
+                                "hash": analyze_file(str(TC / "overall.gsr")).program.content_hash}
     assert first["id"] == "tc-000" and first["mode"] == "pointwise" and first["scale"] == [1.0, 5.0]
     assert isinstance(first["score"], int) and 1 <= first["score"] <= 5
     assert "240 items: 240 ok, 0 invalid, 0 failed" in io.out and "qwk" in io.out

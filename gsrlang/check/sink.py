@@ -107,7 +107,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                   help="e.g. `scale = 1..5`")
         return None
     lo, hi = scale.value.lo.value, scale.value.hi.value
-    quantize, thresholds, tune = SETTINGS["quantize"].default, (), ()
+    quantize, thresholds, tune, spans = SETTINGS["quantize"].default, (), (), ()
     q = settings.get("quantize")
     if q is not None:
         v = q.value
@@ -122,6 +122,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
                 return None
             thresholds = tuple(float(n.value) for n in nums)
             tune = threshold_tunables(v) if any(n.tune is not None for n in nums) else ()
+            spans = tuple(n.span for n in nums)
             steps = hi - lo
             if not (isinstance(lo, int) and isinstance(hi, int)):
                 ctx.error("GSR507", "`thresholds` needs an integer scale", v.span, "non-integer scale",
@@ -140,7 +141,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
             ctx.error("GSR505", f"`quantize` is {', '.join(QUANTIZE_NAMES)} or thresholds(...)", v.span,
                       "unknown quantization")
             return None
-    return PointwiseReadout(float(lo), float(hi), quantize, thresholds, tune) if ok else None
+    return PointwiseReadout(float(lo), float(hi), quantize, thresholds, tune, spans) if ok else None
 
 
 def _pairwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PairwiseReadout | None:

@@ -60,6 +60,27 @@ def node_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
     return out
 
 
+def number_spans(ctx: Context, g) -> dict:
+    """{key: span of the number as written} for every numeric literal of an operator node's parameters.
+
+    What `gsr tune` rewrites (only in the main file: `g.path` is None)."""
+    sig = ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
+    if sig is None or g.path is not None:
+        return {}
+    out = {}
+    for name, (expr, _) in g.params.items():
+        p = sig.param(name)
+        kind = p.pattern.kind if p else None
+        if isinstance(expr, ast.Number) and kind in ("real", "score"):
+            out[tune_key(name)] = expr.span
+        elif isinstance(expr, ast.ListExpr) and kind == "list":
+            out.update({tune_key(name, i): x.span for i, x in enumerate(expr.items) if isinstance(x, ast.Number)})
+        elif isinstance(expr, ast.MapExpr) and kind == "map":
+            out.update({tune_key(name, e.key_text): e.value.span for e in expr.entries
+                        if isinstance(e.value, ast.Number)})
+    return out
+
+
 def threshold_tunables(call: ast.Call) -> tuple:
     """Per cut point of `thresholds(...)`: its (lo, hi) range, or None when it is fixed."""
     return tuple((float(a.value.tune.lo.value), float(a.value.tune.hi.value))

@@ -32,6 +32,12 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    g = p.add_argument_group("per-criterion agreement (where the data holds a human label for a criterion)")
+    g.add_argument("--criterion", action="append", default=[], metavar="NAME=FIELD",
+                   help="compare criterion NAME's recorded judgments with the data's FIELD (repeatable)")
+    g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
+    g.add_argument("--data", metavar="FILE", help="the data file with the criteria's human labels")
+    g.add_argument("--id-field", metavar="NAME", help="the item id column, as given to gsr run")
 
 
 def run(args) -> int:
@@ -48,9 +54,28 @@ def run(args) -> int:
     except DataError as exc:
         print(f"gsr metrics: {exc}", file=sys.stderr)
         return 1
+    if args.criterion:
+        report["criteria"] = _criteria(args)
     if args.json:
         json.dump(report, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         print(format_report(report))
+        for name, r in report.get("criteria", {}).items():
+            unusable = f"; {r['n_unusable']} unusable labels left out" if r["n_unusable"] else ""
+            print(f"\ncriterion {name} against {r['field']}{unusable}:")
+            print(format_report(r))
     return 0
+
+
+def _criteria(args) -> dict:
+    from gsrlang.data import DataError
+    from gsrlang.learn.criteria import criterion_agreement, parse_pairs
+
+    if not (args.trace and args.data):
+        raise UsageError("--criterion needs --trace (the judgments) and --data (the human labels)")
+    try:
+        pairs = parse_pairs(args.criterion)
+        return criterion_agreement(args.trace, args.data, pairs, args.id_field, args.bootstrap, args.seed)
+    except (ValueError, DataError) as exc:
+        raise UsageError(str(exc)) from None

@@ -36,6 +36,7 @@ example, on generated programs and on every abstention policy):
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Callable, Iterable, Sequence
 
 import attrs
@@ -152,6 +153,7 @@ class Table:
 
         types = {n.id: n.type.maybe(True) for n in program.criteria}
         checked: set = set()
+        positions: dict = {}  # recorded program hash -> {criterion id: its index in a record's nodes}
         mode = None
         label_errors = 0
 
@@ -176,10 +178,13 @@ class Table:
                 if record.get("status") == "failed" or not nodes:
                     yield item.get("id"), result.get("label"), None
                     continue
-                by_id = {n["id"]: n for n in nodes}
+                where = positions.get(header.get("hash"))
+                if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):
+                    index = {n.get("id"): i for i, n in enumerate(nodes)}
+                    where = positions[header.get("hash")] = {cid: index[cid] for cid in types}
                 judged = {}
                 for cid, t in types.items():
-                    rec = by_id[cid]
+                    rec = nodes[where[cid]]
                     outputs = rec.get("output")
                     recorded = rec.get("judgments")
                     row = []
@@ -249,7 +254,7 @@ def _stack(cols: Sequence[Column], attr: str) -> np.ndarray:
 
 def _resolved(items: Sequence[Column], policy: str, weights=None):
     """(values with abstentions replaced, counted mask) after the `on_abstain` policy (see operators._resolve)."""
-    x = _stack(items, "values").astype(np.float64)
+    x = np.asarray(_stack(items, "values"), np.float64)
     a = _stack(items, "abstain")
     if policy == "skip":
         return np.where(a, 0.0, x), ~a
@@ -281,6 +286,18 @@ def _weighted_mean(items, weights="equal", on_abstain="fail"):
     w = np.ones(k) if weights == "equal" else np.asarray(weights, float)
     if len(w) != k:
         return np.zeros(len(items[0].values)), np.ones(len(items[0].values), bool)
+    if not any(c.abstain.any() for c in items):  # nothing abstained: every slot counts, the weights are constants
+        total = w[0] * items[0].values
+        for j in range(1, k):
+            total = total + w[j] * items[j].values
+        positive = math.fsum(x for x in w if x > 0)
+        negative = math.fsum(-x for x in w if x < 0)
+        rows = len(total)
+        if positive > 0:
+            return _clamp(total / positive), np.zeros(rows, bool)
+        if negative == 0:
+            return np.zeros(rows), np.ones(rows, bool)
+        return _clamp(1.0 + total / negative), np.zeros(rows, bool)
     x, counted = _resolved(items, on_abstain, w)
     total = _seq_sum(np.where(counted, w * x, 0.0))
     positive = _seq_sum(np.where(counted & (w > 0), w, 0.0))
@@ -374,6 +391,13 @@ def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
         lut = np.array([kw["to"].get(label, np.nan) for label in labels], np.float64)
         out = lut[v]
         return np.where(np.isnan(out), 0.0, out), a, np.isnan(out) & ~a
+    if op in ("at_most", "at_least"):  # level codes are the declaration order
+        bound = in_type.labels.index(kw["level"])
+        return (v <= bound) if op == "at_most" else (v >= bound), a, none
+    if op == "is":
+        if in_type.kind == "bool":
+            return v == bool(kw["level"]), a, none
+        return v == in_type.labels.index(kw["level"]), a, none
     if op == "default":
         value = kw["value"]
         if node_type.kind in ("ordinal", "nominal"):

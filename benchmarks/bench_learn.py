@@ -1,0 +1,109 @@
+"""Columnar evaluation speed: what `gsr tune`, `gsr ablate` and what-if replay spend per parameter set.
+
+Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
+10-node program in under 20 ms; loading a 100,000-item trace in under 3 s.
+
+(1) records a trace of the 10-node program of bench_runtime.py (human and rule
+    judges) over 2,000 generated items with `run_file`, and repeats its records
+    with fresh item ids up to N (default 100,000) records: a real trace, written by
+    the trace writer, N items long;
+(2) loads it into columns (`Table.from_trace`, through the trace module's reader):
+    wall time, min / median / max of 3 repeats, next to the reader alone (JSON
+    decoding of every record), the anchor for what the columns add;
+(3) evaluates one parameter set over the N items (`Evaluator.run`, exact readout,
+    with a parameter override as tuning does): min / median / max of 20 repeats;
+(4) the anchor, in the same run: a hand-written numpy computation of the same
+    arithmetic over the same arrays (weighted mean, cap, floor, readout), whose
+    scores are checked equal to the evaluator's.
+
+Prints the figures; it asserts nothing. Run: python benchmarks/bench_learn.py [N]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_runtime import PROGRAM, write_items  # noqa: E402
+
+from gsrlang.check.driver import analyze  # noqa: E402
+from gsrlang.data import ColumnMap  # noqa: E402
+from gsrlang.judges.registry import default_registry  # noqa: E402
+from gsrlang.runtime.batch import run_file  # noqa: E402
+from gsrlang.runtime.columnar import Evaluator, Table  # noqa: E402
+from gsrlang.runtime.trace import read_trace  # noqa: E402
+
+SEED_ITEMS = 2000
+
+
+def timed(fn, repeats: int) -> tuple[list[float], object]:
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return times, result
+
+
+def spread(times: list[float], unit: float = 1.0, fmt: str = "{:.1f}") -> str:
+    return "/".join(fmt.format(x * unit) for x in (min(times), statistics.median(times), max(times)))
+
+
+def main(n: int) -> None:
+    program = analyze(PROGRAM).program
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        items, seed_trace, trace = tmp / "items.jsonl", tmp / "seed.trace.jsonl", tmp / "trace.jsonl"
+        write_items(items, SEED_ITEMS)
+        run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise",
+                 trace=str(seed_trace))
+        records = [json.loads(line) for line in seed_trace.read_text().splitlines()]
+        records = [r for r in records if "kind" not in r]
+        with trace.open("w") as f:
+            for k in range(n):
+                r = records[k % len(records)]
+                r["item"]["id"] = r["result"]["id"] = f"i{k}"
+                f.write(json.dumps(r, separators=(",", ":")) + "\n")
+        size = trace.stat().st_size / 1e6
+
+        read_times, _ = timed(lambda: sum(1 for _ in read_trace(str(trace))), 3)
+        load_times, table = timed(lambda: Table.from_trace(program, str(trace)), 3)
+        print(f"load a {n:,}-item trace ({size:.0f} MB) into columns: {spread(load_times)} s "
+              f"(min/median/max of 3; target < 3 s); the trace reader alone (JSON decoding): "
+              f"{spread(read_times)} s, so the columns add {statistics.median(load_times) / statistics.median(read_times) - 1:.0%}")
+
+        evaluator = Evaluator(program)
+        body = next(node.id for node in program.nodes if node.op == "weighted_mean")
+        params = {body: {"weights": [0.7, 0.3]}}
+        eval_times, ev = timed(lambda: evaluator.run(table, params=params), 20)
+        print(f"evaluate one parameter set over {n:,} items (10-node program): {spread(eval_times, 1e3)} ms "
+              f"(min/median/max of 20; target < 20 ms); {n / statistics.median(eval_times):,.0f} items/s")
+
+        c = table.criteria
+        q, polite, polite_abstain, long_, cites = (c["quality"].values, c["polite"].values, c["polite"].abstain,
+                                                   c["long"].values, c["cites"].values)
+
+        def by_hand():
+            s = (0.7 * np.clip((q - 1.0) / 2.0, 0, 1) + 0.3 * cites) / 1.0
+            s = np.clip(s, 0.0, 1.0)
+            s = np.where(long_, np.minimum(s, 0.6), s)
+            s = np.where(polite & ~polite_abstain, np.maximum(s, 0.2), s)
+            return np.floor(np.round(1 + 4 * s, 9) + 0.5)
+
+        hand_times, hand = timed(by_hand, 20)
+        print(f"hand-written numpy, same arithmetic: {spread(hand_times, 1e3, '{:.2f}')} ms; "
+              f"{n / statistics.median(hand_times):,.0f} items/s; the evaluator takes "
+              f"{statistics.median(eval_times) / statistics.median(hand_times):.1f}x its time")
+        same = np.array_equal(hand[ev.ok], ev.score[ev.ok])
+        print(f"scores equal to the hand-written computation: {same} ({int(ev.ok.sum()):,} valid items)")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)

@@ -1,0 +1,197 @@
+"""gsr tune: learn a program's numbers from labelled items, keeping its structure; report them cross-validated."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gsrlang.commands import UsageError
+
+HELP = "learn a program's weights, gate levels and cut points from labelled items (cross-validated)"
+DESCRIPTION = """\
+Learn the numbers of PROGRAM from labelled items and write the tuned program.
+The structure stays; only the numbers marked `VALUE in LO..HI` move (or, with
+--all, every numeric parameter written in the program, within its type's
+bounds). The judgments come from a trace (--trace, recorded by `gsr run
+--trace`; no judge is called) or from a data file whose criteria only read the
+data (--data: human(), rule.*).
+
+The tuned program is cross-validated first: the labelled items are split into
+--folds folds (with --seed), the program is tuned on all folds but one and
+predicts the held-out one, and the chosen --metric of these held-out
+predictions is printed with a bootstrap CI, next to the untuned program's on
+the same items and the paired difference. Then the program is tuned on every
+labelled item and written (default: PROGRAM.tuned.gsr) in canonical layout,
+under a provenance header (data hash, metric, folds, seed, CV result) that
+`gsr check` reads as comments. See docs/learning.md.
+
+exit status: 0 tuned and written; 1 the program does not check, or the trace
+cannot feed it; 2 bad usage (nothing to tune, too few labels, unreadable files).
+
+examples:
+  gsr tune examples/topical_chat/overall.tunable.gsr --data examples/topical_chat/data/dev.jsonl \\
+      --id-field id --label-field scores.overall --input-field context
+  gsr tune rubric.gsr --trace out/trace.jsonl --all --metric qwk --out rubric.tuned.gsr"""
+
+
+def add_arguments(p) -> None:
+    from gsrlang.learn.tune import METRICS
+
+    p.add_argument("program", metavar="PROGRAM", help="the .gsr program to tune")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", metavar="FILE", help="a trace recorded by `gsr run --trace` (with labels)")
+    src.add_argument("--data", metavar="FILE", help="labelled items, for programs whose criteria read the data")
+    add_column_arguments(p)
+    p.add_argument("--all", dest="every", action="store_true",
+                   help="tune every numeric parameter written in the program, not only those marked `in LO..HI`")
+    p.add_argument("--metric", choices=METRICS, default="exact", help="what to report and select on (default: exact)")
+    p.add_argument("--objective", choices=("surrogate", "metric"), default="surrogate",
+                   help="surrogate: least squares of the continuous score against the labels, then cut points "
+                        "(default); metric: search the metric itself")
+    p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the folds and the search (default: 0)")
+    p.add_argument("--shrink", type=float, default=0.01, metavar="L",
+                   help="pull towards the written numbers: L x mean squared relative move (default: 0.01)")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for CIs (default: 1000)")
+    p.add_argument("--out", metavar="FILE", help="where to write the tuned program (default: PROGRAM.tuned.gsr)")
+
+
+def add_column_arguments(p) -> None:
+    g = p.add_argument_group("columns of --data (as for gsr run)")
+    g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
+    g.add_argument("--response-field", default="response", metavar="NAME", help="the response (default: response)")
+    g.add_argument("--responses", metavar="A,B", help="the two responses of a pairwise item")
+    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the line number)")
+    g.add_argument("--label-field", metavar="NAME", help="the human label")
+    g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
+
+
+def load_table(program, args, mode: str, label: str):
+    """The columnar table of the items (from --trace or --data); usage errors for what cannot be read."""
+    from gsrlang.data import ColumnMap, DataError
+    from gsrlang.judges.registry import default_registry
+    from gsrlang.runtime.columnar import Table
+    from gsrlang.runtime.labels import label_reader
+    from gsrlang.runtime.replay import ReplayError
+
+    try:
+        if args.trace:
+            return Table.from_trace(program, args.trace, label)
+        if not args.label_field:
+            raise UsageError("--data needs --label-field (the human label to learn from)")
+        responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
+        try:
+            columns = ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            return Table.from_data(program, args.data, columns, default_registry(), mode,
+                                   label_reader(program, mode, columns))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    except ReplayError as exc:
+        raise TraceRefused(str(exc)) from None
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class TraceRefused(Exception):
+    """The trace's judgments cannot feed the program (exit 1, as gsr replay)."""
+
+
+def run(args) -> int:
+    from gsrlang.commands.run import choose_mode, load_program
+
+    program = load_program(args.program)
+    if program is None:
+        return 1
+    mode = choose_mode(program, None if program.readout.pointwise else "pairwise")
+    if mode != "pointwise":
+        raise UsageError("gsr tune tunes pointwise programs (a score on a scale); this one is pairwise")
+    if args.folds < 2:
+        raise UsageError("--folds must be at least 2")
+    if args.shrink < 0:
+        raise UsageError("--shrink must not be negative")
+    out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
+    source = args.trace or args.data
+    if Path(out).resolve() in (Path(args.program).resolve(), Path(source).resolve()):
+        raise UsageError(f"--out `{out}` would overwrite an input; choose another file")
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        raise UsageError("gsr tune needs scipy: pip install 'gsrlang[learn]'") from None
+    from gsrlang.learn.tune import knobs
+
+    ks = knobs(program, args.every)
+    if not ks:
+        raise UsageError(f"nothing to tune in `{args.program}`: mark numbers with `VALUE in LO..HI` "
+                         "(e.g. `at: 0.25 in 0.1..0.5`), or pass --all to tune every numeric parameter")
+    try:
+        table = load_table(program, args, mode, f"`{args.program}`")
+    except TraceRefused as exc:
+        print(f"gsr tune: {exc}", file=sys.stderr)
+        return 1
+    return _tune(args, program, ks, table, out, source)
+
+
+def _tune(args, program, ks, table, out: str, source: str) -> int:
+    from gsrlang.check.driver import analyze
+    from gsrlang.learn.rewrite import file_hash, number_text, tuned_source
+    from gsrlang.learn.stats import paired_report
+    from gsrlang.learn.tune import FitSettings, TuneError, cross_validate, fit, labelled_index
+
+    n = len(table)
+    labelled = len(labelled_index(table))
+    missing = n - labelled - table.label_errors
+    print(f"tuning {len(ks)} number{'s' if len(ks) != 1 else ''} of {program.name} on {labelled} labelled "
+          f"item{'s' if labelled != 1 else ''} of {n} ({source})")
+    if labelled < n:
+        print(f"  left out: {table.label_errors} unusable label{'s' if table.label_errors != 1 else ''}, "
+              f"{missing} missing")
+    settings = FitSettings(metric=args.metric, objective=args.objective, shrink=args.shrink, seed=args.seed)
+    p = program.readout.pointwise
+    scale = (p.lo, p.hi)
+    try:
+        cv = cross_validate(program, ks, table, args.folds, settings)
+    except TuneError as exc:
+        raise UsageError(str(exc)) from None
+    report = paired_report("pointwise", cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed)
+    print(f"\n{args.folds}-fold cross-validation (seed {args.seed}), on the held-out folds:")
+    print(f"  {'metric':<10}{'untuned':>24}{'tuned':>24}{'paired difference':>27}")
+    for key in ("exact", "within1", "qwk", "mae", "spearman", "pearson"):
+        r = report[key]
+        print(f"  {key:<10}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
+              f"{_ci(r['diff'], r['ci95'], True):>27}")
+    chosen = report[args.metric]
+
+    index = labelled_index(table)
+    theta = fit(program, ks, table.take(index), settings)
+    values = [min(k.hi, max(k.lo, float(number_text(v)))) for k, v in zip(ks, theta)]
+    header = [
+        f"tuned from {args.program} ({program.content_hash})",
+        f"data: {source} ({file_hash(source)}), {labelled} labelled items of {n}",
+        f"metric: {args.metric}; objective: {args.objective}; shrink: {args.shrink}; "
+        f"{args.folds}-fold CV, seed {args.seed}",
+        f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
+        f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
+    ]
+    text = Path(args.program).read_text(encoding="utf-8")
+    tuned_text = tuned_source(text, ks, values, header)
+    analysis = analyze(tuned_text, out)
+    if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
+        raise RuntimeError("the tuned program does not check: " + "; ".join(d.message for d in analysis.errors))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(tuned_text, encoding="utf-8")
+    print(f"\nwrote {out} (tuned on all {labelled} labelled items):")
+    width = max(len(k.name) for k in ks)
+    for k, v in zip(ks, values):
+        print(f"  {k.name:<{width}}  {number_text(k.start):>7} -> {number_text(v):<7} (in {number_text(k.lo)}.."
+              f"{number_text(k.hi)})")
+    return 0
+
+
+def _ci(value, ci, signed: bool = False) -> str:
+    if value is None:
+        return "undefined"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f.format(value) + (f" [{f.format(ci[0])}, {f.format(ci[1])}]" if ci else "")

@@ -1,0 +1,46 @@
+"""Writing a tuned program: the source with its tuned numbers replaced, in canonical layout, under a provenance header.
+
+Only the numbers change (each keeps or gains its range, `0.412 in 0..1`, so the
+file can be tuned again); every comment and name stays. The header is a block
+of comment lines that start with `# gsr tune: `, so `gsr check` reads the file
+unchanged, and a file tuned again gets a new header instead of a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+from gsrlang.syntax.formatter import format_source
+
+__all__ = ["HEADER_PREFIX", "file_hash", "number_text", "tuned_source"]
+
+HEADER_PREFIX = "# gsr tune: "
+
+
+def file_hash(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def number_text(x: float, digits: int = 4) -> str:
+    """A tuned number as written: rounded to `digits` decimals, without trailing zeros."""
+    v = round(float(x), digits) + 0.0  # no -0.0
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Sequence[str]) -> str:
+    """The program text with each knob's number replaced by its value (ranges kept), formatted, under `header`."""
+    edits = sorted(((k.span, f"{number_text(v)} in {number_text(k.lo)}..{number_text(k.hi)}")
+                    for k, v in zip(knobs, values) if k.span is not None), key=lambda e: e[0].start, reverse=True)
+    for span, replacement in edits:
+        text = text[:span.start] + replacement + text[span.end:]
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith(HEADER_PREFIX):
+        lines.pop(0)
+    body = format_source("".join(lines))
+    return "".join(f"{HEADER_PREFIX}{line}".rstrip() + "\n" for line in header) + body

@@ -1,0 +1,343 @@
+"""Learning a program's numbers from labelled items, keeping its structure (`gsr tune`).
+
+What may move (`knobs`): the numbers marked `VALUE in LO..HI` (docs/language.md),
+or with `every=True` every numeric parameter written in the program within its
+type's bounds (a Score parameter or cut point in [0, 1]; a weight between 0 and
+twice the largest weight of its sign, keeping its sign: a penalty stays one).
+
+How (`fit`): exact agreement is a step function of the parameters, so it is not
+optimised directly by default. The **surrogate** objective fits the continuous
+sink to the (unrounded) labels by least squares, through the readout:
+
+- with a `thresholds` readout whose cut points may move, the sink is fitted
+  through an affine link `label ~ a + b s` (solved in closed form for each
+  parameter set), and the cut points are then placed where the link crosses
+  the half-way points between scores (`t_k = (lo + k - 1/2 - a) / b`), clipped
+  to their ranges: rounding of the fitted line, read out by cut points;
+- otherwise `lo + s (hi - lo)` itself is fitted to the labels.
+
+A shrinkage term `shrink * mean(((theta - start) / (hi - lo))^2)` pulls the
+numbers towards the author's, so that a parameter the data say little about
+stays where it was. The search is scipy's `differential_evolution` (seeded,
+bounded, derivative-free, so gates' step-like `at`s are fine), polished with
+L-BFGS-B. `objective="metric"` instead searches the chosen metric itself
+(exact, QWK, MAE, Spearman) with the same optimiser: closer to the goal, more
+prone to fit the noise of a small data set.
+
+Cross-validation (`cross_validate`) splits the labelled items into k folds with
+the seed, tunes on k - 1 folds and predicts the held-out one: only the training
+folds' labels reach `fit` (the leakage test checks this). Its pooled
+out-of-fold predictions are compared with the untuned program's predictions of
+the same items (paired bootstrap). The hyperparameters (shrink, objective,
+bounds) are fixed before any data is seen, so plain k-fold CV is an honest
+estimate: nothing is selected on the held-out folds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import attrs
+import numpy as np
+
+from gsrlang.metrics import pointwise_metrics
+from gsrlang.program import Program
+from gsrlang.runtime.columnar import Evaluator, Table, with_parameters
+from gsrlang.span import Span
+
+__all__ = ["CVResult", "Knob", "METRICS", "TuneError", "cross_validate", "fit", "knobs", "metric_value"]
+
+METRICS = ("exact", "qwk", "mae", "spearman")
+HIGHER_IS_BETTER = {"exact": True, "qwk": True, "mae": False, "spearman": True}
+READOUT = "readout"
+
+
+class TuneError(Exception):
+    """The program or the data cannot be tuned (a one-line message for the user)."""
+
+
+@attrs.frozen
+class Knob:
+    """One number tuning may move: a node's parameter (`at`, `weights[0]`, `to[good]`) or a cut point."""
+
+    node: str  # a node id, or READOUT for a cut point of the readout
+    key: str  # the parameter key, or `thresholds[i]`
+    lo: float
+    hi: float
+    start: float
+    span: Span | None = None  # where it is written in the program's main file
+
+    @property
+    def name(self) -> str:
+        return self.key if self.node == READOUT else f"{self.node}.{self.key}"
+
+
+def _split(key: str) -> tuple[str, str | None]:
+    if "[" not in key:
+        return key, None
+    name, rest = key.split("[", 1)
+    return name, rest[:-1]
+
+
+def _param_value(params: dict, key: str):
+    name, sub = _split(key)
+    v = params.get(name)
+    if sub is None:
+        return v
+    if isinstance(v, list):
+        return v[int(sub)]
+    return v.get(sub) if isinstance(v, dict) else None
+
+
+def knobs(program: Program, every: bool = False) -> list[Knob]:
+    """The numbers tuning may move: the marked ones, or (`every`) every numeric parameter written in the file."""
+    out = []
+    for n in program.nodes:
+        keys = dict(n.tune)
+        if every:
+            for key, span in n.number_spans.items():
+                if key not in keys:
+                    keys[key] = None
+        for key, bounds in keys.items():
+            value = _param_value(n.params, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            if bounds is None:
+                bounds = _type_bounds(n, key, float(value))
+            out.append(Knob(n.id, key, float(bounds[0]), float(bounds[1]), float(value), n.number_spans.get(key)))
+    p = program.readout.pointwise
+    if p is not None and p.quantize == "thresholds":
+        ranges = p.tune or (None,) * len(p.thresholds)
+        for i, (t, r) in enumerate(zip(p.thresholds, ranges)):
+            if r is None and every:
+                r = (0.0, 1.0)
+            if r is not None:
+                out.append(Knob(READOUT, f"thresholds[{i}]", r[0], r[1], t, p.spans[i] if p.spans else None))
+    return out
+
+
+def _type_bounds(node, key: str, value: float) -> tuple[float, float]:
+    name, _ = _split(key)
+    if name != "weights":
+        return 0.0, 1.0  # `at`, a map's scores: Score parameters
+    weights = [w for w in node.params["weights"] if isinstance(w, (int, float))]
+    same_sign = [abs(w) for w in weights if (w < 0) == (value < 0)]
+    top = 2.0 * max(same_sign + [1e-9])
+    return (-top, 0.0) if value < 0 else (0.0, top)
+
+
+class Space:
+    """A parameter vector <-> the evaluator's overrides ({node: {param: value}}, cut points)."""
+
+    def __init__(self, program: Program, ks: Sequence[Knob]):
+        self.program = program
+        self.knobs = list(ks)
+        self.lower = np.array([k.lo for k in ks])
+        self.upper = np.array([k.hi for k in ks])
+        self.start = np.array([k.start for k in ks])
+        self.cut_index = [i for i, k in enumerate(ks) if k.node == READOUT]
+        self.other_index = [i for i, k in enumerate(ks) if k.node != READOUT]
+
+    def overrides(self, theta: Sequence[float]) -> tuple[dict, list | None]:
+        params: dict = {}
+        cuts = None
+        p = self.program.readout.pointwise
+        for k, v in zip(self.knobs, theta):
+            v = float(v)
+            if k.node == READOUT:
+                if cuts is None:
+                    cuts = list(p.thresholds)
+                cuts[int(_split(k.key)[1])] = v
+                continue
+            node = self.program.node(k.node)
+            mine = params.setdefault(k.node, {})
+            name, sub = _split(k.key)
+            if sub is None:
+                mine[name] = v
+            else:
+                base = mine.get(name)
+                if base is None:
+                    base = list(node.params[name]) if isinstance(node.params[name], list) else dict(node.params[name])
+                    mine[name] = base
+                base[int(sub) if isinstance(base, list) else sub] = v
+        if cuts is not None:
+            cuts = increasing(cuts)
+        return params, cuts
+
+    def program_for(self, theta: Sequence[float]) -> Program:
+        params, cuts = self.overrides(theta)
+        return with_parameters(self.program, params, cuts)
+
+
+def increasing(cuts: Sequence[float]) -> list[float]:
+    """Cut points made strictly increasing within [0, 1] (what the checker demands)."""
+    out = []
+    for t in cuts:
+        t = min(1.0, max(0.0, float(t)))
+        if out and t <= out[-1]:
+            t = min(1.0, out[-1] + 1e-6)
+        out.append(t)
+    return out
+
+
+# ---- objectives ----------------------------------------------------------------------------------------------------
+def metric_value(metric: str, preds: Sequence, golds: Sequence, scale) -> float | None:
+    """One metric of pointwise predictions (None where invalid) against labels, as `gsr metrics` computes it."""
+    return pointwise_metrics(list(preds), list(golds), scale=scale)[metric]
+
+
+def _round_half_up(y: np.ndarray) -> np.ndarray:
+    return np.floor(y + 0.5)
+
+
+def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray, scale) -> float:
+    """The metric for the search (higher is better): exact and MAE in numpy, the others as reported."""
+    if metric == "exact":
+        return float(np.mean(ok & (score == _round_half_up(y))))
+    if metric == "mae":
+        return -float(np.mean(np.abs(score[ok] - y[ok]))) if ok.any() else -math.inf
+    value = metric_value(metric, [float(s) if o else None for s, o in zip(score, ok)], y.tolist(), scale)
+    return -math.inf if value is None else value
+
+
+@attrs.frozen
+class FitSettings:
+    metric: str = "exact"
+    objective: str = "surrogate"  # "surrogate" | "metric"
+    shrink: float = 0.01
+    seed: int = 0
+    maxiter: int = 40
+    popsize: int = 8
+
+
+def _link(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(a, b, mean squared error) of the least-squares line y ~ a + b s."""
+    if len(s) < 2 or np.ptp(s) == 0:
+        return float(np.mean(y)) if len(y) else 0.0, 0.0, float(np.var(y)) if len(y) else 0.0
+    b, a = np.polyfit(s, y, 1)
+    return float(a), float(b), float(np.mean((a + b * s - y) ** 2))
+
+
+def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
+    """The tuned parameter vector for the labelled items of `table` (labels: numbers, None for none)."""
+    from scipy.optimize import differential_evolution
+
+    space = Space(program, ks)
+    evaluator = Evaluator(program)
+    labelled = np.array([g is not None for g in table.labels])
+    y = np.array([float(g) if g is not None else np.nan for g in table.labels])
+    p = program.readout.pointwise
+    scale = (p.lo, p.hi)
+    var = float(np.var(y[labelled])) or 1.0
+    width = np.where(space.upper > space.lower, space.upper - space.lower, 1.0)
+    shrink = settings.shrink
+    all_cuts = p.quantize == "thresholds" and len(space.cut_index) == len(p.thresholds) and len(p.thresholds) > 0
+    surrogate = settings.objective == "surrogate" and (p.quantize != "thresholds" or all_cuts)
+
+    def penalty(theta):
+        return shrink * float(np.mean(((theta - space.start) / width) ** 2)) if len(theta) else 0.0
+
+    theta = space.start.copy()
+    if surrogate:
+        free = space.other_index
+
+        def loss(x):
+            theta[free] = x
+            params, _ = space.overrides(theta)
+            ev = evaluator.run(table, params=params, exact=False)
+            use = ev.ok & labelled
+            s = ev.sink[use, 0]
+            if all_cuts:
+                _, b, mse = _link(s, y[use])
+                if b <= 0:
+                    mse = var * 2  # a falling link cannot be read out by increasing cut points
+            else:
+                mse = float(np.mean((p.lo + s * (p.hi - p.lo) - y[use]) ** 2)) if use.any() else var
+            return mse / var + penalty(theta)
+
+        if free:
+            result = differential_evolution(loss, list(zip(space.lower[free], space.upper[free])), seed=settings.seed,
+                                            maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
+                                            x0=np.clip(space.start[free], space.lower[free], space.upper[free]),
+                                            polish=True)
+            theta[free] = result.x
+        if all_cuts:
+            params, _ = space.overrides(theta)
+            ev = evaluator.run(table, params=params, exact=False)
+            use = ev.ok & labelled
+            a, b, _ = _link(ev.sink[use, 0], y[use])
+            if b > 0:
+                for j, i in enumerate(space.cut_index):
+                    k = int(_split(space.knobs[i].key)[1]) + 1
+                    theta[i] = min(space.upper[i], max(space.lower[i], (p.lo + k - 0.5 - a) / b))
+        return theta
+
+    sign = 1.0 if HIGHER_IS_BETTER[settings.metric] else 1.0  # _fast_metric is already "higher is better"
+
+    def negative_metric(x):
+        params, cuts = space.overrides(x)
+        ev = evaluator.run(table, params=params, thresholds=cuts, exact=False)
+        score = np.nan_to_num(ev.score, nan=-1.0)
+        return -sign * _fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
+            + penalty(np.asarray(x))
+
+    result = differential_evolution(negative_metric, list(zip(space.lower, space.upper)), seed=settings.seed,
+                                    maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
+                                    x0=np.clip(space.start, space.lower, space.upper), polish=False)
+    return result.x
+
+
+def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
+    """Per item: the tuned program's score (None where invalid), by the columnar evaluator (exact readout)."""
+    params, cuts = Space(program, ks).overrides(theta)
+    return Evaluator(program).run(table, params=params, thresholds=cuts).predictions()
+
+
+# ---- cross-validation ------------------------------------------------------------------------------------------------
+@attrs.frozen
+class CVResult:
+    folds: int
+    seed: int
+    n: int  # labelled items in the folds
+    tuned: list  # out-of-fold predictions, per labelled item
+    untuned: list  # the untuned program's predictions of the same items
+    golds: list
+    fold_of: list  # each labelled item's fold
+    ids: list
+
+
+def fold_assignment(n: int, folds: int, seed: int) -> np.ndarray:
+    """Each of n items' fold (0..folds-1): a seeded permutation cut into near-equal parts."""
+    order = np.random.default_rng(seed).permutation(n)
+    fold = np.empty(n, int)
+    for f, part in enumerate(np.array_split(order, folds)):
+        fold[part] = f
+    return fold
+
+
+def labelled_index(table: Table) -> np.ndarray:
+    return np.array([i for i, g in enumerate(table.labels) if g is not None], int)
+
+
+def cross_validate(program: Program, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
+                   fitter=fit) -> CVResult:
+    """k-fold CV: tune on k - 1 folds (their labels only), predict the held-out fold; untuned on the same items."""
+    index = labelled_index(table)
+    if folds < 2:
+        raise TuneError("--folds must be at least 2")
+    if len(index) < 2 * folds:
+        raise TuneError(f"{len(index)} labelled item{'s' if len(index) != 1 else ''} are too few for {folds} folds "
+                        f"(at least {2 * folds} are needed: two per fold)")
+    labelled = table.take(index)
+    fold = fold_assignment(len(index), folds, settings.seed)
+    tuned: list = [None] * len(index)
+    for f in range(folds):
+        train = np.flatnonzero(fold != f)
+        test = np.flatnonzero(fold == f)
+        theta = fitter(program, ks, labelled.take(train), settings)
+        for i, pred in zip(test, predict(program, ks, theta, labelled.take(test))):
+            tuned[i] = pred
+    untuned = Evaluator(program).run(labelled).predictions()
+    return CVResult(folds, settings.seed, len(index), tuned, untuned, list(labelled.labels), fold.tolist(),
+                    list(labelled.ids))

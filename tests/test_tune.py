@@ -1,0 +1,165 @@
+"""gsr tune: recovery of known parameters, no leakage across folds, the written program, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.cli import main
+from gsrlang.learn.rewrite import HEADER_PREFIX
+from gsrlang.learn.tune import FitSettings, cross_validate, fit, knobs, predict
+from gsrlang.runtime.columnar import Table
+
+pytest.importorskip("scipy")
+
+SYNTH = """rubric synth "known parameters"
+task pointwise { scale = 1..5  quantize = none }
+criterion a: Score = human(field: "a")
+criterion b: Score = human(field: "b")
+node body = weighted_mean(items: [a, b], weights: [0.5 in 0..1, 0.5 in 0..1])
+sink cap(base: body, trigger: not(threshold(b, at: 0.5 in 0.1..0.9)), at: 0.5 in 0..1)
+"""
+TRUE_SHARE, TRUE_AT, TRUE_CAP = 0.8, 0.3, 0.25
+
+
+def synthetic(n: int, seed: int = 1):
+    """Items with a, b uniform and the label given by the program at the true parameters (no noise)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(size=n), rng.uniform(size=n)
+    s = TRUE_SHARE * a + (1 - TRUE_SHARE) * b
+    s = np.where(b < TRUE_AT, np.minimum(s, TRUE_CAP), s)
+    return [{"id": f"x{i}", "input": "q", "response": "r", "a": float(x), "b": float(y), "label": float(1 + 4 * v)}
+            for i, (x, y, v) in enumerate(zip(a, b, s))]
+
+
+def table_of(program, rows):
+    return Table.from_cells(program, "pointwise", [(r["id"], r.get("label"), {"a": [("ok", r["a"])],
+                                                                             "b": [("ok", r["b"])]}) for r in rows])
+
+
+def test_tuning_recovers_known_parameters():
+    """Tolerance: the weight share within 0.02, both gate levels within 0.03 (400 noiseless items)."""
+    program = analyze(SYNTH).program
+    ks = knobs(program)
+    theta = fit(program, ks, table_of(program, synthetic(400)), FitSettings(shrink=0.0, seed=0))
+    got = dict(zip([k.name for k in ks], theta))
+    share = got["body.weights[0]"] / (got["body.weights[0]"] + got["body.weights[1]"])
+    assert abs(share - TRUE_SHARE) <= 0.02, got
+    assert abs(got["sink.trigger.x.at"] - TRUE_AT) <= 0.03, got
+    assert abs(got["sink.at"] - TRUE_CAP) <= 0.03, got
+
+
+def test_cross_validation_never_sees_the_held_out_labels():
+    program = analyze(SYNTH).program
+    ks = knobs(program)
+    rows = synthetic(60)
+    table = table_of(program, rows)
+    seen = []
+
+    def spy(prog, knobs_, train, settings):
+        seen.append(set(train.ids))
+        assert all(label is not None for label in train.labels)
+        return fit(prog, knobs_, train, settings)
+
+    settings = FitSettings(seed=3, maxiter=5, popsize=5)
+    cv = cross_validate(program, ks, table, 4, settings, fitter=spy)
+    assert len(seen) == 4
+    for f, ids in enumerate(seen):
+        held_out = {i for i, fold in zip(cv.ids, cv.fold_of) if fold == f}
+        assert held_out and not ids & held_out
+    # scrambling one fold's labels leaves that fold's predictions unchanged
+    fold0 = {i for i, fold in zip(cv.ids, cv.fold_of) if fold == 0}
+    scrambled = [dict(r, label=(1.0 if r["id"] in fold0 else r["label"])) for r in rows]
+    again = cross_validate(program, ks, table_of(program, scrambled), 4, settings)
+    for i, fold, p, q in zip(cv.ids, cv.fold_of, cv.tuned, again.tuned):
+        if fold == 0:
+            assert p == q
+    assert cv.golds != again.golds
+
+
+def test_too_few_labels_for_the_folds():
+    program = analyze(SYNTH).program
+    from gsrlang.learn.tune import TuneError
+
+    with pytest.raises(TuneError, match="too few for 5 folds"):
+        cross_validate(program, knobs(program), table_of(program, synthetic(7)), 5, FitSettings())
+
+
+def _write_data(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_gsr_tune_writes_a_checked_program_with_its_provenance(tmp_path, capsys):
+    prog = tmp_path / "synth.gsr"
+    prog.write_text(SYNTH)
+    rows = synthetic(80)
+    rows[3]["label"] = "excellent"  # unparsable: counted, left out
+    del rows[5]["label"]  # missing
+    data = tmp_path / "d.jsonl"
+    _write_data(data, rows)
+    out = tmp_path / "synth.tuned.gsr"
+    code = main(["tune", str(prog), "--data", str(data), "--id-field", "id", "--label-field", "label",
+                 "--folds", "3", "--bootstrap", "100"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "78 labelled item" in text and "1 unusable label, 1 missing" in text
+    assert "3-fold cross-validation" in text and "exact" in text
+    written = out.read_text()
+    assert written.startswith(HEADER_PREFIX + "tuned from") and "CV exact: tuned" in written
+    assert analyze_file(str(out)).program is not None  # gsr check accepts the header unchanged
+    assert main(["fmt", "--check", str(out)]) == 0  # canonical layout
+    tuned = analyze_file(str(out)).program
+    assert tuned.content_hash != analyze_file(str(prog)).program.content_hash
+    # tuned again, the header is replaced, not repeated
+    assert main(["tune", str(out), "--data", str(data), "--id-field", "id", "--label-field", "label", "--folds", "3",
+                 "--bootstrap", "10", "--out", str(tmp_path / "again.gsr")]) == 0
+    assert (tmp_path / "again.gsr").read_text().count("tuned from") == 1
+
+
+def test_gsr_tune_bad_input(tmp_path, capsys):
+    prog = tmp_path / "fixed.gsr"
+    prog.write_text(SYNTH.replace(" in 0..1", "").replace(" in 0.1..0.9", ""))
+    data = tmp_path / "d.jsonl"
+    _write_data(data, synthetic(20))
+    assert main(["tune", str(prog), "--data", str(data), "--label-field", "label"]) == 2
+    assert "nothing to tune" in capsys.readouterr().err
+    # --all finds the written numbers
+    assert knobs(analyze_file(str(prog)).program, every=True)
+    # too few labelled items
+    _write_data(data, synthetic(6))
+    assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label"]) == 2
+    assert "too few for 5 folds" in capsys.readouterr().err
+    # never overwrite an input
+    assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label", "--out", str(prog)]) == 2
+    assert "would overwrite an input" in capsys.readouterr().err
+
+
+def test_a_trace_from_another_program_is_refused(tmp_path, capsys):
+    from gsrlang.data import ColumnMap
+    from gsrlang.judges.registry import default_registry
+    from gsrlang.runtime.batch import run_file
+
+    other = analyze('rubric o\ntask pointwise { scale = 1..5 }\ncriterion c: Score = human(field: "a")\nsink c\n',
+                    ).program
+    data = tmp_path / "d.jsonl"
+    _write_data(data, synthetic(12))
+    trace = tmp_path / "t.jsonl"
+    run_file(other, data, ColumnMap("input", ("response",), "id", "label"), default_registry(), "pointwise",
+             trace=str(trace))
+    prog = tmp_path / "synth.gsr"
+    prog.write_text(SYNTH)
+    assert main(["tune", str(prog), "--trace", str(trace)]) == 1
+    assert "cannot feed" in capsys.readouterr().err
+
+
+def test_predictions_use_the_exact_readout():
+    program = analyze(SYNTH).program
+    ks = knobs(program)
+    table = table_of(program, synthetic(30))
+    preds = predict(program, ks, [k.start for k in ks], table)
+    from gsrlang.runtime.columnar import Evaluator
+
+    assert preds == Evaluator(program).run(table).predictions()
