@@ -254,10 +254,6 @@ def failed_text(result, display: str) -> str:
 
 
 # ---- the batch ---------------------------------------------------------------------------------------
-class BatchStopped(Exception):
-    """A tool failure that would fail every remaining item the same way (server unreachable, bad key)."""
-
-
 def _fatal(exc) -> bool:
     return getattr(exc, "kind", None) == "connection" or getattr(exc, "status", None) in (401, 403, 404)
 
