@@ -65,10 +65,15 @@ class ParamSig:
         return self.default is REQUIRED
 
 
-class _Documented:
-    """The documentation comment of a signature, split into its prose and its `e.g. ...` example line."""
+class _Signature:
+    """What operator, rule and judge-kind signatures share: parameters by name, and the documentation
+    comment split into its prose and its `e.g. ...` example line."""
 
     doc: str
+    params: tuple
+
+    def param(self, name: str) -> "ParamSig | None":
+        return next((p for p in self.params if p.name == name), None)
 
     @property
     def description(self) -> str:
@@ -80,7 +85,7 @@ class _Documented:
 
 
 @attrs.frozen
-class OperatorSig(_Documented):
+class OperatorSig(_Signature):
     kind: str  # transform | reduce | gate
     name: str
     type_params: tuple[str, ...]
@@ -94,9 +99,6 @@ class OperatorSig(_Documented):
     def port(self, name: str) -> PortSig | None:
         return next((p for p in self.ports if p.name == name), None)
 
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
-
     def signature(self) -> str:
         tp = f"<{', '.join(self.type_params)}>" if self.type_params else ""
         ports = ", ".join(f"{p.name}: {p.pattern}" for p in self.ports)
@@ -106,7 +108,7 @@ class OperatorSig(_Documented):
 
 
 @attrs.frozen
-class RuleSig(_Documented):
+class RuleSig(_Signature):
     name: str
     params: tuple[ParamSig, ...]
     result: Pattern
@@ -114,15 +116,12 @@ class RuleSig(_Documented):
     path: str
     span: Span
 
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
-
     def signature(self) -> str:
         return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
 
 
 @attrs.frozen
-class JudgeSig(_Documented):
+class JudgeSig(_Signature):
     """A judge kind's signature (stdlib/judges.gsr): its parameters and documentation."""
 
     name: str
@@ -130,9 +129,6 @@ class JudgeSig(_Documented):
     doc: str
     path: str
     span: Span
-
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
 
     def signature(self) -> str:
         return f"judge {self.name}({', '.join(param_text(p) for p in self.params)})"
