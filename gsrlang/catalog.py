@@ -108,19 +108,6 @@ class OperatorSig(_Signature):
 
 
 @attrs.frozen
-class RuleSig(_Signature):
-    name: str
-    params: tuple[ParamSig, ...]
-    result: Pattern
-    doc: str
-    path: str
-    span: Span
-
-    def signature(self) -> str:
-        return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
-
-
-@attrs.frozen
 class JudgeSig(_Signature):
     """A judge kind's signature (stdlib/judges.gsr): its parameters and documentation."""
 
@@ -132,6 +119,16 @@ class JudgeSig(_Signature):
 
     def signature(self) -> str:
         return f"judge {self.name}({', '.join(param_text(p) for p in self.params)})"
+
+
+@attrs.frozen
+class RuleSig(JudgeSig):
+    """A rule's signature (stdlib/rules.gsr): a judge kind's, plus the type it gives."""
+
+    result: Pattern
+
+    def signature(self) -> str:
+        return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
 
 
 @attrs.frozen
@@ -233,8 +230,8 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
                     _params(item.params, tv, enums), pattern_of(item.result, tv, enums), item.doc, path,
                     item.span)
             elif isinstance(item, ast.RuleDecl):
-                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums),
-                                                pattern_of(item.result, (), enums), item.doc, path, item.span)
+                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums), item.doc, path,
+                                                item.span, pattern_of(item.result, (), enums))
             elif isinstance(item, ast.JudgeDecl):
                 if item.name.name in judges:
                     raise CatalogError(f"{path}: judge kind {item.name.name!r} declared twice")
