@@ -65,10 +65,15 @@ class ParamSig:
         return self.default is REQUIRED
 
 
-class _Documented:
-    """The documentation comment of a signature, split into its prose and its `e.g. ...` example line."""
+class _Signature:
+    """What operator, rule and judge-kind signatures share: parameters by name, and the documentation
+    comment split into its prose and its `e.g. ...` example line."""
 
     doc: str
+    params: tuple
+
+    def param(self, name: str) -> "ParamSig | None":
+        return next((p for p in self.params if p.name == name), None)
 
     @property
     def description(self) -> str:
@@ -80,7 +85,7 @@ class _Documented:
 
 
 @attrs.frozen
-class OperatorSig(_Documented):
+class OperatorSig(_Signature):
     kind: str  # transform | reduce | gate
     name: str
     type_params: tuple[str, ...]
@@ -94,9 +99,6 @@ class OperatorSig(_Documented):
     def port(self, name: str) -> PortSig | None:
         return next((p for p in self.ports if p.name == name), None)
 
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
-
     def signature(self) -> str:
         tp = f"<{', '.join(self.type_params)}>" if self.type_params else ""
         ports = ", ".join(f"{p.name}: {p.pattern}" for p in self.ports)
@@ -106,23 +108,7 @@ class OperatorSig(_Documented):
 
 
 @attrs.frozen
-class RuleSig(_Documented):
-    name: str
-    params: tuple[ParamSig, ...]
-    result: Pattern
-    doc: str
-    path: str
-    span: Span
-
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
-
-    def signature(self) -> str:
-        return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
-
-
-@attrs.frozen
-class JudgeSig(_Documented):
+class JudgeSig(_Signature):
     """A judge kind's signature (stdlib/judges.gsr): its parameters and documentation."""
 
     name: str
@@ -131,11 +117,18 @@ class JudgeSig(_Documented):
     path: str
     span: Span
 
-    def param(self, name: str) -> ParamSig | None:
-        return next((p for p in self.params if p.name == name), None)
-
     def signature(self) -> str:
         return f"judge {self.name}({', '.join(param_text(p) for p in self.params)})"
+
+
+@attrs.frozen
+class RuleSig(JudgeSig):
+    """A rule's signature (stdlib/rules.gsr): a judge kind's, plus the type it gives."""
+
+    result: Pattern
+
+    def signature(self) -> str:
+        return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
 
 
 @attrs.frozen
@@ -237,8 +230,8 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
                     _params(item.params, tv, enums), pattern_of(item.result, tv, enums), item.doc, path,
                     item.span)
             elif isinstance(item, ast.RuleDecl):
-                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums),
-                                                pattern_of(item.result, (), enums), item.doc, path, item.span)
+                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums), item.doc, path,
+                                                item.span, pattern_of(item.result, (), enums))
             elif isinstance(item, ast.JudgeDecl):
                 if item.name.name in judges:
                     raise CatalogError(f"{path}: judge kind {item.name.name!r} declared twice")

@@ -32,6 +32,11 @@ from pathlib import Path
 
 import attrs
 
+import gsrlang.jsonl as _jsonl
+from gsrlang.jsonl import (  # the one JSON Lines reader, and the limits every data format shares
+    MAX_ROW_DEPTH, decode_line as _decode, deeper_than as _deeper_than, finite_float as _finite_float,
+    jsonl_lines, number_problem as _number_problem, physical_lines as _physical_lines, too_long as _too_long)
+
 __all__ = [
     "Candidate",
     "ColumnMap",
@@ -53,10 +58,6 @@ __all__ = [
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".ndjson", ".csv", ".tsv", ".json", ".parquet", ".pq")
 
 _CANDIDATE_IDS = string.ascii_uppercase
-#: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
-MAX_ROW_BYTES = 64 * 2**20
-#: Arrays and objects nested deeper than this in one row make it a failed row (no rubric reads so deep).
-MAX_ROW_DEPTH = 100
 _MAX_LISTED_KEYS = 20
 
 
@@ -435,99 +436,6 @@ def _build_item(
 # --------------------------------------------------------------------------- file formats
 
 
-def _decode(raw: bytes, line: int) -> tuple[str, str | None]:
-    """A line's text, and what is wrong with its bytes (None when they are UTF-8); bad bytes become U+FFFD."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = f"byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line"
-        return raw.decode("utf-8", errors="replace"), f"not valid UTF-8 ({bad})"
-    if line == 1:
-        text = text.removeprefix("\ufeff")
-    return text, None
-
-
-def _physical_lines(handle) -> Iterator[tuple[int, bytes | None]]:
-    """(1-based line number, bytes) for each line of a binary file; None for a line longer than MAX_ROW_BYTES,
-    which is read past in chunks and never held whole, so memory stays flat whatever the file holds."""
-    line = 0
-    while True:
-        raw = handle.readline(MAX_ROW_BYTES + 1)
-        if not raw:
-            return
-        line += 1
-        if len(raw) > MAX_ROW_BYTES and not raw.endswith(b"\n"):
-            while raw and not raw.endswith(b"\n"):
-                raw = handle.readline(MAX_ROW_BYTES)
-            yield line, None
-        else:
-            yield line, raw
-
-
-def _too_long() -> str:
-    return f"the line is longer than {MAX_ROW_BYTES:,} bytes"
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
-    return value
-
-
-def _number_problem(error: ValueError) -> str:
-    """The ValueError json.loads raises past JSONDecodeError: a float out of range (from _finite_float), or
-    Python's limit on the digits of an integer."""
-    return str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
-
-
-def _parse_json(text: str) -> tuple[object, str | None]:
-    """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
-    a number beyond a float's range or an integer of more than 4,300 digits."""
-    try:
-        value = json.loads(text, parse_float=_finite_float)
-    except json.JSONDecodeError as error:
-        return None, _describe_json_error(error, text)
-    except RecursionError:
-        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
-    except ValueError as error:
-        return None, f"invalid JSON: {_number_problem(error)}"
-    if _deeper_than(value, MAX_ROW_DEPTH, text):
-        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
-    return value, None
-
-
-def _deeper_than(value: object, limit: int, text: str | None = None) -> bool:
-    """Whether arrays and objects nest more than `limit` deep (walked without recursion, and only when the
-    value's `text` holds enough brackets to go that deep), so that nothing downstream recurses past the stack."""
-    if text is not None and text.count("[") + text.count("{") <= limit:
-        return False
-    todo = [(value, 0)]
-    while todo:
-        current, depth = todo.pop()
-        if isinstance(current, (list, dict)):
-            if depth >= limit:
-                return True
-            todo.extend((child, depth + 1) for child in (current.values() if isinstance(current, dict) else current))
-    return False
-
-
-def _describe_json_error(error: json.JSONDecodeError, text: str) -> str:
-    """Say what is wrong with one line of JSON, spotting lines that were cut off.
-
-    ``text`` is the line without its line ending, so the error position is the
-    column in that line.
-    """
-    message = error.msg[:1].lower() + error.msg[1:]
-    column = error.pos + 1
-    if error.msg.startswith("Unterminated string"):
-        # JSON strings cannot hold a raw newline, so the line ended inside one.
-        return f"truncated JSON (unterminated string starting at column {column})"
-    if error.pos >= len(text.rstrip()):
-        return f"truncated JSON (the line ends at column {column}, {message})"
-    return f"invalid JSON at column {column}: {message}"
-
-
 @attrs.frozen
 class Row:
     """One row of a data file, parsed but not yet interpreted (see :func:`read_rows`)."""
@@ -541,18 +449,8 @@ class Row:
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row]:
-    with path.open("rb") as handle:
-        for line, raw in _physical_lines(handle):
-            where = f"line {line}"
-            if raw is None:
-                yield Row(line, where, str(line), problem=_too_long())
-                continue
-            text, bad_bytes = _decode(raw, line)
-            text = text.rstrip("\r\n")
-            if not text.strip():
-                continue
-            record, problem = (None, bad_bytes) if bad_bytes else _parse_json(text)
-            yield Row(line, where, str(line), record, problem)
+    for line, record, problem in jsonl_lines(path):
+        yield Row(line, f"line {line}", str(line), record, problem)
 
 
 def _decoded_lines(handle, problems: dict[int, str]) -> Iterator[str]:
@@ -570,7 +468,7 @@ def _decoded_lines(handle, problems: dict[int, str]) -> Iterator[str]:
 
 
 def _csv_rows(path: Path, required: Sequence[str], delimiter: str) -> Iterator[Row]:
-    previous_limit = csv.field_size_limit(MAX_ROW_BYTES)  # Python's default, 131,072, is short for a response
+    previous_limit = csv.field_size_limit(_jsonl.MAX_ROW_BYTES)  # Python's default, 131,072, is short for a response
     try:
         yield from _csv_rows_limited(path, required, delimiter)
     finally:

@@ -483,43 +483,43 @@ class _Writer:
             info.ask = ask
         if "procedure" in c:
             info.procedure = self._procedure(c["procedure"], _at(path, "procedure"))
-        levels = c.get("levels", [])
-        if self.typed(levels, _at(path, "levels"), lambda v: isinstance(v, list), "an array"):
-            for k, raw_level in enumerate(levels):
-                lpath = _at(_at(path, "levels"), k)
-                lv = self.obj(raw_level, lpath, ("key", "text", "value"), ("key", "text"))
-                if lv is None or "key" not in lv or "text" not in lv:
-                    continue
-                key, text, value = lv["key"], lv["text"], lv.get("value")
-                ok = self.typed(key, _at(lpath, "key"), lambda v: isinstance(v, str) and bool(_LABEL.match(v)),
-                                "a level key (an integer, a label, true or false)")
-                ok &= self.typed(text, _at(lpath, "text"), lambda v: isinstance(v, str), "a string")
-                ok &= self.typed(value, _at(lpath, "value"), lambda v: v is None or (_is_number(v) and
-                                                                                      math.isfinite(v)),
-                                 "a number or null")
-                if ok:
-                    info.levels.append((key, text, value))
-        examples = c.get("examples", [])
-        if self.typed(examples, _at(path, "examples"), lambda v: isinstance(v, list), "an array"):
-            for k, raw_ex in enumerate(examples):
-                epath = _at(_at(path, "examples"), k)
-                ex = self.obj(raw_ex, epath, ("text", "verdict", "reason"), ("text", "verdict"))
-                if ex is None or "text" not in ex or "verdict" not in ex:
-                    continue
-                ok = self.typed(ex["text"], _at(epath, "text"), lambda v: isinstance(v, str), "a string")
-                reason = ex.get("reason")
-                ok &= self.typed(reason, _at(epath, "reason"), lambda v: v is None or isinstance(v, str),
-                                 "a string or null")
-                verdict = self._literal(ex["verdict"], _at(epath, "verdict"), label=True, scalar=True,
-                                        digits=False)
-                if ok and verdict is not None:
-                    info.examples.append((ex["text"], verdict, reason))
+        for lpath, lv in self._objects(c, path, "levels", ("key", "text", "value"), ("key", "text")):
+            key, text, value = lv["key"], lv["text"], lv.get("value")
+            ok = self.typed(key, _at(lpath, "key"), lambda v: isinstance(v, str) and bool(_LABEL.match(v)),
+                            "a level key (an integer, a label, true or false)")
+            ok &= self.typed(text, _at(lpath, "text"), lambda v: isinstance(v, str), "a string")
+            ok &= self.typed(value, _at(lpath, "value"), lambda v: v is None or (_is_number(v) and
+                                                                                  math.isfinite(v)),
+                             "a number or null")
+            if ok:
+                info.levels.append((key, text, value))
+        for epath, ex in self._objects(c, path, "examples", ("text", "verdict", "reason"), ("text", "verdict")):
+            ok = self.typed(ex["text"], _at(epath, "text"), lambda v: isinstance(v, str), "a string")
+            reason = ex.get("reason")
+            ok &= self.typed(reason, _at(epath, "reason"), lambda v: v is None or isinstance(v, str),
+                             "a string or null")
+            verdict = self._literal(ex["verdict"], _at(epath, "verdict"), label=True, scalar=True,
+                                    digits=False)
+            if ok and verdict is not None:
+                info.examples.append((ex["text"], verdict, reason))
         if "ensemble" in c:
             info.ensemble = self._ensemble(c["ensemble"], _at(path, "ensemble"))
             if info.ensemble is not None and info.procedure is not None \
                     and info.procedure != info.ensemble[0][0]:
                 self.err(_at(path, "procedure"), "with an ensemble, the procedure is the ensemble's first judge")
         return info
+
+    def _objects(self, parent: dict, path: str, field: str, keys, required):
+        """(path, object) for each entry of the array `parent[field]` that is an object with the required keys
+        (the others are reported)."""
+        items = parent.get(field, [])
+        if not self.typed(items, _at(path, field), lambda v: isinstance(v, list), "an array"):
+            return
+        for k, raw in enumerate(items):
+            ipath = _at(_at(path, field), k)
+            obj = self.obj(raw, ipath, keys, required)
+            if obj is not None and all(r in obj for r in required):
+                yield ipath, obj
 
     def _procedure(self, raw, path: str) -> tuple | None:
         p = self.obj(raw, path, ("kind", "name", "args"), ("kind",))

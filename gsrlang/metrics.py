@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gsrlang.data import DataError, parse_pointwise_label
+from gsrlang.jsonl import read_jsonl
 
 __all__ = [
     "PAIRWISE_PREDICTIONS",
@@ -507,28 +508,7 @@ def read_results(path: str | Path) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    return (record for _, record in _numbered_results(path))
-
-
-def _numbered_results(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for each non-blank line of a results file."""
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    with path.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DataError(f"{path}: line {line} is not valid UTF-8") from None
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}: line {line}: invalid JSON at column {error.colno}: {error.msg}") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}: line {line}: expected a JSON object, got {type(record).__name__}")
-            yield line, record
+    return (record for _, record in read_jsonl(path, DataError))
 
 
 def _result_mode(record: Mapping) -> str | None:
@@ -584,7 +564,7 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     has_run: bool | None = None
     programs: dict[str, set] = {}  # file -> the program hashes its lines name
 
-    for path, line, record in ((p, n, r) for p in paths for n, r in _numbered_results(p)):
+    for path, line, record in ((p, n, r) for p in paths for n, r in read_jsonl(p, DataError)):
         n_lines += 1
         source = record.get("program")
         programs.setdefault(str(path), set()).add(

@@ -86,31 +86,14 @@ class TraceItem:
 
 
 def _records(path: Path):
-    """(line, record) for each item record: through `gsrlang.runtime.trace` (which checks the version and
+    """(line, record) for each item record, through `gsrlang.runtime.trace` (which checks the version and
     leaves out the run-summary record)."""
+    from gsrlang.runtime.trace import TraceError as _RuntimeTraceError, read_trace
+
     try:
-        from gsrlang.runtime.trace import TraceError as _RuntimeTraceError, read_trace
-    except ImportError:  # the runtime is optional for drawing; read the JSON lines directly
-        read_trace, _RuntimeTraceError = None, None
-    if read_trace is not None:
-        try:
-            yield from read_trace(path)
-        except _RuntimeTraceError as exc:
-            raise TraceError(str(exc)) from exc
-        return
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read trace `{path}`: {getattr(exc, 'strerror', None) or exc}") from exc
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{path}: line {number} is not a JSON object ({exc.msg})") from exc
-            if isinstance(record, dict) and record.get("kind") == "run_summary":
-                continue  # the run's totals that end a completed run's trace, not an item
-            yield number, record
+        yield from read_trace(path)
+    except _RuntimeTraceError as exc:
+        raise TraceError(str(exc)) from exc
 
 
 def read_trace_item(path: str | Path, item_id: str) -> TraceItem:

@@ -27,9 +27,6 @@ class Span:
     def contains(self, offset: int) -> bool:
         return self.start <= offset <= self.end
 
-    def shifted(self, by: int) -> "Span":
-        return Span(self.start + by, self.end + by)
-
 
 @attrs.frozen
 class SourceText:

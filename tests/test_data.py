@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsrlang import data
+from gsrlang import jsonl as jsonl_reader
 from gsrlang.data import (
     Candidate,
     ColumnMap,
@@ -307,7 +308,7 @@ def test_jsonl_is_streamed_not_loaded_whole(tmp_path, monkeypatch):
     # Rows come out one at a time: the reader holds one line, however long the file.
     good = jsonl({"input": "q", "response": "r"}).encode()
     path = write(tmp_path, "d.jsonl", good * 2 + b"x" * 5000 + b"\n" + good * 1000)
-    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
+    monkeypatch.setattr(jsonl_reader, "MAX_ROW_BYTES", 1000)  # the limit every data format shares
     items = read_items(path, POINTWISE)
     assert isinstance(next(items), Item)
     assert isinstance(next(items), Item)
@@ -546,7 +547,7 @@ def test_csv_cells_longer_than_pythons_default_limit_are_read(tmp_path):
 
 
 def test_a_csv_cell_beyond_the_limit_is_a_failed_row_and_later_rows_are_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
+    monkeypatch.setattr(jsonl_reader, "MAX_ROW_BYTES", 1000)  # the limit every data format shares
     path = write(tmp_path, "d.csv", f'input,response\nq,r\nq,"{"x" * 600}\n{"y" * 600}"\nq,r2\n')
     results = list(read_items(path, POINTWISE))
     assert [type(r) for r in results] == [Item, ItemError, Item]
@@ -555,7 +556,7 @@ def test_a_csv_cell_beyond_the_limit_is_a_failed_row_and_later_rows_are_read(tmp
 
 
 def test_a_csv_line_longer_than_the_limit_is_a_failed_row(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "MAX_ROW_BYTES", 1000)
+    monkeypatch.setattr(jsonl_reader, "MAX_ROW_BYTES", 1000)  # the limit every data format shares
     path = write(tmp_path, "d.csv", f"input,response\nq,{'x' * 5000}\nq,r\n")
     results = list(read_items(path, POINTWISE))
     assert [type(r) for r in results] == [ItemError, Item]

@@ -461,7 +461,7 @@ def test_read_results_streams_objects_and_reports_bad_lines(tmp_path):
     path.write_text('{"id": "a"}\n\n{"id": "b"}\n', encoding="utf-8")
     assert [r["id"] for r in read_results(path)] == ["a", "b"]
     path.write_text('{"id": "a"}\n{"id": "b", "sta\n', encoding="utf-8")
-    with pytest.raises(DataError, match="line 2: invalid JSON"):
+    with pytest.raises(DataError, match="line 2: truncated JSON"):
         list(read_results(path))
     path.write_text('{"id": "a"}\n[1]\n', encoding="utf-8")
     with pytest.raises(DataError, match="line 2: expected a JSON object"):

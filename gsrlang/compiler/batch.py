@@ -254,10 +254,6 @@ def failed_text(result, display: str) -> str:
 
 
 # ---- the batch ---------------------------------------------------------------------------------------
-class BatchStopped(Exception):
-    """A tool failure that would fail every remaining item the same way (server unreachable, bad key)."""
-
-
 def _fatal(exc) -> bool:
     return getattr(exc, "kind", None) == "connection" or getattr(exc, "status", None) in (401, 403, 404)
 
@@ -359,13 +355,14 @@ def write_index(path: Path, entries: Sequence[IndexEntry]) -> None:
 
 
 def read_index(path: str | Path) -> dict[str, dict]:
-    """id -> index entry (with `program` resolved to a path), for consumers such as `gsr run`."""
+    """id -> index entry (with `program` resolved to a path), for consumers such as `gsr run`.
+
+    Raises ValueError (with the file and line) for a line that is not a JSON object."""
+    from gsrlang.jsonl import read_jsonl
+
     path = Path(path)
     out = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        entry = json.loads(line)
+    for _, entry in read_jsonl(path, ValueError, "a compile index entry"):
         if entry.get("program"):
             entry["program_path"] = str(path.parent / entry["program"])
         out[str(entry["id"])] = entry

@@ -11,7 +11,7 @@ value against the node's declared type.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import attrs
 
@@ -114,7 +114,3 @@ class Plan:
             out.setdefault(inp.port, []).append(inp)
         return {port: [i.source for i in sorted(inps, key=lambda i: -1 if i.slot is None else i.slot)]
                 for port, inps in out.items()}
-
-
-def sink_vector(plan: Plan, values: Sequence, candidates: Sequence[str]) -> dict:
-    return dict(zip(candidates, values[plan.sink_index]))

@@ -16,7 +16,6 @@ must still have the recorded hash.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from typing import Callable
 import attrs
 
 from gsrlang.data import ColumnMap, DataError, Item
+from gsrlang.jsonl import read_jsonl
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import all_inline, default_mode
@@ -137,32 +137,21 @@ class IndexedPrograms:
         repeated: dict[str, int] = {}
         order: list[str] = []
         folder = path.parent
-        try:
-            handle = path.open("r", encoding="utf-8")
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read the index: {exc.strerror or exc}") from None
-        with handle:
-            for n, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    e = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}: line {n} is not JSON ({exc.msg}): not a compile index") from None
-                if not isinstance(e, dict) or "id" not in e or "status" not in e:
-                    raise DataError(f"{path}: line {n} has no `id` and `status`: not a compile index")
-                item_id = str(e["id"])
-                if item_id in entries:
-                    repeated.setdefault(item_id, entries[item_id][2])
-                    continue
-                program = e.get("program")
-                if program:
-                    program_path = str(folder / program)
-                    entries[item_id] = (program_path, None, e.get("line"))
-                    if len(order) < 10_000:
-                        order.append(program_path)
-                else:
-                    entries[item_id] = (None, _no_program(e, folder), e.get("line"))
+        for n, e in read_jsonl(path, DataError, "a JSON object (not a compile index)"):
+            if "id" not in e or "status" not in e:
+                raise DataError(f"{path}: line {n} has no `id` and `status`: not a compile index")
+            item_id = str(e["id"])
+            if item_id in entries:
+                repeated.setdefault(item_id, entries[item_id][2])
+                continue
+            program = e.get("program")
+            if program:
+                program_path = str(folder / program)
+                entries[item_id] = (program_path, None, e.get("line"))
+                if len(order) < 10_000:
+                    order.append(program_path)
+            else:
+                entries[item_id] = (None, _no_program(e, folder), e.get("line"))
         return entries, repeated, order
 
     # ---- mode and scale -----------------------------------------------------------------------------------------

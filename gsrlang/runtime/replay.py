@@ -27,8 +27,8 @@ from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
-from gsrlang.runtime.trace import _jsonable, node_static, result_line
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, format_value, value_from_json
+from gsrlang.runtime.trace import node_static, result_line
+from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json
 
 __all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
            "replay_records", "replay_records_each", "same"]
@@ -182,10 +182,6 @@ def rebuild(plan: Plan, record: dict) -> ItemRun:
                   result.get("label"), result.get("label_error"))
 
 
-def _json_vector(v):
-    return None if v is None else [_jsonable(x) for x in v]
-
-
 def _same_vector(a, b) -> bool:
     """Strict equality of two output vectors (lists of JSON scalars, or None)."""
     if a is None or b is None:
@@ -330,7 +326,3 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
         run = rebuild(plan, record)
         result = result_line(run, program, static.source)
         yield line, record, run, result, first_difference(plan, nodes, line, record, run, result, getters), static
-
-
-def describe_value(v) -> str:
-    return format_value(ABSTAIN if v is None else v)

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gsrlang.data import DataError
+from gsrlang.jsonl import read_jsonl
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program, json_value
 from gsrlang.runtime.compose import Plan
@@ -243,21 +244,12 @@ def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int,
 
     Raises TraceError on a malformed line."""
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: no such file")
-    with path.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
-            if not isinstance(record, dict) or "trace_version" not in record:
-                raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
-            if record["trace_version"] != TRACE_VERSION:
-                raise TraceError(f"{path}: line {line} is a version {record['trace_version']} trace record; "
-                                 f"this gsr reads version {TRACE_VERSION}")
-            if "kind" in record and not summaries and record["kind"] == RUN_SUMMARY:
-                continue
-            yield line, record
+    for line, record in read_jsonl(path, TraceError, "a trace record"):
+        if "trace_version" not in record:
+            raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
+        if record["trace_version"] != TRACE_VERSION:
+            raise TraceError(f"{path}: line {line} is a version {record['trace_version']} trace record; "
+                             f"this gsr reads version {TRACE_VERSION}")
+        if "kind" in record and not summaries and record["kind"] == RUN_SUMMARY:
+            continue
+        yield line, record

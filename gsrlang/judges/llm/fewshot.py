@@ -107,14 +107,9 @@ def _read_rows(path: Path) -> Iterable[tuple[int, dict]]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            with path.open(encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if line.strip():
-                        try:
-                            row = json.loads(line)
-                        except ValueError as exc:
-                            raise FewShotError(f"{path}:{n}: not a JSON object ({exc})") from None
-                        yield n, row
+            from gsrlang.jsonl import read_jsonl
+
+            yield from read_jsonl(path, FewShotError, "a labelled example (a JSON object)")
         elif suffix in (".csv", ".tsv"):
             with path.open(encoding="utf-8", newline="") as fh:
                 reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")

@@ -1,0 +1,54 @@
+"""The one JSON Lines reader every file format of gsr goes through."""
+
+from __future__ import annotations
+
+import pytest
+
+from gsrlang.jsonl import jsonl_lines, read_jsonl
+
+
+class Bad(Exception):
+    pass
+
+
+def test_lines_values_and_problems(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n  \n[2]\n{"b": "cut\n{"c": 1,, }\n\xff\n')
+    got = list(jsonl_lines(path))
+    assert [(n, v) for n, v, p in got if p is None] == [(1, {"a": 1}), (4, [2])]
+    problems = {n: p for n, _, p in got if p is not None}
+    assert problems[5].startswith("truncated JSON (unterminated string")
+    assert problems[6].startswith("invalid JSON at column 9")
+    assert problems[7] == "not valid UTF-8 (byte 0xff at byte 1 of the line)"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"a": 1}\n[2]\n', r"x\.jsonl: line 2: expected a trace record, got a JSON array"),
+    (b'{"a": 1}\n{"a": \n', r"x\.jsonl: line 2: truncated JSON"),
+    (b"\xe9\n", r"x\.jsonl: line 1: not valid UTF-8"),
+])
+def test_read_jsonl_raises_the_callers_error_naming_file_and_line(tmp_path, content, message):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(Bad, match=message):
+        list(read_jsonl(path, Bad, "a trace record"))
+
+
+def test_missing_and_folder(tmp_path):
+    with pytest.raises(Bad, match="no such file"):
+        list(read_jsonl(tmp_path / "none.jsonl", Bad))
+    with pytest.raises(Bad, match="is a folder"):
+        list(read_jsonl(tmp_path, Bad))
+
+
+def test_limits_are_problems_not_crashes(tmp_path, monkeypatch):
+    from gsrlang import jsonl
+
+    monkeypatch.setattr(jsonl, "MAX_ROW_BYTES", 100)
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": ' + "[" * 150 + "]" * 150 + "}\n" + '{"b": "' + "x" * 200 + '"}\n{"c": 1e999}\n{"d": 1}\n')
+    got = {n: (v, p) for n, v, p in jsonl_lines(path)}
+    assert got[1][1] is not None and "longer than 100 bytes" in got[1][1]
+    assert "longer than 100 bytes" in got[2][1]
+    assert "out of range" in got[3][1]
+    assert got[4] == ({"d": 1}, None)
