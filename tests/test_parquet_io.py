@@ -53,6 +53,8 @@ def test_parquet_in_and_out_give_the_jsonl_results(tmp_path, capsys):
     got = table.to_pylist()
     for row, line in zip(got, _lines(tmp_path / "ref.jsonl"), strict=True):
         row["sink"] = json.loads(row["sink"])
+        # a Parquet struct has every field of its schema: the program's path is null for a one-program run
+        row["program"] = {k: v for k, v in row["program"].items() if k in line["program"]}
         assert {k: v for k, v in row.items() if k in line} == line
         assert all(row[k] is None for k in row if k not in line)
 
