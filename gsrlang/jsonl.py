@@ -122,14 +122,15 @@ def describe_json_error(error: json.JSONDecodeError, text: str) -> str:
     return f"invalid JSON at column {column}: {message}"
 
 
-def jsonl_lines(path: str | Path) -> Iterator[tuple[int, object, str | None]]:
+def jsonl_lines(path) -> Iterator[tuple[int, object, str | None]]:
     """(line number, parsed value, None) or (line number, None, why it cannot be read) for each non-blank line.
 
     What is wrong with a line (not UTF-8, invalid or truncated JSON, nested too deep, a number out of range,
     longer than MAX_ROW_BYTES, which is read past without being held) is said, never raised; only an
     unreadable file raises (OSError).
     """
-    with Path(path).open("rb") as handle:
+    source = path if hasattr(path, "open") else Path(path)  # a Path, or a remote file (gsrlang.storage)
+    with source.open("rb") as handle:
         for line, raw in physical_lines(handle):
             if raw is None:
                 yield line, None, too_long()
