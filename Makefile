@@ -5,9 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-real bench clean graphviz
+.PHONY: setup demo test test-real bench clean graphviz chromium
 
-setup: $(STAMP) graphviz
+setup: $(STAMP) graphviz chromium
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ graphviz:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  ($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq graphviz >/dev/null) \
 	    || echo "warning: could not install Graphviz; rendering to svg/png/pdf will be unavailable"; }
+
+# Chromium, from the system packages, for the HTML report's browser tests (Playwright drives it with
+# executable_path=/usr/bin/chromium; `playwright install` is never run). Installed where we may (CI runs as root).
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing Chromium (for the report's browser tests)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  ($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null) \
+	    || echo "warning: could not install Chromium; the report's browser tests will be skipped"; }
 
 demo: setup
 	$(BIN)/python -m gsrlang.demo

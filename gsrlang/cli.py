@@ -32,6 +32,7 @@ COMMANDS = {
     "compile": "compile",
     "probe": "probe",
     "render": "render",
+    "report": "report",
     "lsp": "lsp",
 }
 

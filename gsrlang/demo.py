@@ -191,7 +191,9 @@ def next_commands(out: Path, item_id: str) -> list[str]:
             f"{gsr} metrics {results}",
             f"{gsr} render {program} --trace {trace} --item {item_id} -o {out}/{item_id}.svg",
             f"{gsr} run {program} --data {data} --id-field id "
-            f"--label-field scores.overall --out {out}/again.results.jsonl --trace {out}/again.trace.jsonl"]
+            f"--label-field scores.overall --out {out}/again.results.jsonl --trace {out}/again.trace.jsonl",
+            f"{gsr} report {results} --trace {trace} --compare {out}/flat.results.jsonl "
+            f"--compare-trace {out}/flat.trace.jsonl -o {out}/report.html"]
 
 
 def _gate_changed(record: dict, gate: dict) -> bool:

@@ -4,9 +4,12 @@ The picture is built from `Program` alone (the checker's typed graph), so what i
 drawn is what runs: one box per node, showing its name, kind, type and
 parameters; operator nodes have one cell per named port and every edge enters the
 cell of the port it feeds (labelled with its slot on a list port); the sink and
-each readout are drawn below. With a trace overlay every node also shows its value
-per candidate, gates that fired and abstentions are marked, and the decision path
-(the inputs that actually determined the sink's value) is drawn thick.
+each readout are drawn below. A list port has one cell per slot, so each of its
+edges enters a cell of its own; criteria keep their declaration order (left to
+right) and slots their slot order. With a trace overlay every node also shows its
+value per candidate, gates that fired are marked (those that fired without changing
+their base value as "fired, no change"), abstentions are marked, and the decision
+path (the inputs that actually determined the sink's value) is drawn thick.
 
 All user text goes through `_esc` before it enters an HTML-like label: names are
 identifiers, but asks, descriptions, string parameters and trace values are not.
@@ -48,6 +51,7 @@ KIND_STYLE = {
 }
 PATH_COLOR = "#dc2626"  # the decision path, in overlays
 FIRED_COLOR = "#b91c1c"
+NO_CHANGE_COLOR = "#d97706"  # a gate whose trigger held but whose value is its base's
 ABSTAIN_COLOR = "#6b7280"
 FONT = "Helvetica"
 
@@ -113,23 +117,28 @@ def read_trace_item(path: str | Path, item_id: str) -> TraceItem:
             continue
         rid = str(item.get("id"))
         seen.append(rid)
-        if rid != str(item_id):
-            continue
-        candidates = tuple(str(c) for c in item.get("candidates") or ("A",))
-        outputs = {}
-        for n in record.get("nodes") or ():
-            if isinstance(n, dict) and "id" in n:
-                out = n.get("output")
-                outputs[str(n["id"])] = None if out is None else tuple(
-                    _trace_value(v) for v in (out if isinstance(out, list) else [out]))
-        program = record.get("program") if isinstance(record.get("program"), dict) else {}
-        readout = record.get("readout") if isinstance(record.get("readout"), dict) else {}
-        result = record.get("result") if isinstance(record.get("result"), dict) else {}
-        return TraceItem(rid, candidates, record.get("mode"), program.get("hash"), outputs, readout,
-                         record.get("status"), result.get("label"))
+        if rid == str(item_id):
+            return trace_item_from_record(record)
     sample = ", ".join(seen[:5]) + (", ..." if len(seen) > 5 else "")
     raise TraceError(f"item `{item_id}` is not in trace `{path}`" + (f" (items: {sample})" if seen else
                                                                        " (it records no items)"))
+
+
+def trace_item_from_record(record: dict) -> TraceItem:
+    """What the overlay needs from one item record of a trace."""
+    item = record.get("item") if isinstance(record.get("item"), dict) else {}
+    candidates = tuple(str(c) for c in item.get("candidates") or ("A",))
+    outputs = {}
+    for n in record.get("nodes") or ():
+        if isinstance(n, dict) and "id" in n:
+            out = n.get("output")
+            outputs[str(n["id"])] = None if out is None else tuple(
+                _trace_value(v) for v in (out if isinstance(out, list) else [out]))
+    program = record.get("program") if isinstance(record.get("program"), dict) else {}
+    readout = record.get("readout") if isinstance(record.get("readout"), dict) else {}
+    result = record.get("result") if isinstance(record.get("result"), dict) else {}
+    return TraceItem(str(item.get("id")), candidates, record.get("mode"), program.get("hash"), outputs, readout,
+                     record.get("status"), result.get("label"))
 
 
 def _trace_value(v):
@@ -157,7 +166,8 @@ def build_graph(program: Program, trace: TraceItem | None = None, options: Rende
 
     g = graphviz.Digraph(name=program.name, node_attr={"shape": "plain", "fontname": FONT, "fontsize": "11"},
                          edge_attr={"fontname": FONT, "fontsize": "9", "color": "#374151", "arrowsize": "0.7"})
-    g.attr(rankdir=options.direction, fontname=FONT, nodesep="0.35", ranksep="0.45", labelloc="t",
+    # ordering=in: a node's incoming edges keep the order they are written in (slot order)
+    g.attr(rankdir=options.direction, fontname=FONT, nodesep="0.35", ranksep="0.45", labelloc="t", ordering="in",
            label=_graph_title(program, trace), tooltip=_tip(program.description or program.name))
     overlay = _Overlay(program, trace) if trace is not None else None
     # ports sit on top of each box: with TB, edges leave a box's bottom and enter a port's top
@@ -165,19 +175,56 @@ def build_graph(program: Program, trace: TraceItem | None = None, options: Rende
     for node in program.nodes:
         g.node(node.id, _node_label(node, overlay, options), id=f"node:{node.id}",
                tooltip=_tip(_node_tooltip(node)))
+    _keep_declaration_order(g, program)
     for node in program.nodes:
-        for inp in node.inputs:
+        for inp in sorted(node.inputs, key=_port_order(node)):
             attrs_ = {"id": f"edge:{inp.source}->{node.id}:{inp.port}" + (f"[{inp.slot}]" if inp.slot is not None
                                                                             else "")}
             if inp.slot is not None:
                 attrs_["label"] = _slot_label(node, inp.port, inp.slot)
             if overlay and (inp.source, node.id, inp.port, inp.slot) in overlay.path_edges:
                 attrs_.update(color=PATH_COLOR, penwidth="2.6")
-            g.edge(f"{inp.source}:o{tail}", f"{node.id}:in_{inp.port}{head}", **attrs_)
+            g.edge(f"{inp.source}:o{tail}", f"{node.id}:{_port_cell(inp.port, inp.slot)}{head}", **attrs_)
     _draw_sink_and_readouts(g, program, overlay, options)
     if options.legend:
         g.node("@legend", _legend_label(overlay is not None), id="legend")
     return g
+
+
+def _keep_declaration_order(g, program: Program) -> None:
+    """Criteria side by side in declaration order: one rank, chained by invisible edges."""
+    criteria = [n.id for n in program.nodes if n.kind == "criterion"]
+    if len(criteria) < 2:
+        return
+    with g.subgraph(name="criteria") as s:
+        s.attr(rank="same")
+        for a, b in zip(criteria, criteria[1:]):
+            s.edge(f"{a}:o", f"{b}:o", style="invis", id=f"order:{a}->{b}")
+
+
+def _ports(node: Node) -> list[str]:
+    """The node's port names in signature order (else in the order its inputs name them)."""
+    sig = _signature(node)
+    return [p.name for p in sig.ports] if sig is not None and sig.ports else list(dict.fromkeys(
+        i.port for i in node.inputs))
+
+
+def _port_order(node: Node):
+    rank = {name: k for k, name in enumerate(_ports(node))}
+    return lambda inp: (rank.get(inp.port, len(rank)), inp.slot if inp.slot is not None else -1)
+
+
+def _port_cell(port: str, slot: int | None) -> str:
+    """The PORT name of the cell an edge enters: the port's, or its slot's for a list port."""
+    return f"in_{port}" if slot is None else f"in_{port}_{slot}"
+
+
+def _signature(node: Node):
+    if not node.op:
+        return None
+    from gsrlang.catalog import default_catalog
+
+    return default_catalog().operator(node.op)
 
 
 def _slot_label(node: Node, port: str, slot: int) -> str:
@@ -302,23 +349,14 @@ def _node_label(node: Node, overlay: "_Overlay | None", options: RenderOptions) 
         rows = [_row(f"<I>const</I> {_esc(_fmt_value(node.value))}", 1)]
         rows += overlay.value_rows(node, 1) if overlay else []
         return _table("const", rows)
-    sig = None
-    if node.op:
-        from gsrlang.catalog import default_catalog
-
-        sig = default_catalog().operator(node.op)
-    ports = list(sig.ports) if sig is not None else []
-    port_names = [p.name for p in ports] or sorted({i.port for i in node.inputs})
-    span = max(1, len(port_names))
+    sig = _signature(node)
+    port_names = _ports(node)
+    slots = {name: sorted(i.slot for i in node.inputs if i.port == name and i.slot is not None)
+             for name in port_names}
+    span = max(1, sum(max(1, len(slots[name])) for name in port_names))
     rows = []
     if port_names:
-        cells = []
-        for name in port_names:
-            p = sig.port(name) if sig is not None else None
-            shown = f"{_esc(name)}: {_esc(p.pattern)}" if p is not None else _esc(name)
-            cells.append(f'<TD PORT="in_{_esc(name)}" BORDER="1" SIDES="B" COLOR="{KIND_STYLE[node.kind]["border"]}"'
-                         f' BGCOLOR="#ffffff"><FONT POINT-SIZE="9">{shown}</FONT></TD>')
-        rows.append("<TR>" + "".join(cells) + "</TR>")
+        rows += _port_rows(node, sig, port_names, slots)
     # anonymous nodes (nested calls) are named after the port they feed, in grey
     name_html = f"<B>{_esc(node.id)}</B>" if node.named else f'<FONT COLOR="#4b5563">{_esc(node.id)}</FONT>'
     rows.append(_row(name_html, span))
@@ -342,19 +380,41 @@ def _node_label(node: Node, overlay: "_Overlay | None", options: RenderOptions) 
     border, width, dashed = None, 1, False
     if overlay is not None:
         rows += overlay.value_rows(node, span)
-        if node.id in overlay.fired:
+        if node.id in overlay.changed:
             border, width = FIRED_COLOR, 3
+        elif node.id in overlay.fired:
+            border, width = NO_CHANGE_COLOR, 2
         elif node.id in overlay.path_nodes:
             border, width = PATH_COLOR, 2
         dashed = overlay.all_abstained(node.id)
     return _table(node.kind if node.kind in KIND_STYLE else "transform", rows, border, width, dashed)
 
 
+def _port_rows(node: Node, sig, port_names: list[str], slots: dict) -> list[str]:
+    """The port cells on top of an operator's box: one per port, and under a list port one per slot."""
+    border = KIND_STYLE[node.kind]["border"]
+    two = any(slots[name] for name in port_names)
+    head, under = [], []
+    for name in port_names:
+        p = sig.port(name) if sig is not None else None
+        shown = f"{_esc(name)}: {_esc(p.pattern)}" if p is not None else _esc(name)
+        font = f'<FONT POINT-SIZE="9">{shown}</FONT>'
+        if slots[name]:
+            head.append(f'<TD COLSPAN="{len(slots[name])}" BGCOLOR="#ffffff">{font}</TD>')
+            under += [f'<TD PORT="{_port_cell(name, k)}" BORDER="1" SIDES="B" COLOR="{border}" BGCOLOR="#ffffff">'
+                      f'<FONT POINT-SIZE="8">[{k}]</FONT></TD>' for k in slots[name]]
+        else:
+            rowspan = ' ROWSPAN="2"' if two else ""
+            head.append(f'<TD PORT="{_port_cell(name, None)}"{rowspan} BORDER="1" SIDES="B" COLOR="{border}"'
+                        f' BGCOLOR="#ffffff">{font}</TD>')
+    return ["<TR>" + "".join(head) + "</TR>"] + (["<TR>" + "".join(under) + "</TR>"] if under else [])
+
+
 def _draw_sink_and_readouts(g, program: Program, overlay: "_Overlay | None", options: RenderOptions) -> None:
     sink_node = program.node(program.sink)
     rows = [_row("<B>sink</B>", 1), _row(f"<I>sink</I> : {_esc(sink_node.type)}", 1)]
     if overlay is not None:
-        rows += overlay.value_rows(sink_node, 1)
+        rows += overlay.value_rows(sink_node, 1, gates=False)
     g.node("@sink", _table("sink", rows, PATH_COLOR if overlay else None, 2 if overlay else 1), id="sink")
     edge = {"id": f"edge:{program.sink}->@sink", "penwidth": "1.6"}
     if overlay is not None:
@@ -400,7 +460,11 @@ def _legend_label(with_overlay: bool) -> str:
         rows.append(f'<TR><TD BORDER="2" COLOR="{PATH_COLOR}"><FONT POINT-SIZE="9">path</FONT></TD>'
                     '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">the decision path to the readout</FONT></TD></TR>')
         rows.append(f'<TR><TD BORDER="3" COLOR="{FIRED_COLOR}"><FONT POINT-SIZE="9">fired</FONT></TD>'
-                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">a gate whose trigger held</FONT></TD></TR>')
+                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">a gate whose trigger held and changed its value'
+                    '</FONT></TD></TR>')
+        rows.append(f'<TR><TD BORDER="2" COLOR="{NO_CHANGE_COLOR}"><FONT POINT-SIZE="9">no change</FONT></TD>'
+                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">a gate that fired, its value its base\'s'
+                    '</FONT></TD></TR>')
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{ABSTAIN_COLOR}">abstained</FONT></TD>'
                     '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">cannot assess (dashed: every candidate)</FONT></TD></TR>')
     return ('<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2" COLOR="#9ca3af" BGCOLOR="#ffffff">'
@@ -414,10 +478,13 @@ class _Overlay:
     def __init__(self, program: Program, trace: TraceItem):
         self.program = program
         self.trace = trace
-        self.fired: set[str] = set()
+        self.fired: set[str] = set()  # gates whose trigger held for some candidate
+        self.changed: set[str] = set()  # ... and whose value differs from their base's for such a candidate
         for node in program.nodes:
             if node.kind == "gate" and self._fires(node):
                 self.fired.add(node.id)
+                if self._changes(node):
+                    self.changed.add(node.id)
         self.path_nodes, self.path_edges = self._decision_path()
 
     def values(self, node_id: str) -> tuple | None:
@@ -432,7 +499,7 @@ class _Overlay:
             return self.trace.mode == mode
         return (mode == "pairwise") == (len(self.trace.candidates) == 2)
 
-    def value_rows(self, node: Node, span: int) -> list[str]:
+    def value_rows(self, node: Node, span: int, gates: bool = True) -> list[str]:
         if node.id not in self.trace.outputs:
             return [_row(f'<FONT POINT-SIZE="9" COLOR="{ABSTAIN_COLOR}">not in trace</FONT>', span)]
         vals = self.values(node.id)
@@ -444,9 +511,13 @@ class _Overlay:
                 parts.append(f'<FONT COLOR="{ABSTAIN_COLOR}"><I>{_esc(cand)}: abstained</I></FONT>')
             else:
                 parts.append(f"<B>{_esc(cand)}</B>: {_esc(_fmt_value(v))}")
-        if node.id in self.fired:
+        if gates and node.id in self.fired:
             who = [c for c, t in zip(self.trace.candidates, self._trigger_values(node)) if t is True]
-            parts.append(f'<FONT COLOR="{FIRED_COLOR}"><B>fired</B> ({_esc(", ".join(who))})</FONT>')
+            if node.id in self.changed:
+                parts.append(f'<FONT COLOR="{FIRED_COLOR}"><B>fired</B> ({_esc(", ".join(who))})</FONT>')
+            else:
+                parts.append(f'<FONT COLOR="{NO_CHANGE_COLOR}"><B>fired, no change</B> ({_esc(", ".join(who))})'
+                             '</FONT>')
         joined = " \u00b7 ".join(parts)
         return [_row(f'<FONT POINT-SIZE="10">{joined}</FONT>', span, extra=' BGCOLOR="#ffffff"')]
 
@@ -477,12 +548,20 @@ class _Overlay:
     def _fires(self, node: Node) -> bool:
         return any(t is True for t in self._trigger_values(node))
 
+    def _changes(self, node: Node) -> bool:
+        """Whether the gate's value differs from its base's for some candidate whose trigger held."""
+        base = node.port_inputs("base")
+        out = self.values(node.id) or ()
+        base_vals = (self.values(base[0].source) or ()) if base else ()
+        return any(t is True and not _same(o, b)
+                   for t, o, b in zip(self._trigger_values(node), out, base_vals))
+
     def _deciding_inputs(self, node: Node) -> Iterable:
         """The inputs that determined `node`'s value, for at least one candidate."""
         if node.kind == "gate":
             trig = node.port_inputs("trigger")
             base = node.port_inputs("base")
-            if node.id not in self.fired:
+            if node.id not in self.changed:  # not fired, or fired without changing anything: the base decided
                 return base
             # a fired gate decides through its trigger; the base still counts where it passed unchanged
             out, base_vals = self.values(node.id) or (), self.values(base[0].source) if base else ()
@@ -509,6 +588,23 @@ class _Overlay:
         return nodes, edges
 
 
+@attrs.frozen
+class DecisionPath:
+    """One traced item's decision path: the nodes and edges that decided the sink, the gates that fired and
+    changed their value, and those that fired without changing it (`fired - changed`)."""
+
+    nodes: frozenset
+    edges: frozenset  # (source, target, port, slot)
+    fired: frozenset
+    changed: frozenset
+
+
+def decision_path(program: Program, trace: TraceItem) -> DecisionPath:
+    """The decision path the overlay draws, for other views of a trace (the HTML report)."""
+    o = _Overlay(program, trace)
+    return DecisionPath(frozenset(o.path_nodes), frozenset(o.path_edges), frozenset(o.fired), frozenset(o.changed))
+
+
 def _same(a, b) -> bool:
     if a is ABSTAINED or b is ABSTAINED:
         return a is b
@@ -525,4 +621,4 @@ def _short_json(v) -> str:
 
 
 __all__ = ["FORMATS", "GraphvizMissing", "RenderOptions", "TraceError", "TraceItem", "build_graph",
-           "read_trace_item", "render", "to_dot"]
+           "DecisionPath", "decision_path", "read_trace_item", "render", "to_dot", "trace_item_from_record"]

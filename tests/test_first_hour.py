@@ -26,7 +26,7 @@ def test_the_demo_prints_commands_that_work_as_printed(tmp_path):
     assert demo.returncode == 0, demo.stderr
     tail = demo.stdout.split("Next, try:\n", 1)[1]
     commands = [line.strip() for line in tail.splitlines() if line.startswith("  ")]
-    assert len(commands) >= 5 and any(" replay " in c for c in commands)
+    assert len(commands) >= 6 and any(" replay " in c for c in commands) and any(" report " in c for c in commands)
     for command in commands:
         r = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (command, r.stdout[-2000:], r.stderr[-2000:])

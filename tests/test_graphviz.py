@@ -50,22 +50,13 @@ def texts(element: ET.Element) -> list[str]:
     return ["".join(t.itertext()) for t in element.iter(f"{SVG}text")]
 
 
-# ---- DOT -----------------------------------------------------------------------------------------------
-def test_golden_dot():
-    program = analyze_file(CASES / "helpfulness.gsr").program
-    dot = render.to_dot(program)
-    golden = CASES / "helpfulness.dot"
-    if os.environ.get("GSR_UPDATE_GOLDEN"):
-        golden.write_text(dot, encoding="utf-8")
-    assert dot == golden.read_text(encoding="utf-8")
-
-
+# ---- DOT (the golden files: tests/test_render_golden.py) -----------------------------------------------------------------------------------------------
 def test_dot_enters_named_ports_and_labels_slots():
     dot = render.to_dot(analyze_file(CASES / "helpfulness.gsr").program)
     assert '"capped.trigger":o:s -> capped:in_trigger:n' in dot
     assert "body:o:s -> capped:in_base:n" in dot
     # a list port's edges carry their slot, and the slot's weight
-    assert re.search(r'"body.items\[1\]":o:s -> body:in_items:n \[label="\[1\] weights=0.3"', dot)
+    assert re.search(r'"body.items\[1\]":o:s -> body:in_items_1:n \[label="\[1\] weights=0.3"', dot)
     assert "scale = 1..5" in dot and "on_tie = tie" in dot and "rule.word_count(above: 600)" in dot
 
 

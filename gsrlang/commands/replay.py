@@ -60,7 +60,8 @@ def _first_header(path: str) -> dict:
     raise UsageError(f"{path}: the trace holds no records")
 
 
-def _resolve_program_path(header: dict, trace_path: str) -> str:
+def recorded_program_path(header: dict, trace_path: str) -> str:
+    """The program file a trace was recorded with (also used by `gsr report`); UsageError when it is gone."""
     named = header.get("path")
     if not named:
         raise UsageError("the trace does not name its program file: pass it with --program")
@@ -110,7 +111,7 @@ def run(args) -> int:
         programs = RecordedPrograms(args.trace)
         label = "each record's own program"
     else:
-        path = args.program if explicit else _resolve_program_path(header, args.trace)
+        path = args.program if explicit else recorded_program_path(header, args.trace)
         program = load_program(path)
         if program is None:
             return 1

@@ -1,0 +1,185 @@
+"""`gsr report`: one self-contained HTML page, checked in a real headless browser (Debian's Chromium, driven
+by Playwright; skipped where either is missing), plus what can be checked without one."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gsrlang.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TC = ROOT / "examples" / "topical_chat"
+TC_DATA = TC / "data" / "dev.jsonl"
+LLMBAR = ROOT / "examples" / "llmbar"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    return sync_playwright if Path(CHROMIUM).is_file() else None
+
+
+needs_browser = pytest.mark.skipif(_playwright() is None, reason="Playwright or /usr/bin/chromium is not installed "
+                                                                 "(make setup installs both)")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+
+
+def run_tc(tmp, program: str, tag: str, limit: int | None = None) -> tuple[Path, Path]:
+    out, trace = tmp / f"{tag}.results.jsonl", tmp / f"{tag}.trace.jsonl"
+    argv = ["run", str(TC / program), "--data", str(TC_DATA), "--id-field", "id", "--label-field",
+            "scores.overall", "--out", str(out), "--trace", str(trace), "-q", "--bootstrap", "0"]
+    assert main(argv + (["--limit", str(limit)] if limit else [])) == 0
+    return out, trace
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    return tmp, run_tc(tmp, "overall.gsr", "overall"), run_tc(tmp, "flat.gsr", "flat")
+
+
+def report(tmp, a, b=None, name="report.html") -> Path:
+    out = tmp / name
+    argv = ["report", str(a[0]), "--trace", str(a[1]), "-o", str(out), "--bootstrap", "200"]
+    if b:
+        argv += ["--compare", str(b[0]), "--compare-trace", str(b[1])]
+    assert main(argv) == 0
+    return out
+
+
+def page_data(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    block = re.search(r'<script id="report-data" type="application/json">(.*?)</script>', text, re.S).group(1)
+    return json.loads(block.replace("<\\/", "</"))
+
+
+@needs_dot
+def test_report_is_self_contained_and_holds_every_part(runs):
+    tmp, a, _ = runs
+    text = report(tmp, a).read_text(encoding="utf-8")
+    # no network: nothing fetched (no src/href to a URL, no @import, no web font)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
+    assert "@import" not in text and "@font-face" not in text and "url(" not in text
+    for part in ('id="metrics"', "confusion matrix", "score distribution", "Per-criterion values",
+                 'id="graph"', "<svg", 'id="items"', "disagreement"):
+        assert part in text, part
+    data = page_data(report(tmp, a))
+    assert len(data["items"]) == 240 and data["criteria"][:2] == ["understandable", "natural"]
+    results = [json.loads(line) for line in a[0].read_text().splitlines()]
+    assert [r[0] for r in data["items"]] == [r["id"] for r in results]
+    assert [r[2] for r in data["items"]] == [r["score"] for r in results]
+
+
+def test_results_and_trace_of_different_runs_are_refused(runs, capsys):
+    tmp, a, b = runs
+    out = tmp / "mixed.html"
+    assert main(["report", str(a[0]), "--trace", str(b[1]), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "are not of the same run" in err and err.count("\n") == 1 and not out.exists()
+    short = run_tc(tmp, "overall.gsr", "short", limit=10)
+    assert main(["report", str(a[0]), "--trace", str(short[1]), "-o", str(out)]) == 2
+    assert "240 result lines, 10 trace records" in capsys.readouterr().err
+
+
+def test_a_program_of_another_version_is_refused(runs, capsys):
+    tmp, a, _ = runs
+    assert main(["report", str(a[0]), "--trace", str(a[1]), "--program", str(TC / "flat.gsr"),
+                 "-o", str(tmp / "x.html")]) == 2
+    assert "another version of the program" in capsys.readouterr().err
+
+
+@needs_browser
+@needs_dot
+def test_report_in_a_headless_browser(runs, tmp_path):
+    tmp, a, b = runs
+    page_file = report(tmp, a, b, name="compare.html")
+    sync_playwright = _playwright()
+    errors, requests = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_file.as_uri())
+        page.wait_for_selector("#items tbody tr")
+        assert errors == []
+        assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests
+        total = page.locator("#count").inner_text()
+        assert total == "240 of 240 items"
+        assert page.locator("#items tbody tr").count() == 50  # one page at a time
+
+        data = page_data(page_file)
+        expect_disagree = sum(1 for r in data["items"] if r[5] is not None and r[5] >= 2)
+        page.check('input.filter[value="disagree"]')
+        assert page.locator("#count").inner_text() == f"{expect_disagree} of 240 items"
+        shown = page.locator("#items tbody tr td:nth-child(5)").all_inner_texts()
+        assert len(shown) == min(expect_disagree, 50) and all(float(x) >= 2 for x in shown)
+        page.uncheck('input.filter[value="disagree"]')
+
+        expect_gate = sum(1 for r in data["items"] if r[7])
+        assert 0 < expect_gate < 240
+        page.check('input.filter[value="gate"]')
+        assert page.locator("#count").inner_text() == f"{expect_gate} of 240 items"
+        assert page.locator("#items tbody tr .flag.gate").count() == min(expect_gate, 50)
+        page.uncheck('input.filter[value="gate"]')
+
+        expect_changed = len(data["changed"])
+        page.check('input.filter[value="changed"]')
+        assert page.locator("#count").inner_text() == f"{expect_changed} of 240 items"
+        page.uncheck('input.filter[value="changed"]')
+
+        page.fill("#search", "tc-00")
+        assert page.locator("#count").inner_text() == "10 of 240 items"
+        page.fill("#search", "")
+
+        page.click('#items thead th:has-text("score")')  # sort ascending by score
+        scores = [int(x) for x in page.locator("#items tbody tr td:nth-child(3)").all_inner_texts() if x.isdigit()]
+        assert scores == sorted(scores)
+
+        page.click("#items tbody tr >> nth=0")
+        detail = page.locator("#detail")
+        assert detail.is_visible() and "Decision path" in detail.inner_text()
+        assert "Judgments" in detail.inner_text()
+        assert page.locator("#graph .on-path").count() > 0  # the path is drawn on the graph
+        assert errors == []
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+@needs_browser
+@needs_dot
+def test_pairwise_report_in_a_headless_browser(tmp_path):
+    out, trace = tmp_path / "p.jsonl", tmp_path / "p.trace.jsonl"
+    assert main(["run", str(LLMBAR / "rules_only.gsr"), "--data", str(LLMBAR / "data" / "natural.json"),
+                 "--responses", "output_1,output_2", "--label-field", "label", "--out", str(out), "--trace",
+                 str(trace), "-q", "--bootstrap", "0"]) in (0, 1)
+    page_file = report(tmp_path, (out, trace), name="pairwise.html")
+    errors = []
+    with _playwright()() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_file.as_uri())
+        page.wait_for_selector("#items tbody tr")
+        assert page.locator("#count").inner_text() == "100 of 100 items"
+        page.check('input.filter[value="disagree"]')  # opposite winners
+        n = sum(1 for r in page_data(page_file)["items"] if r[5] == 2)
+        assert n > 0 and page.locator("#count").inner_text() == f"{n} of 100 items"
+        page.click("#items tbody tr >> nth=0")
+        assert "B:" in page.locator("#detail").inner_text()
+        browser.close()
+    assert errors == []
