@@ -67,7 +67,9 @@ def bare_sdk(base_url: str, body: dict) -> list[float]:
         kwargs = {k: v for k, v in body.items() if k in ("model", "messages", "response_format", "temperature",
                                                          "max_tokens", "seed")}
         await client.chat.completions.create(**kwargs)  # warm the connection
-        for _ in range(CALLS):
+        for i in range(CALLS):  # a new response text each time, as the API's calls get
+            kwargs["messages"] = [dict(m) for m in body["messages"]]
+            kwargs["messages"][-1]["content"] += f" {i} {time.perf_counter_ns()}"
             t = time.perf_counter()
             await client.chat.completions.create(**kwargs)
             times.append(time.perf_counter() - t)
@@ -78,9 +80,13 @@ def bare_sdk(base_url: str, body: dict) -> list[float]:
 
 
 def api_calls(program, judges, **call) -> list[float]:
+    """Per-call times; a model-judged call gets a new response each time (no memoised answer)."""
+    vary = "response" in call
     program.score(judges=judges, **call)  # warm
     times = []
-    for _ in range(CALLS):
+    for i in range(CALLS):
+        if vary:
+            call["response"] = f"4 (answer {i}, {time.perf_counter_ns()})"
         t = time.perf_counter()
         program.score(judges=judges, **call)
         times.append(time.perf_counter() - t)
