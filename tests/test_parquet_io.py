@@ -61,11 +61,11 @@ def test_parquet_in_and_out_give_the_jsonl_results(tmp_path, capsys):
 
 def test_a_row_that_cannot_be_an_item_is_a_failed_row_with_its_row_number(tmp_path, capsys):
     rows = _lines(TC_DATA)[:4]
-    rows[2] = {**rows[2], "context": None}
+    rows[2] = {**rows[2], "id": None}  # a column the run reads (the program reads no input)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
     assert _run(tmp_path / "d.parquet", tmp_path / "out.jsonl") == 1
     failed = [r for r in _lines(tmp_path / "out.jsonl") if r["status"] == "failed"]
-    assert len(failed) == 1 and failed[0]["line"] == 3 and failed[0]["reason"].startswith("row 3: column 'context'")
+    assert len(failed) == 1 and failed[0]["line"] == 3 and failed[0]["reason"].startswith("row 3: column 'id'")
 
 
 def test_data_on_another_filesystem_through_fsspec(tmp_path, capsys):
