@@ -125,6 +125,8 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
 
     rows = pq.read_table(parquet).to_pylist()
     for row, line in zip(rows, read_jsonl(local), strict=True):
+        # a Parquet struct has every field of its schema: the program's path is null for a one-program run
+        row["program"] = {k: v for k, v in row["program"].items() if k in line["program"]}
         assert {k: (json.loads(v) if k == "sink" and v is not None else v) for k, v in row.items()
                 if v is not None or k in line} == {k: v for k, v in line.items()}
     assert not list(tmp_path.glob("*.gsr-ray"))  # the work directories are gone once the runs complete
