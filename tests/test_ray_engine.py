@@ -72,8 +72,14 @@ def _stored(cache: Path) -> set[str]:
 
 
 def _gsr_actors() -> list:
-    return [ray.get_actor(a["name"], namespace=a["namespace"])
-            for a in ray.util.list_named_actors(all_namespaces=True) if "-actor-" in a["name"]]
+    found = []
+    for a in ray.util.list_named_actors(all_namespaces=True):
+        if "-actor-" in a["name"]:
+            try:
+                found.append(ray.get_actor(a["name"], namespace=a["namespace"]))
+            except ValueError:  # it died since it was listed
+                pass
+    return found
 
 
 def _item_records(path: Path) -> list[dict]:
