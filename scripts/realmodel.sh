@@ -80,7 +80,7 @@ URL="http://127.0.0.1:$PORT/v1"
 SERVER_LOG="$(mktemp -t gsr-llama-server.XXXXXX.log)"
 log "starting llama_cpp.server on $URL with $(basename "$MODEL") (context $N_CTX); log in $SERVER_LOG"
 "$SERVER_VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias smollm2 \
-  --host 127.0.0.1 --port "$PORT" --n_ctx "$N_CTX" --n_threads "${GSR_REAL_THREADS:-2}" \
+  --host 127.0.0.1 --port "$PORT" --n_ctx "$N_CTX" --n_threads "${GSR_REAL_THREADS:-1}" --n_threads_batch "${GSR_REAL_THREADS:-1}" --verbose False \
   >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }

@@ -96,3 +96,16 @@ def test_program_gbnf_is_complete_and_has_no_left_recursion():
     for keyword in ("criterion", "sink", "node", "task", "rubric", "aggregate"):
         assert f'"{keyword}"' in g
     assert "op_decl" not in g and "enum" not in g  # stdlib signatures are not for programs
+
+
+def test_program_gbnf_uses_only_what_llamacpp_accepts():
+    """Found against llama-cpp-python 0.3.36: an empty alternative crashes its sampler, and an escape it does not
+    know (`\\-`, `\\^`) or a raw tab or newline inside a character class breaks its grammar parser."""
+    g = program_gbnf()
+    for line in g.splitlines():
+        if " ::= " in line:
+            body = line.split(" ::= ", 1)[1]
+            assert not body.rstrip().endswith("|") and "| |" not in body and not body.startswith("|"), line
+    assert "\t" not in g and g.count("\n") == len(g.splitlines())
+    escapes = set(re.findall(r"\\(.)", g))
+    assert escapes <= {"\\", '"', "[", "]", "t", "r", "n", "x"}, escapes

@@ -24,8 +24,9 @@ regex terminal the GBNF of its regex (:func:`gsrlang.judges.llm.gbnf.regex_gbnf`
 skips whitespace between tokens; GBNF has no skipping, so whitespace is written into the
 rules: optional before punctuation, required before a token that starts with a letter or
 digit (so two words never run together into one NAME). Comments are not generated.
-Repetitions inside tokens are bounded (a string of at most 400 characters), so a small
-model that loops inside one still ends.
+Repetitions are bounded (at most 16 items in a program, a criterion body, a list or an
+argument list; a string of at most 160 characters, a name of 41), so a small model that
+loops still ends.
 
 Whatever the server does with it, the checker still decides.
 """
@@ -71,17 +72,24 @@ def _wordlike(pattern) -> bool:
     return any(re.match(pattern.to_regexp(), probe) for probe in ("a", "A", "_", "0", "0.0", "0e1"))
 
 
-def _no_left_recursion(name: str, alternatives: list[str]) -> str:
-    """`A ::= b | A c` (Lark's expansion of repetitions) as `A ::= (b) (c)*`: llama.cpp rejects left recursion."""
+REPEAT_BOUND = 16  # items of a program, a criterion body, a list, arguments: a small model that loops still ends
+
+
+def _gbnf_alternatives(name: str, alternatives: list[str]) -> str:
+    """A rule's alternatives in the forms llama.cpp takes: `A ::= b | A c` (Lark's expansion of repetitions)
+    as `A ::= (b) (c)*`, since it rejects left recursion, and an empty alternative as `(...)?`, since an
+    empty alternative at the end of a rule crashes llama-cpp-python 0.3.36's sampler."""
     own = [a[len(name):].strip() for a in alternatives if a == name or a.startswith(name + " ")]
     rest = [a for a in alternatives if not (a == name or a.startswith(name + " "))]
-    if not own:
-        return " | ".join(alternatives)
-    return "(" + " | ".join(rest) + ") (" + " | ".join(own) + ")*"
+    nonempty = [a for a in rest if a.strip()]
+    body = " | ".join(nonempty) if len(nonempty) == len(rest) else "(" + " | ".join(nonempty) + ")?"
+    if own:
+        body = f"({body}) (" + " | ".join(own) + "){0," + str(REPEAT_BOUND - 1) + "}"
+    return body
 
 
 @cache
-def program_gbnf(token_bound: int = 400) -> str:
+def program_gbnf(token_bound: int = 160) -> str:
     """:func:`program_grammar` in GBNF (llama.cpp), generated from Lark's compiled rules (see the module doc)."""
     from lark import Lark
 
@@ -100,14 +108,14 @@ def program_gbnf(token_bound: int = 400) -> str:
         alternatives.setdefault("r-" + rule_name(rule.origin.name), []).append(" ".join(parts))
     lines = ["# The .gsr program grammar in GBNF, generated from gsrlang's grammar/gsr.lark; do not edit.",
              "root ::= r-start ws"]
-    lines += [f"{name} ::= {_no_left_recursion(name, alts)}" for name, alts in alternatives.items()]
+    lines += [f"{name} ::= {_gbnf_alternatives(name, alts)}" for name, alts in alternatives.items()]
     for name, t in terms.items():
         if name in lark.ignore_tokens:
             continue
         bound = token_bound if name == "STRING" else 40
         body = literal(t.pattern.value) if t.pattern.type == "str" else regex_gbnf(t.pattern.value, bound)
         lines.append(f"t-{rule_name(name)} ::= {body}")
-    lines += ["ws ::= [ \t\n]{0,6}", "ws1 ::= [ \t\n]{1,6}"]
+    lines += [r"ws ::= [ \t\n]{0,6}", r"ws1 ::= [ \t\n]{1,6}"]
     return "\n".join(lines) + "\n"
 
 

@@ -86,8 +86,6 @@ ITEMS = [
     ("How many legs does a spider have?", "A spider has eight legs.", "Six."),
     ("Say hello politely.", "Hello! It is a pleasure to meet you.", "What do you want."),
     ("What is 2 + 2?", "2 + 2 = 4.", "2 + 2 is 5."),
-    ("Name a primary colour.", "Red is a primary colour.", "Purple."),
-    ("Is water wet?", "Yes, water makes things wet.", "No idea, figure it out yourself."),
 ]
 
 

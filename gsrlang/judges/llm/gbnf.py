@@ -56,10 +56,13 @@ def literal(text: str) -> str:
 
 
 def _class_char(code: int) -> str:
+    """A character inside ``[...]``; llama.cpp knows few escapes (backslash, quote, brackets, t, r, n, xHH)."""
     ch = chr(code)
-    if ch in "]\\^-[":
+    if ch in "]\\[":
         return "\\" + ch
-    return {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\f": "\\x0C", "\v": "\\x0B"}.get(ch, ch)
+    if ch in "-^\f\v":
+        return f"\\x{code:02X}"
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, ch)
 
 
 _CATEGORIES = {
