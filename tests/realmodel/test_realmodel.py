@@ -84,8 +84,6 @@ sink normalize(helpful)
 ITEMS = [
     ("What is the capital of France?", "The capital of France is Paris.", "I think it's Berlin, maybe."),
     ("How many legs does a spider have?", "A spider has eight legs.", "Six."),
-    ("Say hello politely.", "Hello! It is a pleasure to meet you.", "What do you want."),
-    ("What is 2 + 2?", "2 + 2 = 4.", "2 + 2 is 5."),
 ]
 
 
@@ -160,14 +158,14 @@ def test_pointwise_every_criterion_type_and_an_ensemble(real, tmp_path, capsys):
 
 def test_joint_pairwise_in_both_orders(real, tmp_path):
     (tmp_path / "j.gsr").write_text(JOINT_PROGRAM)
-    data = write_items(tmp_path / "items.jsonl", 4)
+    data = write_items(tmp_path / "items.jsonl")
     code = main(["run", "j.gsr", "--data", str(data), "--mode", "pairwise", "--responses", "a,b", "--out",
                  "r.jsonl", "--trace", "t.jsonl", "--no-progress", "--max-tokens", "200"])
     assert code in (0, 1)
     results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
-    assert len(results) == 4 and all(r["status"] in ("ok", "invalid") for r in results)
+    assert len(results) == len(ITEMS) and all(r["status"] in ("ok", "invalid") for r in results)
     js = judgments(Path("t.jsonl"))
-    assert len(js) == 8  # two candidates per item
+    assert len(js) == 2 * len(ITEMS)  # two candidates per item
     assert_honest(js)
     for _, j in js:
         orders = j["provenance"]["orders"]
@@ -239,8 +237,8 @@ def test_unknown_model_and_context_overflow_are_one_line_errors(real, tmp_path, 
 def test_compile_unconstrained_fits_the_context_and_ends_in_a_program_or_a_recorded_failure(real, tmp_path, capsys):
     url, model = real
     rubric = ROOT / "examples" / "rubrics" / "helpsteer2_helpfulness.md"
-    code = main(["compile", str(rubric), "--task", "pointwise", "--scale", "1..5", "--repairs", "1",
-                 "--max-tokens", "600", "--timeout", "900", "--model", model, "--base-url", url, "-o", "free.gsr"])
+    code = main(["compile", str(rubric), "--task", "pointwise", "--scale", "1..5", "--repairs", "0",
+                 "--max-tokens", "400", "--timeout", "900", "--model", model, "--base-url", url, "-o", "free.gsr"])
     err = capsys.readouterr().err
     assert code in (0, 1), err  # compiled, or a failure recorded honestly: never a tool failure
     (fitted,) = [line for line in err.splitlines() if "the prompt is fitted" in line]
@@ -259,10 +257,10 @@ async def test_compile_under_the_generated_gbnf_grammar_is_accepted_and_parses(r
     url, model = real
     rubric = (ROOT / "examples" / "rubrics" / "helpsteer2_helpfulness.md").read_text()
     spec = CompileSpec(rubric=rubric, contract=Pointwise(scale="1..5", quantize="round"))
-    prompt, cut = fit_prompt(spec, int(os.environ.get("GSR_REAL_N_CTX", "4096")), 1400)
-    config = JudgeConfig(model=model, base_url=url, max_tokens=700, timeout_s=900, max_retries=0)
+    prompt, cut = fit_prompt(spec, int(os.environ.get("GSR_REAL_N_CTX", "4096")), 1000)
+    config = JudgeConfig(model=model, base_url=url, max_tokens=500, timeout_s=900, max_retries=0)
     async with CompilerClient(config) as client:  # a grammar the server rejected would raise here
-        result = await compile_rubric(spec, client, repairs=1, constrain="grammar", grammar_field="grammar",
+        result = await compile_rubric(spec, client, repairs=0, constrain="grammar", grammar_field="grammar",
                                       prompt=prompt)
     for r in result.rounds:
         assert r.program is not None, r.problem
@@ -272,3 +270,40 @@ async def test_compile_under_the_generated_gbnf_grammar_is_accepted_and_parses(r
         print(f"\nround {r.index}: finish {r.finish_reason}, parses {not diagnostics}, "
               f"checks clean {r.accepted}, {len(r.program)} chars")
     assert any(r.finish_reason != "length" for r in result.rounds), "every round was cut off at max_tokens"
+
+
+WEIGHTED_PROGRAM = '''\
+rubric realmodel_weighted "A probability-weighted Score"
+task pointwise { scale = 1..5  quantize = none }
+criterion clarity: Score[1..5] = llm(weighted: true) {
+  ask "How clear is the response?"
+  level 1 "Confusing"
+  level 5 "Very clear"
+}
+sink scale(clarity)
+'''
+
+
+def test_weighted_verdicts_read_the_answer_tokens_probabilities(real, tmp_path):
+    (tmp_path / "w.gsr").write_text(WEIGHTED_PROGRAM)
+    data = write_items(tmp_path / "items.jsonl")
+    code = main(["run", "w.gsr", "--data", str(data), "--mode", "pointwise", "--trace", "t.jsonl", "--out",
+                 "r.jsonl", "--no-progress", "--max-tokens", "160"])
+    assert code in (0, 1)
+    js = judgments(Path("t.jsonl"))
+    assert len(js) == len(ITEMS)
+    assert_honest(js)
+    read = 0
+    for _, j in js:
+        w = j["provenance"].get("weighted")
+        if j["status"] != "ok" or w is None or "expected" not in w:
+            continue
+        read += 1
+        # the token read is the answer the model wrote, and the value is the expectation over the points
+        assert int(w["token"].strip()) == w["written"]
+        assert abs(sum(w["probs"].values()) - 1) < 1e-3 and 0 < w["mass"] <= 1
+        assert j["value"] == sum(int(k) * p for k, p in w["probs"].items()) or \
+            abs(j["value"] - sum(int(k) * p for k, p in w["probs"].items())) < 1e-3
+        assert 1 <= j["value"] <= 5
+        print(f"\nweighted: written {w['written']}, value {j['value']:.3f}, probs {w['probs']}, mass {w['mass']}")
+    assert read, [j for _, j in js]
