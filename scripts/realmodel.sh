@@ -25,7 +25,7 @@ MODE="${1:-}"
 
 log() { echo "realmodel: $*" >&2; }
 
-find_wheel() { ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n 1; }
+find_wheel() { ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n 1 || true; }
 
 ensure_compiler() {  # building from source needs a C/C++ compiler (cmake itself comes from PyPI)
   command -v g++ >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 && return 0
@@ -83,7 +83,11 @@ log "starting llama_cpp.server on $URL with $(basename "$MODEL") (context $N_CTX
   --host 127.0.0.1 --port "$PORT" --n_ctx "$N_CTX" --n_threads "${GSR_REAL_THREADS:-1}" --n_threads_batch "${GSR_REAL_THREADS:-1}" --verbose False \
   >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
-stop_server() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+stop_server() {  # SIGTERM, then SIGKILL if a request still holds it after 10 s
+  kill "$SERVER_PID" 2>/dev/null || true
+  for _ in $(seq 1 20); do kill -0 "$SERVER_PID" 2>/dev/null || return 0; sleep 0.5; done
+  kill -9 "$SERVER_PID" 2>/dev/null || true
+}
 trap stop_server EXIT
 
 for _ in $(seq 1 240); do

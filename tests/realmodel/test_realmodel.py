@@ -245,7 +245,7 @@ def test_compile_unconstrained_fits_the_context_and_ends_in_a_program_or_a_recor
     assert code in (0, 1), err  # compiled, or a failure recorded honestly: never a tool failure
     (fitted,) = [line for line in err.splitlines() if "the prompt is fitted" in line]
     assert "4096-token context (from the server)" in fitted and "cut:" in fitted
-    assert Path("free.gsr").exists() or Path("free.gsr.failed").exists() or "holds no program" in err
+    assert Path("free.gsr").exists() or Path("free.gsr.failed").exists() or "compile failed" in err
     print(f"\ncompile, unconstrained: exit {code}; " + "; ".join(x for x in err.splitlines() if x.startswith("round")))
 
 
