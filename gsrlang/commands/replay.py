@@ -96,10 +96,13 @@ def _content_hash(path: Path) -> str | None:
 def run(args) -> int:
     from gsrlang.commands.run import load_program
     from gsrlang.data import DataError
-    from gsrlang.runtime.batch import replay_columnar, replay_file
+    from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file
     from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
+    from gsrlang.safeio import check_outputs
 
+    outputs = [("--out", args.out), ("--trace-out", args.trace_out)]
+    check_outputs([("TRACE", args.trace), ("--program", args.program)], outputs)
     header = _first_header(args.trace)
     recorded_hash = header.get("hash")
     explicit = args.program is not None
@@ -112,6 +115,7 @@ def run(args) -> int:
         label = "each record's own program"
     else:
         path = args.program if explicit else recorded_program_path(header, args.trace)
+        check_outputs([("the trace's program", path)], outputs)
         program = load_program(path)
         if program is None:
             return 1
@@ -178,6 +182,9 @@ def run(args) -> int:
         code = 0
     if summary.recorded is not None and not args.quiet:
         print(f"  {recorded_run(summary.recorded)}", file=out)
+    if not recorded_complete(summary.recorded):
+        print(f"gsr replay: warning: {args.trace} does not end with a completed run's summary record: the run "
+              f"was killed or failed, so it holds only {summary.items} of its items", file=sys.stderr)
     if not args.quiet and (not verify or code == 0):
         _print_metrics(summary, program, args.bootstrap, out, scale[0] if scale else None)
     if args.show is not None:

@@ -294,6 +294,7 @@ def run(args) -> int:
         raise UsageError("PROGRAM and --programs exclude each other: run one program over every item, or each "
                          "item under its own program from a compile index")
     _check_engine_options(args)
+    check_paths(args)
     if args.programs is not None:
         if args.engine != "local":
             raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
@@ -345,6 +346,18 @@ def _check_columns(data: str, columns) -> None:
         check_columns(data, columns)
     except DataError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_paths(args) -> None:
+    """Refuse (PathClash) a --out, --trace or --cache that is an input of the run or another of its outputs."""
+    from gsrlang.judges.llm.options import DEFAULT_CACHE
+    from gsrlang.safeio import check_outputs
+
+    cache = None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE)
+    check_outputs([("PROGRAM", args.program), ("--programs", args.programs), ("--data", args.data),
+                   ("--fewshot", getattr(args, "fewshot", None)),
+                   ("--judge-config", getattr(args, "judge_config", None))],
+                  [("--out", args.out), ("--trace", args.trace), ("--cache", cache)])
 
 
 def _with_progress(args, run_items, registry=None):
