@@ -34,6 +34,7 @@ COMMANDS = {
     "probe": "probe",
     "render": "render",
     "report": "report",
+    "trust": "trust",
     "lsp": "lsp",
 }
 

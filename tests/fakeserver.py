@@ -391,7 +391,9 @@ class FakeOpenAI:
         *,
         models: Iterable[str] = ("fake-model",),
         require_key: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host  # another local address makes the server look remote (key-trust tests)
         self.responder = responder or _default_responder
         self.latency = latency
         self.models = list(models)
@@ -418,7 +420,7 @@ class FakeOpenAI:
     def start(self) -> "FakeOpenAI":
         if self._httpd is not None:
             return self
-        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd = _Server((self.host, 0), _Handler)
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -458,7 +460,7 @@ class FakeOpenAI:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     url = base_url
 
