@@ -176,7 +176,7 @@ def test_results_file_ends_with_a_completion_line(work):
     lines = [json.loads(x) for x in (work / "r.jsonl").read_text().splitlines()]
     assert len(lines) == 6 and all("kind" not in x for x in lines[:5])
     assert lines[-1] == {"kind": "run_summary", "complete": True, "mode": "pointwise", "items": 5, "ok": 5,
-                         "invalid": 0, "failed": 0}
+                         "invalid": 0, "failed": 0, "duplicate_ids": 0}
 
 
 def test_metrics_and_replay_say_when_a_file_is_a_killed_runs_prefix(work, capsys):
@@ -197,3 +197,24 @@ def test_metrics_and_replay_say_when_a_file_is_a_killed_runs_prefix(work, capsys
     assert main(["replay", "t.jsonl", "--out", "rr.jsonl"]) == 0
     assert "warning" not in capsys.readouterr().err
     assert json.loads((work / "rr.jsonl").read_text().splitlines()[-1])["complete"] is True
+
+
+# ---- duplicate item ids (docs/running.md, "Duplicate ids") ------------------------------------------------
+def test_duplicate_ids_are_run_written_and_warned_about(work, capsys):
+    rows = [json.loads(x) for x in (work / "d.jsonl").read_text().splitlines()]
+    for row, rid in zip(rows, ["a", "b", "a", "c", "a"]):
+        row["id"] = rid
+    (work / "dup.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["run", "p.gsr", "--data", "dup.jsonl", *COLUMNS, "--out", "dr.jsonl", "--trace", "dt.jsonl",
+                 "--no-progress", "-q"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "gsr run: warning: 2 items had an id an earlier item already had (first: 'a')" in err
+    lines = [json.loads(x) for x in (work / "dr.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in lines[:-1]] == ["a", "b", "a", "c", "a"]  # every row is run and written
+    assert lines[-1]["duplicate_ids"] == 2
+    assert main(["replay", "dt.jsonl", "--show", "a"]) == 0
+    err = capsys.readouterr().err
+    assert "3 records have id 'a'; showing the first (line 1)" in err and "gsr replay: warning: 2 items" in err
+    assert main(["metrics", "dr.jsonl", "--json", "--bootstrap", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_superseded"] == 2  # the later line of an id wins

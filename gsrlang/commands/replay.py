@@ -94,7 +94,7 @@ def _content_hash(path: Path) -> str | None:
 
 
 def run(args) -> int:
-    from gsrlang.commands.run import load_program
+    from gsrlang.commands.run import duplicate_warning, load_program
     from gsrlang.data import DataError
     from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file
     from gsrlang.runtime.programs import RecordedPrograms
@@ -182,6 +182,8 @@ def run(args) -> int:
         code = 0
     if summary.recorded is not None and not args.quiet:
         print(f"  {recorded_run(summary.recorded)}", file=out)
+    if summary.duplicate_ids and not args.quiet:
+        print(duplicate_warning("gsr replay", summary), file=sys.stderr)
     if not recorded_complete(summary.recorded):
         print(f"gsr replay: warning: {args.trace} does not end with a completed run's summary record: the run "
               f"was killed or failed, so it holds only {summary.items} of its items", file=sys.stderr)
@@ -241,6 +243,9 @@ def _show(args, shown, out) -> None:
         print(f"gsr replay: no item {args.show!r} in the trace", file=sys.stderr)
         return
     run, static = shown[0]
+    if len(shown) > 1:
+        print(f"gsr replay: {len(shown)} records have id {args.show!r}; showing the first (line {run.line})",
+              file=sys.stderr)
     if not static.nodes:
         print(f"gsr replay: item {args.show!r} has no decision path: {run.reason}", file=sys.stderr)
         return

@@ -377,11 +377,22 @@ def _with_progress(args, run_items, registry=None):
 
 def _finish(args, registry, summary, stream) -> int:
     judge_failed = _llm_report(registry, summary, stream)
+    if summary.duplicate_ids:
+        print(duplicate_warning("gsr run", summary), file=sys.stderr)
     if not args.out and not args.trace and not args.quiet:
         sys.stdout.flush()
         print("  (nothing was written: use --out results.jsonl and --trace trace.jsonl to keep the results)",
               file=sys.stderr)
     return 1 if summary.problems or judge_failed else 0
+
+
+def duplicate_warning(command: str, summary) -> str:
+    """The warning for items that share an id (the policy is in docs/running.md, "Duplicate ids")."""
+    n, first = summary.duplicate_ids, ", ".join(repr(i) for i in summary.duplicate_examples)
+    return (f"{command}: warning: {n} item{'s' if n != 1 else ''} had an id an earlier item already had "
+            f"(first: {first}): every row was run and written, but `gsr metrics` keeps only the last line of "
+            "an id, and `gsr replay --show` / `gsr render --item` pick its first record; give the rows unique "
+            "ids (--id-field)")
 
 
 def run_per_item(args) -> int:

@@ -54,6 +54,9 @@ class RunSummary:
     golds: list = attrs.field(factory=list)
     recorded: dict | None = None  # replay: the trace's run-summary record, if it has one
     judges: dict | None = None  # each judge's usage, when the judges ran elsewhere (the ray engine's actors)
+    duplicate_ids: int = 0  # items whose id an earlier item already had (every one is still run and written)
+    duplicate_examples: list = attrs.field(factory=list)  # the first few such ids
+    _ids: set = attrs.field(factory=set, repr=False)
 
     @property
     def problems(self) -> int:
@@ -61,6 +64,12 @@ class RunSummary:
 
     def count(self, run: ItemRun, line: dict, keep_pairs: bool) -> None:
         self.items += 1
+        if run.id in self._ids:
+            self.duplicate_ids += 1
+            if len(self.duplicate_examples) < 5 and run.id not in self.duplicate_examples:
+                self.duplicate_examples.append(run.id)
+        else:
+            self._ids.add(run.id)
         if run.status == "ok":
             self.ok += 1
         elif run.status == "invalid":
@@ -167,7 +176,8 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
 def results_end(summary: RunSummary, complete: bool) -> dict:
     """The line that ends a results file whose run went to the end of its data (see gsrlang.runtime.trace)."""
     return {"kind": RUN_SUMMARY, "complete": complete, "mode": summary.mode, "items": summary.items,
-            "ok": summary.ok, "invalid": summary.invalid, "failed": summary.failed}
+            "ok": summary.ok, "invalid": summary.invalid, "failed": summary.failed,
+            "duplicate_ids": summary.duplicate_ids}
 
 
 def recorded_complete(record: dict | None) -> bool:
