@@ -20,6 +20,7 @@ Usage::
         server.llamacpp = True             # imitate llama-cpp-python's server (below)
         server.context_length = 4096       # 400 "exceed context window" past it (prompt tokens)
         server.max_in_flight       # peak number of chat requests handled at once
+        server.chaos = fn          # fn(body) -> Fault | None, asked per request when the queue is empty
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming; ``stream: true`` gets a
 400) and ``GET /v1/models``.  Anything else is a 404.
@@ -403,6 +404,7 @@ class FakeOpenAI:
         self.reject_grammar = False
         self.llamacpp = False
         self.context_length: int | None = None
+        self.chaos: Callable[[dict], Fault | None] | None = None  # a fault per request when the queue is empty
         self.requests: list[Received] = []
         self.errors: list[str] = []
         self.in_flight = 0
@@ -491,7 +493,7 @@ class FakeOpenAI:
     def _serve_chat(self, h: _Handler, body: dict) -> None:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
-            fault = self._faults.popleft() if self._faults else None
+            fault = self._faults.popleft() if self._faults else (self.chaos(body) if self.chaos else None)
             rec = Received(body, headers=headers, path=h.path, time=time.monotonic(),
                            fault=fault.name if isinstance(fault, Fault) else None)
             self.requests.append(rec)
