@@ -179,7 +179,8 @@ def _check_paths(args) -> None:
     files = [(flag, v) for flag, v in (("--input", args.input), ("--reference", args.reference))
              if v is not None and Path(v).is_file()]
     index = str(Path(args.out_dir) / INDEX_NAME) if args.out_dir else None
-    check_outputs([("RUBRIC", args.rubric), ("--data", args.data), ("--config", args.config), *files],
+    check_outputs([("RUBRIC", args.rubric), ("--data", args.data),
+                   ("--judge-config", getattr(args, "judge_config", None)), *files],
                   [("-o", args.output), ("the failed-program file", args.output and args.output + ".failed"),
                    ("the index", index), ("--report", args.report),
                    ("--cache", None if args.no_cache else (args.cache or DEFAULT_CACHE))])
