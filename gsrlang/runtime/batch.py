@@ -164,8 +164,8 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
                 on_item(run, line)
         if writer:
             writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
-        if out_f:
-            out_f.write(dumps(results_end(summary, complete=True)) + "\n")
+        if isinstance(out_f, _JsonResults):  # a Parquet file is complete once closed: a killed run's has no footer
+            out_f.handle.write(dumps(results_end(summary, complete=True)) + "\n")
     finally:
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
