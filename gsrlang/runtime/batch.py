@@ -164,13 +164,19 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
                 on_item(run, line)
         if writer:
             writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
-        if isinstance(out_f, _JsonResults):  # a Parquet file is complete once closed: a killed run's has no footer
-            out_f.handle.write(dumps(results_end(summary, complete=True)) + "\n")
+        end_results(out_f, summary)
     finally:
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
                 f.close()
         await registry.aclose()
+
+
+def end_results(out_f, summary: RunSummary) -> None:
+    """End a completed run's JSONL results with `results_end` (a Parquet file is complete once closed: a killed
+    run's has no footer)."""
+    if isinstance(out_f, _JsonResults):
+        out_f.handle.write(dumps(results_end(summary, complete=True)) + "\n")
 
 
 def results_end(summary: RunSummary, complete: bool) -> dict:
