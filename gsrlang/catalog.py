@@ -8,9 +8,14 @@ the language server all read it from here.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import io
 import os
 import pickle
+import secrets
+import stat
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -240,9 +245,22 @@ def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> C
     return Catalog(operators, rules, enums, judges)
 
 
+# The modules whose classes a cached catalogue holds: their source is part of the cache key, and
+# unpickling may build instances of their classes and nothing else.
+_PICKLED = ("catalog.py", "types.py", "span.py", "syntax/literals.py")
+_MAGIC = b"gsr-catalog-1\n"
+
+
 @cache
 def default_catalog() -> Catalog:
-    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's text, so start-up skips parsing it."""
+    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's text, so start-up skips parsing it.
+
+    The cache is a pickle, so it is verified before it is loaded: the folder and the file
+    must belong to this user and be writable by no one else, the file must carry an
+    HMAC-SHA256 made with this user's key (``catalog.key`` beside it, mode 0600), and
+    unpickling may only build the catalogue's own classes. A cache that fails any check
+    is ignored and rebuilt: whoever can write the folder cannot make `gsr check` run code.
+    """
     from gsrlang.resources import stdlib_dir
 
     folder = stdlib_dir()
@@ -251,26 +269,102 @@ def default_catalog() -> Catalog:
     # the classes being pickled are part of the key too, so an edited catalog.py, types.py or
     # syntax/literals.py never loads stale objects
     here = Path(__file__).parent
-    for path in (*sources, Path(__file__), here / "types.py", here / "syntax" / "literals.py"):
+    for path in (*sources, *(here / name for name in _PICKLED)):
         key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    cached = _cache_dir() / f"catalog-{key.hexdigest()[:32]}.pickle"
-    try:
-        with open(cached, "rb") as fh:
-            catalog = pickle.load(fh)
-        if isinstance(catalog, Catalog):
-            return catalog
-    except Exception:  # missing, unreadable or from another layout: rebuild it
-        pass
+    cache_dir = _private_cache_dir()
+    secret = _cache_key(cache_dir) if cache_dir is not None else None
+    if secret is None:  # no private folder for a cache: parse the stdlib on every start
+        return load_catalog(folder)
+    cached = cache_dir / f"catalog-{key.hexdigest()[:32]}.pickle"
+    catalog = _load_verified(cached, secret)
+    if catalog is not None:
+        return catalog
     catalog = load_catalog(folder)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(catalog, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only home: parse the stdlib on every start instead
+    _store(cached, secret, catalog)
     return catalog
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else (always true where there are no owners)."""
+    owner = getattr(os, "getuid", None)
+    return (owner is None or st.st_uid == owner()) and not st.st_mode & 0o022
+
+
+def _private_cache_dir() -> Path | None:
+    folder = _cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return folder if _private(os.stat(folder)) else None
+    except OSError:
+        return None
+
+
+def _open_private(path: Path) -> bytes | None:
+    """The file's bytes if it is a regular file that passes `_private` (symlinks not followed), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or not _private(st):
+            return None
+        return fh.read()
+
+
+def _cache_key(folder: Path) -> bytes | None:
+    """This user's HMAC key for catalogue caches (made on first use, mode 0600), or None when unusable."""
+    path = folder / "catalog.key"
+    data = _open_private(path)
+    if data is None and not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(32))
+        except OSError:
+            pass  # another process made it first, or the folder is read-only
+        data = _open_private(path)
+    return data if data is not None and len(data) == 32 else None
+
+
+class _CatalogUnpickler(pickle.Unpickler):
+    """Builds only the classes of the catalogue's own modules: a forged pickle cannot reach os.system."""
+
+    def find_class(self, module: str, name: str):
+        allowed = {"gsrlang." + m[:-3].replace("/", ".") for m in _PICKLED}
+        if module in allowed and "." not in name:
+            obj = getattr(sys.modules.get(module), name, None)
+            if obj is not None and (isinstance(obj, type) or not callable(obj)):
+                return obj
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a catalogue")
+
+
+def _load_verified(path: Path, secret: bytes) -> Catalog | None:
+    data = _open_private(path)
+    if data is None or not data.startswith(_MAGIC):
+        return None
+    mac, payload = data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
+    if not hmac.compare_digest(mac, hmac.new(secret, payload, hashlib.sha256).digest()):
+        return None
+    try:
+        catalog = _CatalogUnpickler(io.BytesIO(payload)).load()
+    except Exception:  # from another layout: rebuild it
+        return None
+    return catalog if isinstance(catalog, Catalog) else None
+
+
+def _store(path: Path, secret: bytes, catalog: Catalog) -> None:
+    payload = pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=path.parent)  # mode 0600
+    except OSError:
+        return  # a read-only cache: parse the stdlib on every start instead
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_MAGIC + hmac.new(secret, payload, hashlib.sha256).digest() + payload)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _cache_dir() -> Path:

@@ -15,6 +15,7 @@ import sys
 
 from gsrlang import __version__
 from gsrlang.commands import UsageError
+from gsrlang.safeio import PathClash
 
 # name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -33,6 +34,7 @@ COMMANDS = {
     "probe": "probe",
     "render": "render",
     "report": "report",
+    "trust": "trust",
     "lsp": "lsp",
 }
 
@@ -69,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except UsageError as exc:
+        print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except PathClash as exc:  # an output that is an input, or another output: nothing was written
         print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

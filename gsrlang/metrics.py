@@ -508,7 +508,19 @@ def read_results(path: str | Path) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    return (record for _, record in read_jsonl(path, DataError))
+    return (record for _, record in _numbered_results(path))
+
+
+def _numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each result line of a results file (its end-of-run line skipped).
+
+    `ends[path]` becomes True when the file ends with an end-of-run line saying its run
+    completed (`{"kind": "run_summary", "complete": true, ...}`), False otherwise."""
+    for line, record in read_jsonl(path, DataError):
+        if ends is not None:
+            ends[path] = record.get("kind") == "run_summary" and record.get("complete") is True
+        if record.get("kind") != "run_summary":
+            yield line, record
 
 
 def _result_mode(record: Mapping) -> str | None:
@@ -544,7 +556,11 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
       run rewrites the item); they are counted in ``n_superseded``.
     * Lines are grouped by ``run``; all lines must have one, or none.
 
-    Returns a dict with ``path``, ``mode``, ``scale``, ``n_lines``,
+    * A file's last line ``{"kind": "run_summary", "complete": true, ...}`` says its
+      run went to the end of its data; a file without it (a killed run, a run still
+      going, an older gsr) is listed in ``incomplete``.
+
+    Returns a dict with ``path``, ``mode``, ``scale``, ``n_lines``, ``incomplete``,
     ``n_unlabeled``, ``n_superseded``, ``status_counts``, ``bootstrap``, and
     ``runs`` (run id -> :func:`with_confidence` report; the id is None when the
     lines carry no run). With one run, ``metrics`` is that run's report; with
@@ -564,7 +580,8 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     has_run: bool | None = None
     programs: dict[str, set] = {}  # file -> the program hashes its lines name
 
-    for path, line, record in ((p, n, r) for p in paths for n, r in read_jsonl(p, DataError)):
+    ends: dict = {}
+    for path, line, record in ((p, n, r) for p in paths for n, r in _numbered_results(p, ends)):
         n_lines += 1
         source = record.get("program")
         programs.setdefault(str(path), set()).add(
@@ -634,6 +651,7 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         "status_counts": dict(statuses),
         "bootstrap": {"n_resamples": bootstrap, "seed": seed, "alpha": 0.05},
         "runs": per_run,
+        "incomplete": [str(p) for p in paths if not ends.get(p)],
     }
     if len(per_run) == 1:
         result["metrics"] = next(iter(per_run.values()))

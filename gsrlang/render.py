@@ -32,6 +32,7 @@ from typing import Iterable
 import attrs
 
 from gsrlang.program import Node, Program
+from gsrlang.safeio import write_atomic
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -253,7 +254,7 @@ def render(program: Program, output: str | Path, fmt: str | None = None, trace: 
         raise ValueError(f"unknown format `{fmt}`: use one of {', '.join(FORMATS)}")
     g = build_graph(program, trace, options)
     if fmt == "dot":
-        output.write_text(g.source, encoding="utf-8")
+        write_atomic(output, g.source)
         return output
     if shutil.which("dot") is None:
         raise GraphvizMissing(fmt)
@@ -263,7 +264,7 @@ def render(program: Program, output: str | Path, fmt: str | None = None, trace: 
         data = g.pipe(format=fmt)
     except graphviz.ExecutableNotFound as exc:
         raise GraphvizMissing(fmt) from exc
-    output.write_bytes(data)
+    write_atomic(output, data)
     return output
 
 

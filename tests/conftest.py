@@ -17,3 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def _user_config_home(tmp_path_factory, monkeypatch):
+    """The user's gsr configuration (config.toml, trusted.json) lives in an empty folder of each test's own,
+    never in the real ~/.config/gsr."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))

@@ -20,6 +20,7 @@ Usage::
         server.llamacpp = True             # imitate llama-cpp-python's server (below)
         server.context_length = 4096       # 400 "exceed context window" past it (prompt tokens)
         server.max_in_flight       # peak number of chat requests handled at once
+        server.chaos = fn          # fn(body) -> Fault | None, asked per request when the queue is empty
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming; ``stream: true`` gets a
 400) and ``GET /v1/models``.  Anything else is a 404.
@@ -391,7 +392,9 @@ class FakeOpenAI:
         *,
         models: Iterable[str] = ("fake-model",),
         require_key: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host  # another local address makes the server look remote (key-trust tests)
         self.responder = responder or _default_responder
         self.latency = latency
         self.models = list(models)
@@ -401,6 +404,7 @@ class FakeOpenAI:
         self.reject_grammar = False
         self.llamacpp = False
         self.context_length: int | None = None
+        self.chaos: Callable[[dict], Fault | None] | None = None  # a fault per request when the queue is empty
         self.requests: list[Received] = []
         self.errors: list[str] = []
         self.in_flight = 0
@@ -418,7 +422,7 @@ class FakeOpenAI:
     def start(self) -> "FakeOpenAI":
         if self._httpd is not None:
             return self
-        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd = _Server((self.host, 0), _Handler)
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -458,7 +462,7 @@ class FakeOpenAI:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     url = base_url
 
@@ -489,7 +493,7 @@ class FakeOpenAI:
     def _serve_chat(self, h: _Handler, body: dict) -> None:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
-            fault = self._faults.popleft() if self._faults else None
+            fault = self._faults.popleft() if self._faults else (self.chaos(body) if self.chaos else None)
             rec = Received(body, headers=headers, path=h.path, time=time.monotonic(),
                            fault=fault.name if isinstance(fault, Fault) else None)
             self.requests.append(rec)

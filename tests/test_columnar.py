@@ -25,6 +25,7 @@ from gsrlang.runtime.columnar import SINK_TOLERANCE, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import check_judgments, default_mode, finish
 from gsrlang.runtime.values import ABSTAIN
+from runfiles import records
 from test_properties import SETTINGS, checkable_programs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,9 +146,7 @@ def test_columnar_equals_the_interpreter_on_every_example(path, tmp_path):
     out = tmp_path / "r.jsonl"
     run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), mode, out=str(out),
              trace=str(trace))
-    import json
-
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    lines = records(out)  # the item lines, without the results file's end line
     for table in (Table.from_trace(program, str(trace)),
                   Table.from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
                                   label_reader(program, mode, ColumnMap(**cols)))):

@@ -11,6 +11,8 @@ from gsrlang.check.driver import analyze
 from gsrlang.cli import main
 from gsrlang.columns import program_needs
 
+from runfiles import records
+
 ROOT = Path(__file__).resolve().parents[1]
 TC = ROOT / "examples" / "topical_chat"
 TC_DATA = TC / "data" / "dev.jsonl"
@@ -28,7 +30,7 @@ def write_jsonl(path: Path, rows) -> Path:
 
 
 def results(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return records(path)  # the item lines (a results file ends with its completion line)
 
 
 def program(text: str):

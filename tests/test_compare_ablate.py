@@ -20,6 +20,8 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.replay import replay_records
 from gsrlang.runtime.trace import read_trace
 
+from runfiles import records
+
 pytest.importorskip("scipy")
 
 TC = Path(__file__).resolve().parent.parent / "examples" / "topical_chat"
@@ -37,7 +39,7 @@ def runs(tmp_path_factory):
 
 
 def _lines(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines()]
+    return records(path)  # the item lines (a results file ends with its completion line)
 
 
 def test_compare_gives_paired_differences_wins_and_mcnemar(runs, capsys):

@@ -24,6 +24,7 @@ from gsrlang.data import (
     read_items,
 )
 
+from runfiles import records  # noqa: E402
 from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
 POINTWISE = ColumnMap()
@@ -578,7 +579,7 @@ def test_gsr_run_reports_each_bad_row_with_its_line_and_goes_on(tmp_path, capsys
     path = write(tmp_path, "d.jsonl", good + b"".join(rows) + good)
     out = tmp_path / "out.jsonl"
     assert main(["run", str(program), "--data", str(path), "--out", str(out)]) == 1
-    results = [json.loads(line) for line in out.read_text().splitlines()]
+    results = records(out)
     assert [(r["line"], r["status"]) for r in results] == [(1, "ok"), (2, "failed"), (3, "failed"), (4, "failed"),
                                                           (5, "ok")]
     err = capsys.readouterr().err

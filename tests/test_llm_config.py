@@ -9,6 +9,7 @@ import pytest
 
 from gsrlang.judges.llm import ConfigError, JudgeConfig, JudgeSettings, Secret, resolve_settings
 from gsrlang.judges.llm.config import NO_MODEL_MESSAGE, find_config_file
+from gsrlang.judges.llm.trust import config_dir, trust_file
 
 KEY = "sk-test-SECRET-123"
 
@@ -173,7 +174,11 @@ model = "m"
 base_url = "https://other.example/v1"
 api_key_env = "OTHER_KEY"
 """)
-    s = resolve({}, {"OPENAI_API_KEY": KEY, "OTHER_KEY": "sk-other"}, cwd=tmp_path)
+    env = {"OPENAI_API_KEY": KEY, "OTHER_KEY": "sk-other"}
+    s = resolve({}, env, cwd=tmp_path)  # an untrusted project file: api_key_env is ignored (test_config_trust.py)
+    assert s.for_role("other").api_key is None and s.default.api_key.reveal() == KEY
+    trust_file(tmp_path / "gsr.toml", (tmp_path / "gsr.toml").read_bytes(), config_dir())
+    s = resolve({}, env, cwd=tmp_path)
     assert s.for_role("other").api_key.reveal() == "sk-other"
     assert s.default.api_key.reveal() == KEY
 

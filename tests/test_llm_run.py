@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from runfiles import records
+
 from gsrlang.cli import main
 from gsrlang.judges.llm import ChatRequest, JudgeConfig
 
@@ -97,7 +99,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return records(path)
 
 
 def trace_cost(records: list[dict]) -> tuple[int, int]:

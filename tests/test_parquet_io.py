@@ -12,6 +12,8 @@ import pytest
 
 from gsrlang.cli import main
 
+from runfiles import records
+
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 fsspec = pytest.importorskip("fsspec")
@@ -36,7 +38,7 @@ def _run(data, out, *extra, capsys=None) -> int:
 
 
 def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return records(path)  # the item lines (a JSONL results file ends with its completion line)
 
 
 def test_parquet_in_and_out_give_the_jsonl_results(tmp_path, capsys):

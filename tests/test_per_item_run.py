@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from runfiles import records
+
 from gsrlang.check.driver import analyze_file
 from gsrlang.cli import main
 from gsrlang.metrics import metrics_from_results
@@ -92,7 +94,7 @@ def write_jsonl(path: Path, rows) -> Path:
 
 
 def lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return records(path)
 
 
 def gsr(capsys, *argv):

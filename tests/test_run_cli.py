@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runfiles import records
+
 from gsrlang.cli import main
 from gsrlang.metrics import metrics_from_results
 
@@ -26,7 +28,7 @@ def no_model(monkeypatch):
 
 
 def lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return records(path)
 
 
 def gsr(*argv, capsys=None):

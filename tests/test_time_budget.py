@@ -10,6 +10,7 @@ import pytest
 from gsrlang.cli import main
 
 from fakeserver import FakeOpenAI
+from runfiles import records
 
 PROGRAM = '''\
 rubric budget "One Bool criterion"
@@ -40,7 +41,7 @@ def test_deadline_warns_early_and_marks_uncalled_items_invalid(tmp_path, capsys)
     assert code == 1
     warnings = [line for line in err.splitlines() if "past the --deadline of 1.2 s" in line]
     assert len(warnings) == 1 and "tokens/s" in warnings[0] and "12 items need about" in warnings[0]
-    results = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    results = records(tmp_path / "r.jsonl")
     assert len(results) == 12  # every item accounted for
     late = [r for r in results if r["status"] == "invalid"]
     assert late and all("--deadline of 1.2 s" in r["reason"] for r in late)

@@ -13,6 +13,7 @@ from gsrlang.judges.llm.weighted import eligible, read_weighted
 from gsrlang.types import JType
 
 from fakeserver import Reply
+from runfiles import records
 
 PROGRAM = '''\
 rubric weighted "A weighted Score"
@@ -75,7 +76,7 @@ def test_the_verdict_is_the_expected_point_over_the_answer_tokens_probabilities(
                           "5": pytest.approx(0.3 / 0.95, abs=1e-6)}
     # replay reads the recorded value: exact, with no server
     assert main(["replay", "t.jsonl", "--out", "replayed.jsonl"]) == 0
-    assert json.loads(open("replayed.jsonl").read())["raw"] == json.loads(open("r.jsonl").read())["raw"]
+    assert records("replayed.jsonl")[0]["raw"] == records("r.jsonl")[0]["raw"]
 
 
 def test_a_server_without_logprobs_is_refused_in_one_line(capsys):

@@ -3,10 +3,17 @@
 A path is resolved against the importing file's folder and must stay inside the
 top-level file's folder tree; `std/...` names the stdlib folder (`std/fragments/safety.gsr`).
 Only fragments (files that start with `fragment NAME`) can be imported.
+
+Only `.gsr` files are read (the resolved target's name, so a `x.gsr` symlink to `.env`
+is refused too), and only up to MAX_IMPORT_BYTES, checked with stat before reading: an
+`import ".env"` must not put a line of the user's secrets into a diagnostic (check,
+SARIF, GitHub, the language server, a compile repair prompt sent to a model), and an
+import of a multi-gigabyte file must not read it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gsrlang.check.context import Context
@@ -14,6 +21,7 @@ from gsrlang.resources import stdlib_dir
 from gsrlang.syntax import ast
 
 MAX_IMPORT_DEPTH = 16
+MAX_IMPORT_BYTES = 4 * 1024 * 1024  # 4 MiB: the largest stdlib fragment is a few KiB
 
 
 def resolve_imports(ctx: Context, module: ast.Module, path: str | None) -> list[tuple[ast.Module, str | None]]:
@@ -87,6 +95,9 @@ def _locate(text: str, importer: Path | None, root: Path | None):
         if not target.is_relative_to(root):
             return None, ("GSR011", f"import `{text}` leaves the rubric's folder", "outside the folder tree",
                           f"imports are confined to {root} and the stdlib (`std/...`)")
+    if target.suffix != ".gsr":
+        return None, ("GSR011", f"import `{text}`: only .gsr files can be imported", "not a .gsr file",
+                      "imports read .gsr fragments only; the file was not opened")
     if not target.is_file():
         return None, ("GSR010", f"imported file `{text}` not found", "no such file",
                       f"looked for {target}")
@@ -97,7 +108,14 @@ def _load(ctx: Context, item: ast.ImportDecl, target: Path, shown_path):
     from gsrlang.syntax.parser import decode_source, parse
 
     try:
-        data = target.read_bytes()
+        with target.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_IMPORT_BYTES + 1) if size <= MAX_IMPORT_BYTES else b""
+        if size > MAX_IMPORT_BYTES or len(data) > MAX_IMPORT_BYTES:  # checked before reading (or it grew)
+            ctx.error("GSR010", f"imported file `{item.path.value}` is {max(size, len(data)):,} bytes, over the "
+                      f"{MAX_IMPORT_BYTES // (1024 * 1024)} MiB limit for imports", item.path.span,
+                      "too large to import", path=shown_path)
+            return None
     except OSError as exc:
         ctx.error("GSR010", f"cannot read imported file `{item.path.value}`: {exc.strerror}", item.path.span,
                   path=shown_path)

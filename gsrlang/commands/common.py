@@ -123,7 +123,9 @@ def write_output(path: str | None, text: str) -> None:
         return
     from gsrlang.commands import UsageError
 
+    from gsrlang.safeio import write_atomic
+
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write `{path}`: {exc.strerror}") from exc

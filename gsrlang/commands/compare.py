@@ -34,14 +34,12 @@ def add_arguments(p) -> None:
 
 
 def _read(path: str) -> dict:
-    from gsrlang.data import DataError
-    from gsrlang.jsonl import read_jsonl
-    from gsrlang.metrics import _pairwise_line, _pointwise_line, _result_mode
+    from gsrlang.metrics import _numbered_results, _pairwise_line, _pointwise_line, _result_mode
 
     mode = scale = None
     items: dict = {}
     programs = set()
-    for line, record in read_jsonl(Path(path), DataError):
+    for line, record in _numbered_results(Path(path)):  # the item lines (not the completion line)
         where = f"{path}: line {line}"
         mode = mode or _result_mode(record)
         if record.get("scale") is not None:

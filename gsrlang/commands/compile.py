@@ -166,7 +166,24 @@ def _check_mode(args) -> bool:
         raise UsageError(f"--repairs must be 0 or more, got {args.repairs}")
     if args.context is not None and args.context < 256:
         raise UsageError(f"--context must be at least 256 tokens, got {args.context}")
+    _check_paths(args)
     return batch
+
+
+def _check_paths(args) -> None:
+    """Refuse (PathClash) an output that is an input (the rubric, data, input or reference file) or another output."""
+    from gsrlang.compiler.batch import INDEX_NAME
+    from gsrlang.compiler.cache import DEFAULT_CACHE
+    from gsrlang.safeio import check_outputs
+
+    files = [(flag, v) for flag, v in (("--input", args.input), ("--reference", args.reference))
+             if v is not None and Path(v).is_file()]
+    index = str(Path(args.out_dir) / INDEX_NAME) if args.out_dir else None
+    check_outputs([("RUBRIC", args.rubric), ("--data", args.data),
+                   ("--judge-config", getattr(args, "judge_config", None)), *files],
+                  [("-o", args.output), ("the failed-program file", args.output and args.output + ".failed"),
+                   ("the index", index), ("--report", args.report),
+                   ("--cache", None if args.no_cache else (args.cache or DEFAULT_CACHE))])
 
 
 def _settings(args):
@@ -386,9 +403,10 @@ def _report_one(args, result, out: Path | None) -> int:
 
 
 def _write(path: Path, text: str) -> None:
+    from gsrlang.safeio import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -434,10 +452,10 @@ def _run_batch(args, contract) -> int:
     sys.stderr.write(report.summary())
     print(f"programs and {out_dir / 'index.jsonl'} written", file=sys.stderr)
     if args.report:
+        from gsrlang.safeio import write_atomic
+
         try:
-            Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.report).write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n",
-                                         encoding="utf-8")
+            write_atomic(args.report, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
         except OSError as exc:
             raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
     if any(e.error_kind == "model" for e in report.entries):

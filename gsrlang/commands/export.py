@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, read_error, use_color, write_output
+from gsrlang.safeio import check_outputs
 
 HELP = "export a checked .gsr program as JSON (the graph, its types and its readout)"
 DESCRIPTION = """\
@@ -40,6 +41,7 @@ def run(args) -> int:
     from gsrlang.jsonform import program_to_json
 
     path = args.program
+    check_outputs([("PROGRAM", path)], [("-o", args.output)])
     printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__)
     if not Path(path).is_file():
         problem = f"no such file: `{path}`" if not Path(path).exists() else f"`{path}` is not a file"

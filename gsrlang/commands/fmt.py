@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, collect_files, read_error, use_color
+from gsrlang.safeio import write_atomic
 
 HELP = "format .gsr files (files or folders) in the canonical layout"
 DESCRIPTION = """\
@@ -125,7 +126,7 @@ def _format_file(path: str, args, printer) -> bool | None:
         print(path)
     if not (args.check or args.diff):
         try:
-            Path(path).write_text(formatted, encoding="utf-8", newline="")
+            write_atomic(path, formatted, newline="")
         except OSError as exc:
             _report(printer, path, None, [read_error(path, f"cannot write `{path}`: {exc.strerror}")])
             return None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, use_color, write_output
+from gsrlang.safeio import check_outputs
 
 HELP = "turn a program's JSON form (from `gsr export`) back into checked .gsr source"
 DESCRIPTION = """\
@@ -38,6 +39,7 @@ def run(args) -> int:
     from gsrlang.jsonform import JsonFormError, json_to_source, node_type_mismatches
 
     name = "<stdin>" if args.document == "-" else args.document
+    check_outputs([("PROGRAM.json", args.document)], [("-o", args.output)])
     try:
         raw = sys.stdin.read() if args.document == "-" else Path(args.document).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -56,6 +56,9 @@ def run(args) -> int:
         return 1
     if args.criterion:
         report["criteria"] = _criteria(args)
+    for path in report["incomplete"]:
+        print(f"gsr metrics: warning: {path} does not end with a completed run's end line: its run was killed, "
+              "failed or is still going, so these metrics cover only the items it holds", file=sys.stderr)
     if args.json:
         json.dump(report, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, use_color
+from gsrlang.safeio import check_outputs
 
 HELP = "draw a program's evaluation graph (svg, png, pdf or dot), optionally with one traced item"
 DESCRIPTION = """\
@@ -51,6 +52,7 @@ def run(args) -> int:
 
     if (args.trace is None) != (args.item is None):
         raise UsageError("--trace and --item go together: name the trace file and the item to overlay")
+    check_outputs([("PROGRAM", args.program), ("--trace", args.trace)], [("-o", args.output)])
     fmt = args.image_format
     if args.output is not None and fmt is None:
         fmt = Path(args.output).suffix.lstrip(".").lower() or None

@@ -94,12 +94,15 @@ def _content_hash(path: Path) -> str | None:
 
 
 def run(args) -> int:
-    from gsrlang.commands.run import load_program
+    from gsrlang.commands.run import duplicate_warning, load_program
     from gsrlang.data import DataError
-    from gsrlang.runtime.batch import replay_columnar, replay_file
+    from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file
     from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
+    from gsrlang.safeio import check_outputs
 
+    outputs = [("--out", args.out), ("--trace-out", args.trace_out)]
+    check_outputs([("TRACE", args.trace), ("--program", args.program)], outputs)
     header = _first_header(args.trace)
     recorded_hash = header.get("hash")
     explicit = args.program is not None
@@ -112,6 +115,7 @@ def run(args) -> int:
         label = "each record's own program"
     else:
         path = args.program if explicit else recorded_program_path(header, args.trace)
+        check_outputs([("the trace's program", path)], outputs)
         program = load_program(path)
         if program is None:
             return 1
@@ -178,6 +182,11 @@ def run(args) -> int:
         code = 0
     if summary.recorded is not None and not args.quiet:
         print(f"  {recorded_run(summary.recorded)}", file=out)
+    if summary.duplicate_ids and not args.quiet:
+        print(duplicate_warning("gsr replay", summary), file=sys.stderr)
+    if not recorded_complete(summary.recorded):
+        print(f"gsr replay: warning: {args.trace} does not end with a completed run's summary record: the run "
+              f"was killed or failed, so it holds only {summary.items} of its items", file=sys.stderr)
     if not args.quiet and (not verify or code == 0):
         _print_metrics(summary, program, args.bootstrap, out, scale[0] if scale else None)
     if args.show is not None:
@@ -234,6 +243,9 @@ def _show(args, shown, out) -> None:
         print(f"gsr replay: no item {args.show!r} in the trace", file=sys.stderr)
         return
     run, static = shown[0]
+    if len(shown) > 1:
+        print(f"gsr replay: {len(shown)} records have id {args.show!r}; showing the first (line {run.line})",
+              file=sys.stderr)
     if not static.nodes:
         print(f"gsr replay: item {args.show!r} has no decision path: {run.reason}", file=sys.stderr)
         return

@@ -294,6 +294,7 @@ def run(args) -> int:
         raise UsageError("PROGRAM and --programs exclude each other: run one program over every item, or each "
                          "item under its own program from a compile index")
     _check_engine_options(args)
+    check_paths(args)
     if args.programs is not None:
         if args.engine != "local":
             raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
@@ -347,6 +348,18 @@ def _check_columns(data: str, columns) -> None:
         raise UsageError(str(exc)) from None
 
 
+def check_paths(args) -> None:
+    """Refuse (PathClash) a --out, --trace or --cache that is an input of the run or another of its outputs."""
+    from gsrlang.judges.llm.options import DEFAULT_CACHE
+    from gsrlang.safeio import check_outputs
+
+    cache = None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE)
+    check_outputs([("PROGRAM", args.program), ("--programs", args.programs), ("--data", args.data),
+                   ("--fewshot", getattr(args, "fewshot", None)),
+                   ("--judge-config", getattr(args, "judge_config", None))],
+                  [("--out", args.out), ("--trace", args.trace), ("--cache", cache)])
+
+
 def _with_progress(args, run_items, registry=None):
     """Run `run_items(on_item)` with the progress display; a data file that cannot be read is a usage error."""
     from gsrlang.data import DataError
@@ -364,11 +377,22 @@ def _with_progress(args, run_items, registry=None):
 
 def _finish(args, registry, summary, stream) -> int:
     judge_failed = _llm_report(registry, summary, stream)
+    if summary.duplicate_ids:
+        print(duplicate_warning("gsr run", summary), file=sys.stderr)
     if not args.out and not args.trace and not args.quiet:
         sys.stdout.flush()
         print("  (nothing was written: use --out results.jsonl and --trace trace.jsonl to keep the results)",
               file=sys.stderr)
     return 1 if summary.problems or judge_failed else 0
+
+
+def duplicate_warning(command: str, summary) -> str:
+    """The warning for items that share an id (the policy is in docs/running.md, "Duplicate ids")."""
+    n, first = summary.duplicate_ids, ", ".join(repr(i) for i in summary.duplicate_examples)
+    return (f"{command}: warning: {n} item{'s' if n != 1 else ''} had an id an earlier item already had "
+            f"(first: {first}): every row was run and written, but `gsr metrics` keeps only the last line of "
+            "an id, and `gsr replay --show` / `gsr render --item` pick its first record; give the rows unique "
+            "ids (--id-field)")
 
 
 def run_per_item(args) -> int:

@@ -345,9 +345,9 @@ def _write(out: Path, stem: str, item: CompileItem, result) -> IndexEntry:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    from gsrlang.safeio import write_atomic
+
+    write_atomic(path, text)
 
 
 def write_index(path: Path, entries: Sequence[IndexEntry]) -> None:

@@ -27,8 +27,12 @@ class Sources:
         self._cache: dict[str, SourceText | None] = {}
 
     def get(self, path: str | None) -> SourceText | None:
+        """The text to quote for `path`: the main file's, or an imported .gsr file's; never another file's
+        (a diagnostic must not echo a line of `.env`)."""
         if path is None or path == self.main_path:
             return self.main
+        if not str(path).endswith(".gsr"):
+            return None
         if path not in self._cache:
             try:
                 self._cache[path] = SourceText(path, Path(path).read_text(encoding="utf-8"))

@@ -315,6 +315,8 @@ class Files:
         text = self._open_text(path)
         if text is not None:
             return text
+        if not path.endswith(".gsr"):  # only .gsr files are quoted (never a `.env` an import names)
+            return None
         try:
             mtime = Path(path).stat().st_mtime
             cached = self._disk.get(path)

@@ -28,9 +28,12 @@ from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
 from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, replay_records
-from gsrlang.runtime.trace import TraceWriter, _Static, dumps, is_summary, read_trace, result_line, summary_record
+from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_trace, result_line,
+                                   summary_record)
+from gsrlang.safeio import check_outputs
 
-__all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "run_file", "run_index_file", "run_summary_record"]
+__all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
+           "run_summary_record"]
 
 
 @attrs.define
@@ -51,6 +54,9 @@ class RunSummary:
     golds: list = attrs.field(factory=list)
     recorded: dict | None = None  # replay: the trace's run-summary record, if it has one
     judges: dict | None = None  # each judge's usage, when the judges ran elsewhere (the ray engine's actors)
+    duplicate_ids: int = 0  # items whose id an earlier item already had (every one is still run and written)
+    duplicate_examples: list = attrs.field(factory=list)  # the first few such ids
+    _ids: set = attrs.field(factory=set, repr=False)
 
     @property
     def problems(self) -> int:
@@ -58,6 +64,12 @@ class RunSummary:
 
     def count(self, run: ItemRun, line: dict, keep_pairs: bool) -> None:
         self.items += 1
+        if run.id in self._ids:
+            self.duplicate_ids += 1
+            if len(self.duplicate_examples) < 5 and run.id not in self.duplicate_examples:
+                self.duplicate_examples.append(run.id)
+        else:
+            self._ids.add(run.id)
         if run.status == "ok":
             self.ok += 1
         elif run.status == "invalid":
@@ -87,6 +99,11 @@ class RunSummary:
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
                 f"{self.failed} failed")
+
+
+def _guard(inputs: list, out: str | None, trace: str | None) -> None:
+    """Refuse (PathClash) results or trace paths that are an input or each other, before anything is opened."""
+    check_outputs(inputs, [("the results file", out), ("the trace file", trace)])
 
 
 def _open(path: str | None) -> TextIO | None:
@@ -147,11 +164,31 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
                 on_item(run, line)
         if writer:
             writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
+        end_results(out_f, summary)
     finally:
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":
                 f.close()
         await registry.aclose()
+
+
+def end_results(out_f, summary: RunSummary) -> None:
+    """End a completed run's JSONL results with `results_end` (a Parquet file is complete once closed: a killed
+    run's has no footer)."""
+    if isinstance(out_f, _JsonResults):
+        out_f.handle.write(dumps(results_end(summary, complete=True)) + "\n")
+
+
+def results_end(summary: RunSummary, complete: bool) -> dict:
+    """The line that ends a results file whose run went to the end of its data (see gsrlang.runtime.trace)."""
+    return {"kind": RUN_SUMMARY, "complete": complete, "mode": summary.mode, "items": summary.items,
+            "ok": summary.ok, "invalid": summary.invalid, "failed": summary.failed,
+            "duplicate_ids": summary.duplicate_ids}
+
+
+def recorded_complete(record: dict | None) -> bool:
+    """Whether a trace's run-summary record (None: it has none) says its run went to the end."""
+    return record is not None and record.get("complete", True) is True
 
 
 def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: dict) -> dict:
@@ -166,12 +203,14 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
              trace: str | None = None, concurrency: int = 8, limit: int | None = None,
              program_path: str | None = None, on_item: Callable[[ItemRun, dict], None] | None = None,
              keep_pairs: bool = True) -> RunSummary:
-    """Run `program` over every row of `data`; raises DataError when the file cannot be read at all."""
+    """Run `program` over every row of `data`; raises DataError when the file cannot be read at all, PathClash
+    when `out` or `trace` is an input or the other output."""
+    path = program_path if program_path is not None else program.path
+    _guard([("the data file", data), ("the program", path)], out, trace)
     items = read_items(data, columns)
     if limit is not None:
         items = itertools.islice(items, limit)
     summary = RunSummary(program.name, program.content_hash, mode)
-    path = program_path if program_path is not None else program.path
     t0 = time.perf_counter()
 
     async def go():
@@ -202,6 +241,7 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
     """
     from gsrlang.runtime.trace import NotRun
 
+    _guard([("the data file", data), ("the program index", programs.index)], out, trace)
     mode = programs.mode
     items = read_items(data, columns)
     if compile_ids:
@@ -242,6 +282,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
     """
     from gsrlang.runtime.replay import replay_records_each
 
+    _guard([("the trace", trace_path), ("the program", program_path if program is not None else None)], out, trace)
     summary = RunSummary(program.name if program else "", program.content_hash if program else "", "")
     records = _item_records(read_trace(trace_path, summaries=True), summary)
     if limit is not None:
@@ -270,6 +311,11 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
                     summary.first_difference = difference
             if on_item:
                 on_item(run, line, difference, static)
+        end = results_end(summary, complete=recorded_complete(summary.recorded))
+        if out_f:
+            out_f.write(dumps(end) + "\n")
+        if writer:
+            writer.write_summary({**summary_record(replayed=str(trace_path)), **end})
     finally:
         summary.seconds = time.perf_counter() - t0
         for f in (out_f, trace_f):

@@ -11,6 +11,10 @@
      "label_error": "...",                                    # only when the row's label was unusable
      "reason": null}                                          # why the item is invalid / failed
 
+A completed run ends its results file with `{"kind": "run_summary", "complete": true,
+"mode", "items", "ok", "invalid", "failed"}` (`gsrlang.runtime.batch.results_end`);
+a file without it is the prefix of a killed run. Result lines have no `kind`.
+
 `status` is "ok", "invalid" (the item was evaluated but has no valid result: an
 invalid judgment, a failed operator, a readout check) or "failed" (the data row
 could not become an item). `score` is the quantized native score (an int, or the

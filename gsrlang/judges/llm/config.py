@@ -25,7 +25,12 @@ Precedence (highest first)
    keys do not belong in project files, so the file may instead name the
    environment variable that holds the key, ``api_key_env = "MY_KEY_VAR"``.
    Other top-level tables are ignored (they belong to other tools).
-4. **defaults** -- ``temperature=0.0``, ``max_tokens=None``, ``timeout_s=60``,
+   A project file is not trusted with credentials (see :mod:`.trust`): a
+   ``base_url`` it sets to a host the user has not approved gets no key, and
+   its ``api_key_env`` is ignored, unless the user ran ``gsr trust`` on it.
+4. **user file** -- ``$XDG_CONFIG_HOME/gsr/config.toml`` (``~/.config/gsr/``):
+   the same tables, ``api_key_env`` included, plus ``[trust] hosts``.
+5. **defaults** -- ``temperature=0.0``, ``max_tokens=None``, ``timeout_s=60``,
    ``max_retries=5``, ``concurrency=8``, ``seed=None``, ``structured="auto"``,
    ``base_url=None`` (the OpenAI API).  There is no default model.
 
@@ -250,6 +255,7 @@ class JudgeSettings:
     default: JudgeConfig
     roles: Mapping[str, JudgeConfig] = attrs.field(factory=dict)
     config_file: Path | None = None
+    notices: tuple[str, ...] = ()  # warnings about where keys go (printed once to standard error)
 
     def for_role(self, name: str | None = None) -> JudgeConfig:
         """The config for role ``name``; ``None`` (or ``"default"`` when no role
@@ -373,17 +379,59 @@ def find_config_file(cwd: Path) -> Path | None:
 _Layer = tuple[dict[str, Any], dict[str, dict[str, Any]]]
 
 
-def _file_layer(path: Path, env: Mapping[str, str]) -> _Layer:
+@attrs.define
+class _FileLayer:
+    """One TOML file's settings, and what the trust boundary needs to know about it."""
+
+    path: Path | None = None
+    default: dict[str, Any] = attrs.field(factory=dict)
+    roles: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    trusted: bool = False  # the user's own file, or a project file trusted with `gsr trust`
+    hosts: list[str] = attrs.field(factory=list)  # [trust] hosts (the user's file only)
+    notices: list[str] = attrs.field(factory=list)
+
+
+def _read_toml(path: Path) -> tuple[bytes, dict]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}", path=path) from None
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
+        return raw, tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: config file is not UTF-8 text ({exc.reason})", path=path) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}", path=path) from None
+
+
+def _project_layer(path: Path, env: Mapping[str, str], user_dir: Path) -> _FileLayer:
+    from gsrlang.judges.llm.trust import is_trusted
+
+    raw, doc = _read_toml(path)
+    layer = _FileLayer(path, trusted=is_trusted(path, raw, user_dir))
+    layer.default, layer.roles = _judge_tables(path, doc, env, layer, user_dir)
+    return layer
+
+
+def _user_layer(user_dir: Path, env: Mapping[str, str]) -> _FileLayer:
+    from gsrlang.judges.llm.trust import USER_CONFIG
+
+    path = user_dir / USER_CONFIG
+    if not path.is_file():
+        return _FileLayer()
+    _, doc = _read_toml(path)
+    layer = _FileLayer(path, trusted=True)
+    layer.default, layer.roles = _judge_tables(path, doc, env, layer, user_dir)
+    trust = doc.get("trust", {})
+    hosts = trust.get("hosts", []) if isinstance(trust, dict) else None
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise ConfigError(f"{path}: [trust] hosts must be a list of host names (\"api.example.com\", "
+                          f"\"gpu-box:8000\")", path=path)
+    layer.hosts = hosts
+    return layer
+
+
+def _judge_tables(path: Path, doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir: Path) -> _Layer:
     judge = doc.get("judge")
     if judge is None:
         return {}, {}
@@ -408,6 +456,12 @@ def _file_layer(path: Path, env: Mapping[str, str]) -> _Layer:
             if key == "api_key_env":
                 if not isinstance(value, str) or not value:
                     raise ConfigError(f"{path}: {where}: api_key_env must be an environment variable name", path=path)
+                if not layer.trusted:
+                    layer.notices.append(
+                        f"{path}: {where} api_key_env = \"{value}\" is ignored: a project file may not choose which "
+                        f"environment variable is sent as a key. If you trust this project, run `gsr trust {path}`; "
+                        f"or set api_key_env in {user_dir / 'config.toml'}")
+                    continue
                 secret = env.get(value)
                 if secret:
                     out["api_key"] = Secret(secret)
@@ -487,10 +541,16 @@ def resolve_settings(
     env: Mapping[str, str] | None = None,
     config_path: Path | None = None,
     cwd: Path | None = None,
+    user_dir: Path | None = None,
 ) -> JudgeSettings:
-    """Resolve judge settings: flags > environment > gsr.toml > defaults (see module doc)."""
+    """Resolve judge settings: flags > environment > gsr.toml > user file > defaults (see module doc).
+
+    `user_dir`: the user's configuration folder (default ``$XDG_CONFIG_HOME/gsr``)."""
+    from gsrlang.judges.llm.trust import config_dir
+
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
+    user_dir = config_dir() if user_dir is None else Path(user_dir)
     if config_path is not None:
         path: Path | None = Path(config_path)
         if not path.is_file():
@@ -498,21 +558,80 @@ def resolve_settings(
     else:
         path = find_config_file(cwd)
 
-    file_default, file_roles = _file_layer(path, env) if path is not None else ({}, {})
+    user = _user_layer(user_dir, env)
+    project = _project_layer(path, env, user_dir) if path is not None else _FileLayer()
     flag_default, flag_roles = _flags_layer(flags or {})
-    env_default, env_roles = _env_layer(env, [*file_roles, *flag_roles])
+    env_default, env_roles = _env_layer(env, [*user.roles, *project.roles, *flag_roles])
 
-    merged = {**DEFAULTS, **file_default, **env_default, **flag_default}
+    merged = {**DEFAULTS, **user.default, **project.default, **env_default, **flag_default}
     if not merged.get("model"):
         raise ConfigError(NO_MODEL_MESSAGE)
+    notices = user.notices + project.notices
+    default_from_project = _set_by_project("base_url", project.default, env_default, flag_default)
     default = JudgeConfig(**merged)
+    if default_from_project:
+        default = _keep_key_home(default, "the default judge", project, user, notices)
     _check_key(default, "default judge")
 
     role_overrides: dict[str, dict[str, Any]] = {}
-    for layer in (file_roles, env_roles, flag_roles):
+    for layer in (user.roles, project.roles, env_roles, flag_roles):
         for role, over in layer.items():
             role_overrides.setdefault(role, {}).update(over)
     settings = JudgeSettings.build(default, role_overrides, config_file=path)
-    for name, cfg in settings.roles.items():
-        _check_key(cfg, f"judge role {name!r}")
-    return settings
+    roles = dict(settings.roles)
+    for name, cfg in roles.items():
+        chooser = None  # the highest layer that sets the role's base_url; None: it inherits the default's
+        for layer in (user.roles, project.roles, env_roles, flag_roles):
+            if "base_url" in layer.get(name, {}):
+                chooser = layer
+        if (default_from_project if chooser is None else chooser is project.roles):
+            roles[name] = _keep_key_home(cfg, f"judge role {name!r}", project, user, notices)
+        _check_key(roles[name], f"judge role {name!r}")
+    for who, cfg in [("the default judge", default), *((f"judge role {n!r}", c) for n, c in roles.items())]:
+        _warn_plain_http(cfg, who, notices)
+    _announce(notices)
+    return attrs.evolve(settings, roles=roles, notices=tuple(dict.fromkeys(notices)))
+
+
+def _set_by_project(name: str, project: Mapping, *higher: Mapping) -> bool:
+    """Whether the project file's value of `name` is the one in force (no higher layer sets it)."""
+    return name in project and not any(name in layer for layer in higher)
+
+
+def _keep_key_home(cfg: JudgeConfig, who: str, project: _FileLayer, user: _FileLayer,
+                   notices: list[str]) -> JudgeConfig:
+    """`cfg` without its key when a project file chose its host and the user has not approved that host."""
+    from gsrlang.judges.llm.trust import approved_host, host_of
+
+    if cfg.api_key is None or cfg.base_url is None or project.trusted or approved_host(cfg.base_url, user.hosts):
+        return cfg
+    host, port = host_of(cfg.base_url)
+    shown = f"{host}:{port}" if port else host
+    notices.append(
+        f"{project.path} sends {who} to {cfg.base_url}, a host you have not approved, so no API key is sent "
+        f"there. If you trust this project, run `gsr trust {project.path}`, or add \"{shown}\" to hosts under "
+        f"[trust] in {user.path or 'your gsr config.toml'}; or pass --base-url yourself")
+    return cfg.replace(api_key=None)
+
+
+def _warn_plain_http(cfg: JudgeConfig, who: str, notices: list[str]) -> None:
+    from gsrlang.judges.llm.trust import host_of, is_loopback
+
+    if cfg.api_key is not None and (cfg.base_url or "").lower().startswith("http://"):
+        host, _ = host_of(cfg.base_url)
+        if not is_loopback(host):
+            notices.append(f"the API key of {who} goes over plain http to {host}: anyone on the network path "
+                           "can read it; use https (or a loopback address)")
+
+
+_ANNOUNCED: set[str] = set()
+
+
+def _announce(notices: Iterable[str]) -> None:
+    """Print each notice to standard error once per process (settings are resolved more than once per run)."""
+    import sys
+
+    for notice in notices:
+        if notice not in _ANNOUNCED:
+            _ANNOUNCED.add(notice)
+            print(f"gsr: warning: {notice}", file=sys.stderr)

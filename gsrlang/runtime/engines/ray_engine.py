@@ -37,7 +37,8 @@ from pathlib import Path
 import attrs
 
 from gsrlang.data import read_items
-from gsrlang.runtime.batch import RunSummary, _open, label_reader, open_results, run_summary_record
+from gsrlang.runtime.batch import (RunSummary, _open, end_results, label_reader, open_results,
+                                   run_summary_record)
 from gsrlang.runtime.engines import EngineError, RunJob
 from gsrlang.runtime.executor import ItemRun
 from gsrlang.runtime.trace import dumps
@@ -361,6 +362,7 @@ class _Run:
                 if trace is not None:
                     with self._part(index, "trace.jsonl").open(encoding="utf-8") as f:
                         shutil.copyfileobj(f, trace)
+            end_results(out, self.summary)
             if trace is not None:
                 info = {"program": {"name": self.job.program.name, "hash": self.job.program.content_hash,
                                     "path": self.job.program_path},

@@ -1,0 +1,94 @@
+"""gsr trust: let a project's gsr.toml send your API keys where it says (see gsrlang/judges/llm/trust.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gsrlang.commands import UsageError
+
+HELP = "trust a project's gsr.toml with your API keys (its hosts and api_key_env), or list / revoke trust"
+DESCRIPTION = """\
+A project's gsr.toml may choose models and options, but until you trust it, a
+base_url it sets to a host you have not approved gets no API key, and its
+api_key_env (which environment variable is sent as the key) is ignored. Loopback
+hosts (localhost, 127.0.0.1, ::1) and the hosts under [trust] hosts in your own
+$XDG_CONFIG_HOME/gsr/config.toml are approved for every project.
+
+`gsr trust` records the SHA-256 of the file as it is now (in
+$XDG_CONFIG_HOME/gsr/trusted.json): edit it, or pull a change to it, and it is no
+longer trusted until you run `gsr trust` again. Read the file first: it is shown
+what the trust lets it do.
+
+examples:
+  gsr trust                 # the nearest gsr.toml (this folder or a parent)
+  gsr trust path/to/gsr.toml
+  gsr trust --list
+  gsr trust --revoke"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("path", metavar="PATH", nargs="?", help="the gsr.toml (default: the nearest one)")
+    p.add_argument("--list", action="store_true", help="list the trusted files (and whether each still matches)")
+    p.add_argument("--revoke", action="store_true", help="stop trusting the file")
+
+
+def run(args) -> int:
+    from gsrlang.judges.llm.config import find_config_file
+    from gsrlang.judges.llm.trust import config_dir, file_digest, trust_file, trusted_files, untrust_file
+
+    folder = config_dir()
+    if args.list:
+        files = trusted_files(folder)
+        for path, digest in files.items():
+            try:
+                state = "trusted" if file_digest(Path(path).read_bytes()) == digest else "changed since trusted"
+            except OSError:
+                state = "missing"
+            print(f"{path}: {state}")
+        if not files:
+            print(f"no trusted project files ({folder / 'trusted.json'})")
+        return 0
+    path = Path(args.path) if args.path else find_config_file(Path.cwd())
+    if path is None:
+        raise UsageError("no gsr.toml in this folder or a parent: name the file to trust")
+    if args.revoke:
+        if not untrust_file(path, folder):
+            raise UsageError(f"`{path}` was not trusted")
+        print(f"no longer trusted: {path.resolve()}")
+        return 0
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
+    grants = _grants(path, data)
+    try:
+        store = trust_file(path, data, folder)
+    except OSError as exc:
+        raise UsageError(f"cannot record the trust in {folder}: {exc.strerror or exc}") from None
+    print(f"trusted {path.resolve()} ({file_digest(data)[:19]}...), recorded in {store}")
+    for line in grants:
+        print(f"  {line}")
+    print("  (an edit to the file withdraws the trust; `gsr trust --revoke` withdraws it now)", file=sys.stderr)
+    return 0
+
+
+def _grants(path: Path, data: bytes) -> list[str]:
+    """What the trust lets the file do: the hosts it sends keys to, the variables it reads keys from."""
+    from gsrlang.judges.llm.config import tomllib
+
+    try:
+        judge = tomllib.loads(data.decode("utf-8")).get("judge") or {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"`{path}` is not a TOML file: {exc}") from None
+    tables = [("[judge]", judge)] if isinstance(judge, dict) else []
+    roles = judge.get("roles") if isinstance(judge, dict) else None
+    tables += [(f"[judge.roles.{n}]", t) for n, t in (roles or {}).items() if isinstance(t, dict)] \
+        if isinstance(roles, dict) else []
+    lines = []
+    for where, table in tables:
+        if table.get("base_url"):
+            lines.append(f"{where} may send your API key to {table['base_url']}")
+        if table.get("api_key_env"):
+            lines.append(f"{where} sends the value of ${table['api_key_env']} as its API key")
+    return lines or ["it sets no base_url and no api_key_env: trust changes nothing for it yet"]

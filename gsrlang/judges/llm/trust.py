@@ -1,0 +1,130 @@
+"""The trust boundary between a project's gsr.toml and the user's credentials.
+
+A ``gsr.toml`` comes with the project (often a cloned repository), so it is not the
+user's word on where their API key may go. Like direnv's ``allow`` and VS Code's
+workspace trust, gsr lets a project file choose models and options, but not:
+
+* **the host a key is sent to**: a ``base_url`` set by a project file is used without
+  any key unless its host is approved: a loopback host (``localhost``, ``127.0.0.1``,
+  ``::1``), a host listed in the user's configuration (``[trust] hosts``), or any host
+  of a project file the user trusted with ``gsr trust`` (below);
+* **which environment variable is sent as a key**: ``api_key_env`` in a project file
+  is ignored unless the file is trusted (it could name ``AWS_SECRET_ACCESS_KEY``).
+
+The user's own configuration, ``$XDG_CONFIG_HOME/gsr/config.toml`` (by default
+``~/.config/gsr/config.toml``), is trusted: it takes the same ``[judge]`` and
+``[judge.roles.NAME]`` settings as gsr.toml, ``api_key_env`` included, and a
+``[trust] hosts = ["api.example.com", "gpu-box:8000"]`` list. Flags and environment
+variables are the user's too.
+
+``gsr trust [PATH]`` records the SHA-256 of a project file in
+``$XDG_CONFIG_HOME/gsr/trusted.json``; the trust holds for that exact content, so an
+edit (a ``git pull``) needs a new ``gsr trust``. A key that would travel over plain
+``http://`` to a host that is not loopback is sent (the user chose it) with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+__all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted", "trust_file",
+           "trusted_files", "untrust_file", "user_config_file"]
+
+TRUST_STORE = "trusted.json"
+USER_CONFIG = "config.toml"
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's gsr configuration folder: $XDG_CONFIG_HOME/gsr, else ~/.config/gsr."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gsr"
+
+
+def user_config_file(env: Mapping[str, str] | None = None) -> Path:
+    return config_dir(env) / USER_CONFIG
+
+
+def file_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def trusted_files(folder: Path) -> dict[str, str]:
+    """{resolved path: digest} of the project files the user trusted (empty when none, or unreadable).
+
+    `folder`: the user's configuration folder (:func:`config_dir`)."""
+    try:
+        doc = json.loads((folder / TRUST_STORE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(files, dict) else {}
+
+
+def is_trusted(path: Path, data: bytes, folder: Path) -> bool:
+    """Whether the user trusted this project file with exactly this content."""
+    return trusted_files(folder).get(str(Path(path).resolve())) == file_digest(data)
+
+
+def _save(files: dict[str, str], folder: Path) -> Path:
+    from gsrlang.safeio import write_atomic
+
+    store = folder / TRUST_STORE
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomic(store, json.dumps({"version": 1, "files": dict(sorted(files.items()))}, indent=2) + "\n")
+    os.chmod(store, 0o600)
+    return store
+
+
+def trust_file(path: Path, data: bytes, folder: Path) -> Path:
+    """Record `data` (the file's content, as shown to the user) as trusted; the trust store's path. Raises OSError."""
+    files = trusted_files(folder)
+    files[str(Path(path).resolve())] = file_digest(data)
+    return _save(files, folder)
+
+
+def untrust_file(path: Path, folder: Path) -> bool:
+    """Forget a trusted file; False when it was not trusted."""
+    files = trusted_files(folder)
+    if files.pop(str(Path(path).resolve()), None) is None:
+        return False
+    _save(files, folder)
+    return True
+
+
+def host_of(url: str) -> tuple[str, int | None]:
+    """(host in lower case, port or None) of a base URL."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return (parts.hostname or "").lower(), port
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def approved_host(url: str, hosts: list[str]) -> bool:
+    """Whether credentials may go to `url`: a loopback host, or one the user listed (`host` or `host:port`)."""
+    host, port = host_of(url)
+    if is_loopback(host):
+        return True
+    for entry in hosts:
+        h, _, p = entry.strip().lower().rpartition(":") if entry.count(":") == 1 else (entry.strip().lower(), "", "")
+        if h == host and (not p or (p.isdigit() and port == int(p))):
+            return True
+    return False

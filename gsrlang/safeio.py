@@ -1,0 +1,105 @@
+"""Writes that cannot destroy input: output paths checked against inputs, whole files replaced atomically.
+
+Every command that writes a file calls :func:`check_outputs` with the paths it reads and
+the paths it will write, before it opens anything for writing. Two paths are the same
+file when they resolve to the same path (symlinks followed) or, when both exist, when
+they are the same inode on the same device (hard links). A clash raises
+:class:`PathClash` (the CLI prints its one line and exits 2), so `--out data.jsonl`
+never truncates the data it was about to read, and `--out x --trace x` never
+interleaves two files.
+
+Whole-file writes (formatted sources, exported JSON, pictures, compiled programs,
+reports) go through :func:`write_atomic`: a temporary file in the target's folder,
+flushed to disk, then ``os.replace`` over the target, so a reader (or a crash) sees
+the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+__all__ = ["PathClash", "check_outputs", "same_file", "write_atomic"]
+
+Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
+
+
+class PathClash(ValueError):
+    """An output path is an input of the same command, or another of its outputs."""
+
+
+def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+    """The resolved path, and (device, inode) when the file exists."""
+    resolved = os.path.realpath(os.fspath(path))
+    try:
+        st = os.stat(resolved)
+    except OSError:  # not there yet (an output), or unreadable: the path alone decides
+        return resolved, None
+    return resolved, (st.st_dev, st.st_ino)
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True when `a` and `b` name one file: the same resolved path, or the same inode (a hard link)."""
+    (pa, ia), (pb, ib) = _identity(a), _identity(b)
+    return pa == pb or (ia is not None and ia == ib)
+
+
+def _named(paths: Iterable[Named]) -> list[tuple[str, str, tuple]]:
+    return [(what, os.fspath(p), _identity(p)) for what, p in paths if p is not None and os.fspath(p) != "-"]
+
+
+def check_outputs(inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
+    """Raise PathClash when an output is one of the inputs or another output (see the module docstring)."""
+    ins, outs = _named(inputs), _named(outputs)
+    for i, (what, path, ident) in enumerate(outs):
+        for other_what, other_path, other in ins:
+            if _clash(ident, other):
+                raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: refusing to "
+                                "overwrite an input; nothing was written")
+        for other_what, other_path, other in outs[:i]:
+            if _clash(ident, other):
+                raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: two outputs "
+                                "cannot share a file; nothing was written")
+
+
+def _clash(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] or (a[1] is not None and a[1] == b[1])
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8", newline: str | None = None,
+                 ) -> None:
+    """Replace `path` with `data` all at once (temporary file in the same folder, fsync, os.replace).
+
+    A symlink is written through (its target is replaced, the link stays); an existing
+    file keeps its permission bits. `newline` as for open(): None translates "\\n" to
+    the platform's line ending, "" writes the text as it is.
+    """
+    target = Path(os.path.realpath(os.fspath(path)))
+    if isinstance(data, str):
+        if newline is None and os.linesep != "\n":
+            data = data.replace("\n", os.linesep)
+        data = data.encode(encoding)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
