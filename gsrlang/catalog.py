@@ -253,7 +253,7 @@ _MAGIC = b"gsr-catalog-1\n"
 
 @cache
 def default_catalog() -> Catalog:
-    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's text, so start-up skips parsing it.
+    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's folder and text, so start-up skips parsing it.
 
     The cache is a pickle, so it is verified before it is loaded: the folder and the file
     must belong to this user and be writable by no one else, the file must carry an
@@ -265,7 +265,9 @@ def default_catalog() -> Catalog:
 
     folder = stdlib_dir()
     sources = sorted(folder.glob("*.gsr"))
-    key = hashlib.sha256(f"{__version__} {sys.version}".encode())
+    # the stdlib's folder is part of the key: the catalogue holds spans naming its files, so two
+    # checkouts with the same stdlib text (a clone beside a working copy) never share an entry
+    key = hashlib.sha256(f"{__version__} {sys.version} {folder.resolve()}".encode())
     # the classes being pickled are part of the key too, so an edited catalog.py, types.py or
     # syntax/literals.py never loads stale objects
     here = Path(__file__).parent

@@ -95,3 +95,21 @@ def test_a_symlinked_cache_file_is_not_followed(cache, monkeypatch, tmp_path):
     cache.unlink()
     cache.symlink_to(elsewhere)
     assert not reload(monkeypatch)
+
+
+def test_two_checkouts_with_the_same_stdlib_text_do_not_share_an_entry(cache, monkeypatch, tmp_path):
+    """The catalogue holds spans naming the stdlib's files: a clone beside a working copy (same text,
+    another folder) must get its own entry, or its diagnostics would point into the other checkout."""
+    import shutil
+
+    import gsrlang.resources as resources
+
+    copy = tmp_path / "clone" / "stdlib"
+    shutil.copytree(stdlib_dir(), copy)
+    monkeypatch.setattr(resources, "stdlib_dir", lambda: copy)
+    catalog_module.default_catalog.cache_clear()
+    catalog = catalog_module.default_catalog()
+    assert len(list(cache.parent.glob("catalog-*.pickle"))) == 2
+    paths = {str(sig.path) for sig in catalog.operators.values()}
+    assert paths and all(p.startswith(str(copy)) for p in paths)
+    catalog_module.default_catalog.cache_clear()
