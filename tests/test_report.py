@@ -12,6 +12,8 @@ import pytest
 
 from gsrlang.cli import main
 
+from runfiles import records
+
 ROOT = Path(__file__).resolve().parents[1]
 TC = ROOT / "examples" / "topical_chat"
 TC_DATA = TC / "data" / "dev.jsonl"
@@ -75,7 +77,7 @@ def test_report_is_self_contained_and_holds_every_part(runs):
         assert part in text, part
     data = page_data(report(tmp, a))
     assert len(data["items"]) == 240 and data["criteria"][:2] == ["understandable", "natural"]
-    results = [json.loads(line) for line in a[0].read_text().splitlines()]
+    results = records(a[0])  # the item lines (a results file ends with its completion line)
     assert [r[0] for r in data["items"]] == [r["id"] for r in results]
     assert [r[2] for r in data["items"]] == [r["score"] for r in results]
 
