@@ -266,7 +266,9 @@ def test_overlay_of_a_real_run(tmp_path, root):
                "--id-field", "id", "--label-field", "scores.overall", "--trace", str(trace), "--limit", "2",
                "--no-progress", "-q")
     assert done.returncode == 0, done.stderr
-    first = json.loads(trace.read_text(encoding="utf-8").splitlines()[0])
+    from gsrlang.runtime.trace import read_trace
+
+    _, first = next(read_trace(trace))
     item = render.read_trace_item(trace, first["item"]["id"])
     checked = analyze_file(program).program
     assert item.program_hash == checked.content_hash

@@ -99,7 +99,13 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return records(path)
+    """The lines of a results file, or the records of a trace as `read_trace` gives them (summary included)."""
+    rows = records(path)
+    if rows and "trace_version" in rows[0]:
+        from gsrlang.runtime.trace import read_trace
+
+        return [r for _, r in read_trace(path, summaries=True)]
+    return rows
 
 
 def trace_cost(records: list[dict]) -> tuple[int, int]:
@@ -313,7 +319,7 @@ def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
     records = read_jsonl(tmp_path / "t.jsonl")
     items, summary = records[:-1], records[-1]
     assert len(items) == 3 and all("kind" not in r for r in items)
-    assert summary["kind"] == "run_summary" and summary["trace_version"] == 1
+    assert summary["kind"] == "run_summary" and summary["trace_version"] == 2
     assert (summary["items"], summary["ok"], summary["invalid"], summary["failed"]) == (3, 3, 0, 0)
     assert summary["mode"] == "pointwise" and summary["program"]["name"] == "helpfulness"
     assert 0 < summary["wall_s"] < 60

@@ -94,7 +94,13 @@ def write_jsonl(path: Path, rows) -> Path:
 
 
 def lines(path: Path) -> list[dict]:
-    return records(path)
+    """The lines of a results file, or the records of a trace as `read_trace` gives them (summary included)."""
+    rows = records(path)
+    if rows and "trace_version" in rows[0]:
+        from gsrlang.runtime.trace import read_trace
+
+        return [r for _, r in read_trace(path, summaries=True)]
+    return rows
 
 
 def gsr(capsys, *argv):
@@ -222,7 +228,7 @@ def test_replay_says_which_program_changed_or_went_missing(workspace, capsys):
     b.write_text(GOOD_B.replace("fraction(items: [polite, please])", "fraction(items: [please, polite])"))
     code, io = gsr(capsys, "replay", "t.jsonl")
     assert code == 1
-    assert "trace line 2 (item 'b'): `programs/b.gsr` has changed since the trace was recorded" in io.err
+    assert "trace line 4 (item 'b'): `programs/b.gsr` has changed since the trace was recorded" in io.err
     # reformatting does not count (the hash ignores layout and comments)
     b.write_text("# a comment\n" + GOOD_B.replace("  ", " "))
     assert gsr(capsys, "replay", "t.jsonl")[0] == 0

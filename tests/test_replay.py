@@ -195,7 +195,7 @@ def test_the_run_summary_record_is_kept_apart_from_the_items(tmp_path):
         writer.write_summary(summary_record(items=4, ok=3, invalid=1, failed=0, wall_s=0.5, judges={}))
     assert [r["item"]["id"] for _, r in read_trace(path)] == ["i0", "i1", "i2", "i3"]
     everything = list(read_trace(path, summaries=True))
-    assert len(everything) == 5 and is_summary(everything[-1][1]) and everything[-1][0] == 5
+    assert len(everything) == 5 and is_summary(everything[-1][1]) and everything[-1][0] == 6  # line 1 is the header
     assert not any(is_summary(r) for _, r in everything[:-1])
     summary = replay_file(path, prog, verify=True)
     assert summary.items == 4 and summary.first_difference is None

@@ -158,7 +158,7 @@ async def _write_runs(stream, out: str | None, trace: str | None, registry, summ
             if out_f:
                 out_f.write(line)
             if writer:
-                writer.write(run, static)
+                writer.write(run, static, line)
             summary.count(run, line, keep_pairs)
             if on_item:
                 on_item(run, line)
@@ -303,7 +303,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
             if out_f:
                 out_f.write(dumps(line) + "\n")
             if writer:
-                writer.write(run, static)
+                writer.write(run, static, line)
             summary.count(run, line, keep_pairs)
             if difference is not None:
                 summary.differences += 1

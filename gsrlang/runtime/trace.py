@@ -20,30 +20,43 @@ invalid judgment, a failed operator, a readout check) or "failed" (the data row
 could not become an item). `score` is the quantized native score (an int, or the
 raw float for `quantize = none`); `raw` is `lo + s * (hi - lo)` before quantizing.
 
-**Trace record** (one JSON object per item, `--trace trace.jsonl`)::
+**Trace file, version 2** (`--trace trace.jsonl`, compact JSON lines). The program's
+structure is written once, in a header record, and each item record carries only
+what differs from item to item::
 
-    {"trace_version": 1,
+    {"trace_version": 2, "kind": "header", "key": 0,
      "program": {"name": ..., "hash": "sha256:...", "path": "examples/x.gsr",
                  "abs_path": "/home/me/proj/examples/x.gsr", "sink": "final"},
-     "mode": "pointwise",
-     "item": {"id": "tc-000", "line": 1, "candidates": ["A"]},
-     "nodes": [
-       {"id": "coherent", "kind": "criterion", "type": "Score[1..3]", "procedure": "human(field: ...)",
-        "output": [2.3333333333],
-        "judgments": [{"value": 2.3333333333, "status": "ok", "reason": null, "raw": "2.3333333333",
-                       "provenance": {"procedure": "human", "field": "scores.coherence"}}]},
-       {"id": "body", "kind": "reduce", "type": "Score", "op": "weighted_mean",
-        "params": {"weights": [0.5, 0.5], "on_abstain": {"enum": "fail"}},
-        "inputs": {"items": ["body.items[0]", "body.items[1]"]},
-        "output": [0.6666666666]}, ...],
-     "readout": {"mode": "pointwise", "status": "ok", "sink": {"A": 0.7}, "raw": 3.8, "score": 4, "reason": null},
+     "nodes": [{"id": "coherent", "kind": "criterion", "type": "Score[1..3]", "procedure": "human(...)"},
+               {"id": "body", "kind": "reduce", "type": "Score", "op": "weighted_mean",
+                "params": {...}, "inputs": {"items": ["body.items[0]", "body.items[1]"]}}, ...]}
+    {"p": 0, "mode": "pointwise", "item": {"id": "tc-000", "line": 1, "candidates": ["A"]}, "status": "ok",
+     "out": [[2.3333333333], ..., [0.6666666666]],         # per node (header order): one value per candidate
+     "j": {"coherent": [{"raw": "2.3333333333", "provenance": {...}}]},   # judgments, per criterion
      "result": {...the result line...}}
 
-Nodes appear in the program's topological order; `inputs` lists, per port, the
-source node ids in slot order; `output` holds one value per candidate (null for an
-abstention, or for a criterion whose judgment was invalid; the whole `output` is
-null for a node that was never computed). Floats are written with `repr`, so
-they round-trip exactly.
+`p` names the header the record belongs to (per-item programs write one header per
+program, before its first item). In `out`, null is an abstention, or a value that is
+not settled (see `u`), and a node that was never computed is null as a whole; `u`
+(only when needed) maps a node's position to one flag per candidate, true where its
+value is not settled: an invalid judgment, a skipped one, or an operator output
+that depends on them. A judgment lists only what is not the default: `status`
+(default "ok"; also "abstained", "invalid", "skipped"), `value` (an `ok` judgment's
+value is its node's output), `reason`, `raw`, `provenance`. The readout is not
+stored: it follows from the result line. Floats are written as the shortest text
+that reads back to the same double, so they round-trip exactly.
+
+**Reading.** `read_trace(path)` reads version 1 and 2 files alike and yields every
+item record in one logical form, the version 1 record::
+
+    {"trace_version": 2, "program": {...the header's program...}, "mode": ..., "item": {...}, "status": ...,
+     "nodes": [{...the header's node..., "output": [...], "judgments": [{"value", "status", "reason",
+                "raw", "provenance"}], "unknown": [false]}, ...],
+     "readout": {"mode", "status", "sink", "raw", "score" | "winner", "reason"} or null,
+     "result": {...}}
+
+(`unknown` only on nodes with an unsettled value.) Every reader of traces (replay,
+`--show`, rendering overlays, reports) goes through it.
 
 **Per-item programs** (`gsr run --programs index.jsonl`): every record names its own
 program, and its header also holds `"index"` (the index file as given); the result
@@ -53,11 +66,11 @@ result's `status` is "invalid", and its header has null `name` / `hash` when the
 program could not be loaded.
 
 **Run summary**: a run that completes ends its trace with one more record,
-`{"trace_version": 1, "kind": "run_summary", "items", "ok", "invalid", "failed",
+`{"trace_version": 2, "kind": "run_summary", "items", "ok", "invalid", "failed",
 "label_problems", "labelled", "wall_s", "mode", "program" | "programs", "judges":
-{"llm": {"calls", "http_requests", "cache_hits", "prompt_tokens",
-"completion_tokens", ...}}}`. Item records have no `kind`; `read_trace` yields only
-item records unless asked for the summary too (`summaries=True`).
+{"llm": {"calls", "http_requests", "cache_hits", "merged", "prompt_tokens",
+"completion_tokens", ...}}, "short_circuit": {...}}`. `read_trace` yields only item
+records unless asked for the summary too (`summaries=True`).
 """
 
 from __future__ import annotations
@@ -65,22 +78,25 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
 from gsrlang.data import DataError
-from gsrlang.jsonl import read_jsonl
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program, json_value
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun
-from gsrlang.runtime.values import ABSTAIN
+from gsrlang.runtime.fastjson import DecodeError, dumps_line, loads
+from gsrlang.runtime.values import ABSTAIN, Unsettled
 
-__all__ = ["RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps", "is_summary", "judgment_json", "read_trace",
-           "result_line", "summary_record", "trace_record", "TraceWriter"]
+__all__ = ["READABLE_VERSIONS", "RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps", "is_summary",
+           "judgment_json", "read_trace", "result_line", "summary_record", "trace_record", "TraceWriter"]
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 RUN_SUMMARY = "run_summary"  # the `kind` of the record that ends a completed run's trace
+HEADER = "header"  # the `kind` of a version 2 header record
 
 
 class TraceError(DataError):
@@ -92,13 +108,8 @@ def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
 
 
-def dumps_compact(obj) -> str:
-    """A trace record: JSON without optional spaces (traces are large; every byte is parsed on replay)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def _jsonable(value):
-    if value is ABSTAIN:
+    if value is ABSTAIN or type(value) is Unsettled:
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)  # invalid answers may be NaN; keep the file strict JSON
@@ -112,19 +123,38 @@ def judgment_json(j: Judgment) -> dict:
             "provenance": j.provenance}
 
 
+def _judgment_v2(j: Judgment) -> dict:
+    """A judgment as a version 2 record holds it: only what differs from the defaults."""
+    d = {}
+    if j.status != "ok":
+        d["status"] = j.status
+        if j.value is not None and j.value is not ABSTAIN:
+            d["value"] = _jsonable(j.value)  # an invalid answer's value (an ok one's is the node's output)
+    if j.reason is not None:
+        d["reason"] = j.reason
+    if j.raw is not None:
+        d["raw"] = j.raw
+    if j.provenance:
+        d["provenance"] = j.provenance
+    return d
+
+
+def _judgment_v1(d: dict, output) -> dict:
+    """A version 2 judgment in the logical (version 1) form; `output` is the node's output for the candidate."""
+    status = d.get("status", "ok")
+    return {"value": output if status == "ok" else d.get("value"), "status": status, "reason": d.get("reason"),
+            "raw": d.get("raw"), "provenance": d.get("provenance") or {}}
+
+
 def result_line(run: ItemRun, program: Program | None, source: dict | None = None) -> dict:
     """The results-file line for one item (see the module docstring).
 
     `program` is the program the item ran under (None: it ran under none, so no
     scale); `source` (per-item programs only) is the `program` field: name, hash, path.
-    Otherwise the line names its program by name and content hash, so that results
-    files can tell several runs of one program from runs of different programs.
     """
     out: dict = {"id": run.id, "line": run.line, "status": run.status, "mode": run.mode}
     if source is not None:
         out["program"] = source
-    elif program is not None:
-        out["program"] = {"name": program.name, "hash": program.content_hash}
     r = run.readout
     ok = run.status == "ok" and r is not None
     if run.mode == "pointwise":
@@ -140,6 +170,25 @@ def result_line(run: ItemRun, program: Program | None, source: dict | None = Non
     if run.label_error:
         out["label_error"] = run.label_error
     out["reason"] = run.reason
+    return out
+
+
+def readout_of_result(result: dict) -> dict | None:
+    """The readout record that a result line implies (version 2 stores only the result line).
+
+    A readout was made exactly when the result has a sink; it is invalid when the
+    result's reason is the readout's (`readout: ...`)."""
+    if not isinstance(result, dict) or result.get("sink") is None:
+        return None
+    ok = result.get("status") == "ok"
+    reason = result.get("reason")
+    out = {"mode": result.get("mode"), "status": "ok" if ok else "invalid", "sink": result.get("sink")}
+    if result.get("mode") == "pointwise":
+        out.update(raw=result.get("raw"), score=result.get("score"))
+    else:
+        out["winner"] = result.get("winner")
+    out["reason"] = None if ok else (reason[len("readout: "):] if isinstance(reason, str)
+                                      and reason.startswith("readout: ") else reason)
     return out
 
 
@@ -195,7 +244,15 @@ def node_static(plan: Plan) -> list[dict]:
     return _Static(plan, None).nodes
 
 
+def _unknown_flags(v) -> list | None:
+    """One flag per candidate, true where the value is not settled; None when every value is."""
+    if v is None or not any(type(x) is Unsettled for x in v):
+        return None
+    return [type(x) is Unsettled for x in v]
+
+
 def trace_record(run: ItemRun, plan: Plan | None, path: str | None = None, static: _Static | None = None) -> dict:
+    """The logical (version 1 shaped) trace record of one item: what `read_trace` yields."""
     static = static or _Static(plan, path)
     nodes = []
     if run.values is not None and static.nodes:
@@ -203,6 +260,9 @@ def trace_record(run: ItemRun, plan: Plan | None, path: str | None = None, stati
             d = dict(base)
             v = run.values[i]
             d["output"] = None if v is None else [_jsonable(x) for x in v]
+            unknown = _unknown_flags(v)
+            if unknown:
+                d["unknown"] = unknown
             if base["kind"] == "criterion" and base["id"] in run.judgments:
                 d["judgments"] = [judgment_json(j) for j in run.judgments[base["id"]]]
             nodes.append(d)
@@ -218,20 +278,74 @@ def trace_record(run: ItemRun, plan: Plan | None, path: str | None = None, stati
     }
 
 
+def item_record(run: ItemRun, static, key: int, result: dict | None = None) -> dict:
+    """The version 2 item record of one run (see the module docstring); `key` is its header's."""
+    rec: dict = {"p": key, "mode": run.mode,
+                 "item": {"id": run.id, "line": run.line, "candidates": list(run.candidates)},
+                 "status": run.status}
+    values = run.values
+    if values is not None and static.nodes:
+        out = []
+        unknown = None
+        for i, v in enumerate(values):
+            if v is None:
+                out.append(None)
+                continue
+            row = []
+            for x in v:
+                t = type(x)
+                if t is float or t is bool or t is str:  # the common case, written as it is
+                    if t is float and not math.isfinite(x):
+                        x = repr(x)
+                    row.append(x)
+                else:
+                    row.append(_jsonable(x))
+                    if t is Unsettled:
+                        unknown = unknown or {}
+                        unknown[str(i)] = _unknown_flags(v)
+            out.append(row)
+        rec["out"] = out
+        if unknown:
+            rec["u"] = unknown
+        rec["j"] = {cid: [_judgment_v2(j) for j in row] for cid, row in run.judgments.items()}
+    rec["result"] = result if result is not None else result_line(run, static.program, static.source)
+    return rec
+
+
 class TraceWriter:
-    """Writes trace records to an open text file: for one program, or each item's own (`static`)."""
+    """Writes a version 2 trace to an open text file: for one program, or each item's own (`static`).
+
+    Each program's header is written before its first item; the writer remembers the
+    last 256 programs it announced (a program seen again after that gets a new header).
+    """
 
     def __init__(self, handle, plan: Plan | None = None, path: str | None = None):
         self.handle = handle
         self.plan = plan
         self.static = _Static(plan, path) if plan is not None else None
+        self._keys: OrderedDict = OrderedDict()  # static -> header key
+        self._next = 0
 
-    def write(self, run: ItemRun, static: _Static | NotRun | None = None) -> None:
+    def _key(self, static) -> int:
+        key = self._keys.get(static)
+        if key is not None:
+            self._keys.move_to_end(static)
+            return key
+        key, self._next = self._next, self._next + 1
+        self.handle.write(dumps_line({"trace_version": TRACE_VERSION, "kind": HEADER, "key": key,
+                                      "program": static.header, "nodes": static.nodes}) + "\n")
+        self._keys[static] = key
+        if len(self._keys) > 256:
+            self._keys.popitem(last=False)
+        return key
+
+    def write(self, run: ItemRun, static: _Static | NotRun | None = None, result: dict | None = None) -> None:
+        """Write one item's record (`result`: its result line, when the caller has it already)."""
         static = static or self.static
-        self.handle.write(dumps_compact(trace_record(run, self.plan, static=static)) + "\n")
+        self.handle.write(dumps_line(item_record(run, static, self._key(static), result)) + "\n")
 
     def write_summary(self, record: dict) -> None:
-        self.handle.write(dumps_compact(record) + "\n")
+        self.handle.write(dumps_line(record) + "\n")
 
 
 def summary_record(**fields) -> dict:
@@ -243,17 +357,81 @@ def is_summary(record: dict) -> bool:
     return record.get("kind") == RUN_SUMMARY
 
 
+def logical_record(header: dict, rec: dict) -> dict:
+    """A version 2 item record in the logical (version 1) form, given its header record."""
+    nodes = []
+    out = rec.get("out")
+    if out is not None and header["nodes"]:
+        judgments = rec.get("j") or {}
+        unknown = rec.get("u") or {}
+        for i, base in enumerate(header["nodes"]):
+            d = dict(base)
+            v = out[i] if i < len(out) else None
+            d["output"] = v
+            flags = unknown.get(str(i))
+            if flags:
+                d["unknown"] = flags
+            js = judgments.get(base["id"])
+            if js is not None:
+                d["judgments"] = [_judgment_v1(j, v[c] if v is not None and c < len(v) else None)
+                                  for c, j in enumerate(js)]
+            nodes.append(d)
+    result = rec.get("result")
+    return {"trace_version": header["trace_version"], "program": header["program"], "mode": rec.get("mode"),
+            "item": rec.get("item"), "status": rec.get("status"), "nodes": nodes,
+            "readout": readout_of_result(result), "result": result}
+
+
+def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
+    """(line number, header or None, record) for every record of a trace file, as stored.
+
+    Version 1 records come with header None; version 2 item records with their
+    header record; header records themselves are not yielded. Raises TraceError."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file")
+    headers: dict = {}
+    with path.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = loads(raw)
+            except DecodeError as exc:
+                raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
+            if not isinstance(record, dict):
+                raise TraceError(f"{path}: line {line} is not a trace record")
+            if "p" in record and "trace_version" not in record:
+                header = headers.get(record["p"]) if isinstance(record["p"], (int, str)) else None
+                if header is None:
+                    raise TraceError(f"{path}: line {line} names header {record['p']!r}, which no earlier line "
+                                     "declares (is the file cut or reordered?)")
+                yield line, header, record
+                continue
+            version = record.get("trace_version")
+            if version is None:
+                raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
+            if version not in READABLE_VERSIONS:
+                raise TraceError(f"{path}: line {line} is a version {version} trace record; this gsr reads "
+                                 f"versions {', '.join(map(str, READABLE_VERSIONS))}")
+            if record.get("kind") == HEADER:
+                if not isinstance(record.get("nodes"), list) or not isinstance(record.get("program"), dict):
+                    raise TraceError(f"{path}: line {line} is a header record without `program` and `nodes`")
+                headers[record.get("key")] = record
+                continue
+            yield line, None, record
+
+
 def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for every item record of a file (and the run summary with `summaries`).
+    """(line number, record) for every item record of a file (and the run summary with `summaries`),
+    in the logical form (the module docstring), whichever version wrote the file.
 
     Raises TraceError on a malformed line."""
-    path = Path(path)
-    for line, record in read_jsonl(path, TraceError, "a trace record"):
-        if "trace_version" not in record:
-            raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
-        if record["trace_version"] != TRACE_VERSION:
-            raise TraceError(f"{path}: line {line} is a version {record['trace_version']} trace record; "
-                             f"this gsr reads version {TRACE_VERSION}")
-        if "kind" in record and not summaries and record["kind"] == RUN_SUMMARY:
-            continue
-        yield line, record
+    for line, header, record in read_records(path):
+        if header is not None:
+            yield line, logical_record(header, record)
+        elif record.get("kind") == RUN_SUMMARY:
+            if summaries:
+                yield line, record
+        else:
+            yield line, record

@@ -18,8 +18,27 @@ from typing import Callable
 from gsrlang.judgment import ABSTAIN, Abstain
 from gsrlang.types import JType
 
-__all__ = ["ABSTAIN", "Abstain", "RuntimeFailure", "checker", "format_value", "value_from_json",
+__all__ = ["ABSTAIN", "Abstain", "RuntimeFailure", "Unsettled", "checker", "format_value", "value_from_json",
            "value_problem", "value_to_json"]
+
+
+class Unsettled:
+    """A value that is not settled for one candidate: an invalid or skipped judgment, or an operator output
+    that depends on one (see gsrlang.runtime.settle).
+
+    `possible` is what the value may still be (a `settle.Possible`); `causes` are the
+    problems behind it, as (node position, candidate, sentence) triples, so that the
+    item's reason names the first one in program order.
+    """
+
+    __slots__ = ("possible", "causes")
+
+    def __init__(self, possible, causes: frozenset):
+        self.possible = possible
+        self.causes = causes
+
+    def __repr__(self) -> str:
+        return f"Unsettled({self.possible!r})"
 
 
 class RuntimeFailure(Exception):

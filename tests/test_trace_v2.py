@@ -1,0 +1,100 @@
+"""Trace format version 2: structure once in a header, lean item records; version 1 traces still replay."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from gsrlang.cli import main
+from gsrlang.runtime.trace import TraceError, read_records, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "tests" / "cases" / "trace"
+TC = ROOT / "examples" / "topical_chat"
+COLUMNS = ["--input-field", "context", "--reference-field", "fact", "--id-field", "id",
+           "--label-field", "scores.overall"]
+
+
+def gsr(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    io = capsys.readouterr()
+    return code, io.out, io.err
+
+
+@pytest.fixture
+def v1_trace(tmp_path) -> Path:
+    """A trace written by gsr before version 2 (tests/cases/trace), beside its program."""
+    for name in ("topical_chat_v1.jsonl", "overall.gsr"):
+        shutil.copy(CASES / name, tmp_path / name)
+    return tmp_path / "topical_chat_v1.jsonl"
+
+
+def test_a_version_1_trace_still_replays_exactly(v1_trace, capsys):
+    code, out, err = gsr(capsys, "replay", v1_trace)
+    assert code == 0, err
+    assert "6 items" in out and "reproduced exactly" in out
+
+
+def test_a_version_1_trace_reads_in_the_same_logical_form_as_version_2(v1_trace, tmp_path, capsys):
+    v2 = tmp_path / "v2.jsonl"
+    code, _, err = gsr(capsys, "replay", v1_trace, "--trace-out", v2)  # re-written in the current format
+    assert code == 0, err
+    old = [r for _, r in read_trace(v1_trace)]
+    new = [r for _, r in read_trace(v2)]
+    assert len(old) == len(new) == 6
+    for a, b in zip(old, new):
+        assert a["trace_version"] == 1 and b["trace_version"] == 2
+        assert a["program"]["hash"] == b["program"]["hash"]  # (the path is where replay found the program)
+        assert {k: v for k, v in a.items() if k not in ("trace_version", "program")} == \
+            {k: v for k, v in b.items() if k not in ("trace_version", "program")}
+    code, out, err = gsr(capsys, "replay", v2, "--program", tmp_path / "overall.gsr")
+    assert code == 0 and "reproduced exactly" in out, err
+
+
+def test_version_2_writes_the_structure_once_and_is_at_least_twice_smaller(v1_trace, tmp_path, capsys):
+    """The same six items as the committed version 1 trace: the version 2 file is less than half its size."""
+    trace = tmp_path / "t.jsonl"
+    code, _, err = gsr(capsys, "run", tmp_path / "overall.gsr", "--data", TC / "data" / "dev.jsonl", *COLUMNS,
+                       "--trace", trace, "--limit", "6", "-q", "--no-progress")
+    assert code == 0, err
+    raw = [json.loads(line) for line in trace.read_text().splitlines()]
+    kinds = [r.get("kind") for r in raw]
+    assert kinds == ["header", None, None, None, None, None, None, "run_summary"]
+    assert all("nodes" not in r and "p" in r for r in raw[1:-1])
+    item_bytes = lambda path: sum(len(line) for line in path.read_bytes().splitlines()  # noqa: E731
+                                  if b'"run_summary"' not in line)
+    assert item_bytes(trace) * 2 <= item_bytes(v1_trace), (item_bytes(trace), item_bytes(v1_trace))
+
+
+def test_a_record_whose_header_is_missing_is_a_clear_error(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    code, _, err = gsr(capsys, "run", TC / "overall.gsr", "--data", TC / "data" / "dev.jsonl", *COLUMNS,
+                       "--trace", trace, "--limit", "2", "-q", "--no-progress")
+    assert code == 0, err
+    lines = trace.read_text().splitlines()
+    (tmp_path / "cut.jsonl").write_text("\n".join(lines[1:]) + "\n")  # the header cut off
+    with pytest.raises(TraceError, match="line 1 names header 0, which no earlier line declares"):
+        list(read_records(tmp_path / "cut.jsonl"))
+    code, _, err = gsr(capsys, "replay", tmp_path / "cut.jsonl")
+    assert code == 2 and "names header 0" in err and "Traceback" not in err
+
+
+def test_the_standard_library_fallback_writes_the_same_records(monkeypatch):
+    """Without orjson (an optional extra) the trace is written and read by `json`, to the same values."""
+    import gsrlang.runtime.fastjson as fast
+
+    record = {"out": [[0.1 + 0.2], [1e-7], [True], ["good"]], "j": {"x": [{"raw": "é", "provenance": {"n": 3}}]}}
+    text = fast.dumps_line(record)
+    monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson now fails
+    try:
+        plain = importlib.reload(fast)
+        assert plain.BACKEND == "json"
+        assert plain.loads(plain.dumps_line(record)) == record == plain.loads(text)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(fast)
