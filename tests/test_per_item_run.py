@@ -234,7 +234,7 @@ def test_replay_says_which_program_changed_or_went_missing(workspace, capsys):
     assert gsr(capsys, "replay", "t.jsonl")[0] == 0
     b.unlink()
     code, io = gsr(capsys, "replay", "t.jsonl")
-    assert code == 1 and "trace line 2 (item 'b'): the program `programs/b.gsr` is not there any more" in io.err
+    assert code == 1 and "trace line 4 (item 'b'): the program `programs/b.gsr` is not there any more" in io.err
 
 
 def test_replay_of_a_moved_run_finds_programs_beside_the_trace(workspace, capsys, monkeypatch):
