@@ -11,7 +11,7 @@ import attrs
 
 __all__ = ["ABSTAIN", "Abstain", "Judgment", "STATUSES"]
 
-STATUSES = ("ok", "abstained", "invalid")
+STATUSES = ("ok", "abstained", "invalid", "skipped")  # skipped: short-circuit judging did not ask (moot)
 
 
 class Abstain:

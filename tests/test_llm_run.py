@@ -141,7 +141,7 @@ def test_helpsteer2_pointwise(server, tmp_path, capsys):
         {"id": "g", "prompt": "Capital of France?", "response": "GOOD: Paris.", "label": 5},
         {"id": "b", "prompt": "Capital of France?", "response": "BAD: Lyon.", "label": 1},
     ])
-    code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt",
+    code = gsr("run", HELPSTEER, "--no-short-circuit", "--data", data, "--mode", "pointwise", "--input-field", "prompt",
                "--id-field", "id", "--label-field", "label", "--model", "fake-judge", "--out", "r.jsonl",
                "--trace", "t.jsonl", "--bootstrap", "0")
     io = capsys.readouterr()
@@ -158,14 +158,27 @@ def test_helpsteer2_pointwise(server, tmp_path, capsys):
     assert prov["model"] == "fake-judge" and isinstance(prov["seed"], int) and prov["cached"] is False
     assert prov["tokens"]["prompt"] > 0 and "latency_s" in prov and sorted(prov["order"]) == list("12345")
 
-    # a rerun costs no calls and writes the same results
+    # a rerun (short-circuit judging, the default) costs no calls and writes the same results: the bad
+    # response is unsafe, capped at 0.0 by `safe`, so its four other questions are not asked
     code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt",
                "--id-field", "id", "--label-field", "label", "--model", "fake-judge", "--out", "r2.jsonl",
                "--bootstrap", "0")
     io = capsys.readouterr()
     assert code == 0 and len(server.requests) == 10
-    assert "10 calls (10 from the cache, 0 HTTP requests" in io.out and "0 prompt + 0 completion tokens" in io.out
+    assert "6 calls (6 from the cache, 0 HTTP requests" in io.out and "0 prompt + 0 completion tokens" in io.out
+    assert "short-circuit: 4 of 12 judgments skipped" in io.out
     assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
+    code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt",
+               "--id-field", "id", "--model", "fake-judge", "--trace", "t2.jsonl", "-q")
+    skipped = {n["id"]: n["judgments"][0]["reason"] for n in read_jsonl(tmp_path / "t2.jsonl")[1]["nodes"]
+               if n["kind"] == "criterion" and n["judgments"][0]["status"] == "skipped"}
+    assert skipped == dict.fromkeys(["correct", "follows", "coherent", "verbosity"], "moot: cap `safe` fired at 0.0")
+    assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
+    code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt",
+               "--id-field", "id", "--model", "fake-judge", "--trace", "t2.jsonl", "-q")
+    skipped = {n["id"]: n["judgments"][0]["reason"] for n in read_jsonl(tmp_path / "t2.jsonl")[1]["nodes"]
+               if n["kind"] == "criterion" and n["judgments"][0]["status"] == "skipped"}
+    assert skipped == dict.fromkeys(["correct", "follows", "coherent", "verbosity"], "moot: cap `safe` fired at 0.0")
     # the trace replays exactly, without a model
     assert gsr("replay", "t.jsonl") == 0 and "reproduced exactly" in capsys.readouterr().out
     assert len(server.requests) == 10
@@ -176,7 +189,7 @@ def test_mtbench_pairwise(server, tmp_path, capsys):
         {"id": "1", "q": "Explain gravity.", "a": "GOOD answer", "b": "BAD answer"},
         {"id": "2", "q": "Explain tides.", "a": "BAD answer", "b": "GOOD answer"},
     ])
-    code = gsr("run", MTBENCH, "--data", data, "--input-field", "q", "--responses", "a,b", "--id-field", "id",
+    code = gsr("run", MTBENCH, "--no-short-circuit", "--data", data, "--input-field", "q", "--responses", "a,b", "--id-field", "id",
                "--model", "fake-judge", "--out", "r.jsonl", "--trace", "t.jsonl")
     io = capsys.readouterr()
     assert code == 0, io.err
@@ -196,7 +209,7 @@ def test_ensemble_example_with_roles_pointwise_and_joint_pairwise(server, tmp_pa
         {"id": "g", "input": "How do I boil an egg?", "response": "GOOD: simmer 9 minutes."},
         {"id": "b", "input": "How do I boil an egg?", "response": "BAD: microwave it sealed."},
     ])
-    code = gsr("run", ENSEMBLE, "--data", items, "--mode", "pointwise", "--judge-config", JUDGES_TOML,
+    code = gsr("run", ENSEMBLE, "--no-short-circuit", "--data", items, "--mode", "pointwise", "--judge-config", JUDGES_TOML,
                "--out", "r.jsonl", "--trace", "t.jsonl")
     io = capsys.readouterr()
     assert code == 0, io.err
@@ -219,7 +232,7 @@ def test_ensemble_example_with_roles_pointwise_and_joint_pairwise(server, tmp_pa
     server.reset()
     pairs = write_jsonl(tmp_path / "pairs.jsonl", [
         {"id": "p", "input": "How do I boil an egg?", "a": "BAD: sealed microwave.", "b": "GOOD: simmer."}])
-    code = gsr("run", ENSEMBLE, "--data", pairs, "--mode", "pairwise", "--responses", "a,b",
+    code = gsr("run", ENSEMBLE, "--no-short-circuit", "--data", pairs, "--mode", "pairwise", "--responses", "a,b",
                "--judge-config", JUDGES_TOML, "--out", "p.jsonl", "--trace", "pt.jsonl")
     io = capsys.readouterr()
     assert code == 0, io.err
@@ -311,7 +324,7 @@ def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
 
     server.responder = responder
     server.enqueue(Fault.status(500))  # one retried HTTP request
-    argv = ["run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt", "--id-field", "id",
+    argv = ["run", HELPSTEER, "--no-short-circuit", "--data", data, "--mode", "pointwise", "--input-field", "prompt", "--id-field", "id",
             "--label-field", "label", "--model", "fake-judge", "--bootstrap", "0", "--concurrency", "2"]
     code = gsr(*argv, "--out", "r.jsonl", "--trace", "t.jsonl")
     io = capsys.readouterr()
@@ -344,6 +357,11 @@ def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
     capsys.readouterr()
     assert len(server.requests) == n
     assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
+    code = gsr("run", HELPSTEER, "--data", data, "--mode", "pointwise", "--input-field", "prompt",
+               "--id-field", "id", "--model", "fake-judge", "--trace", "t2.jsonl", "-q")
+    skipped = {n["id"]: n["judgments"][0]["reason"] for n in read_jsonl(tmp_path / "t2.jsonl")[1]["nodes"]
+               if n["kind"] == "criterion" and n["judgments"][0]["status"] == "skipped"}
+    assert skipped == dict.fromkeys(["correct", "follows", "coherent", "verbosity"], "moot: cap `safe` fired at 0.0")
     again = read_jsonl(tmp_path / "t2.jsonl")
     llm2 = again[-1]["judges"]["llm"]
     assert llm2["cache_hits"] == llm2["calls"] == _provenance_totals(again[:-1])["cached_calls"] == 16
@@ -364,7 +382,7 @@ def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
 
 
 def _run_cmd(data: Path, out: Path, cache: Path) -> list[str]:
-    return [sys.executable, "-m", "gsrlang.cli", "run", str(HELPSTEER), "--data", str(data), "--mode", "pointwise",
+    return [sys.executable, "-m", "gsrlang.cli", "run", str(HELPSTEER), "--no-short-circuit", "--data", str(data), "--mode", "pointwise",
             "--id-field", "id", "--model", "fake-judge", "--out", str(out), "--cache", str(cache),
             "--concurrency", "6", "--no-progress"]
 

@@ -72,6 +72,9 @@ def add_arguments(p) -> None:
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                    help=f"for each rule and verifier judgment; one that overruns it is invalid (default: "
                         f"{DEFAULT_TIME_LIMIT:g})")
+    p.add_argument("--no-short-circuit", dest="short_circuit", action="store_false",
+                   help="judge every criterion of every item, even those that cannot change the result "
+                        "(by default a judgment that cannot is skipped, and the trace says why)")
     p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
@@ -237,6 +240,10 @@ def print_summary(summary, program, args, stream) -> None:
     if summary.label_problems:
         print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
               "(left out of the metrics; see `label_error` in the results)", file=stream)
+    if summary.skipped:
+        total = summary.judgments + summary.skipped
+        print(f"  short-circuit: {summary.skipped} of {total} judgments skipped: they could not change the result "
+              "(the trace says why; --no-short-circuit judges everything)", file=stream)
     written = [f"results {args.out}" if getattr(args, "out", None) else None,
                f"trace {args.trace}" if getattr(args, "trace", None) else None]
     written = [w for w in written if w]
@@ -307,7 +314,8 @@ def run(args) -> int:
     _check_columns(args.data, columns)
     registry, settings = build_registry(program, args)
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
-                 _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry))
+                 _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
+                 short_circuit=args.short_circuit)
     run_job = engine(args.engine)
     summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
@@ -419,7 +427,7 @@ def run_per_item(args) -> int:
     concurrency = _concurrency(args, settings)
     summary = _with_progress(args, lambda on_item: run_index_file(
         programs, args.data, programs.columns, registry, args.out, args.trace, concurrency, args.limit,
-        on_item=on_item, compile_ids=args.id_field is None), registry)
+        on_item=on_item, compile_ids=args.id_field is None, short_circuit=args.short_circuit), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_index_summary(summary, programs, args, stream)
     return _finish(args, registry, summary, stream)

@@ -57,6 +57,8 @@ class RunSummary:
     duplicate_ids: int = 0  # items whose id an earlier item already had (every one is still run and written)
     duplicate_examples: list = attrs.field(factory=list)  # the first few such ids
     _ids: set = attrs.field(factory=set, repr=False)
+    judgments: int = 0  # judgments made (short-circuit judging leaves out the skipped ones)
+    skipped: int = 0  # judgments not asked for: they could not change the result
 
     @property
     def problems(self) -> int:
@@ -78,6 +80,12 @@ class RunSummary:
             self.failed += 1
         if run.label_error:
             self.label_problems += 1
+        for row in run.judgments.values():
+            for j in row:
+                if j.status == "skipped":
+                    self.skipped += 1
+                else:
+                    self.judgments += 1
         if run.label is not None:
             self.labelled += 1
             if keep_pairs:
@@ -196,13 +204,14 @@ def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: d
     HTTP requests, cache hits, tokens, ...)."""
     return summary_record(mode=summary.mode, **run_info, items=summary.items, ok=summary.ok,
                           invalid=summary.invalid, failed=summary.failed, label_problems=summary.label_problems,
-                          labelled=summary.labelled, wall_s=round(wall_s, 3), judges=registry.usage())
+                          labelled=summary.labelled, wall_s=round(wall_s, 3), judges=registry.usage(),
+                          short_circuit={"judgments": summary.judgments, "skipped": summary.skipped})
 
 
 def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str, out: str | None = None,
              trace: str | None = None, concurrency: int = 8, limit: int | None = None,
              program_path: str | None = None, on_item: Callable[[ItemRun, dict], None] | None = None,
-             keep_pairs: bool = True) -> RunSummary:
+             keep_pairs: bool = True, short_circuit: bool = True) -> RunSummary:
     """Run `program` over every row of `data`; raises DataError when the file cannot be read at all, PathClash
     when `out` or `trace` is an input or the other output."""
     path = program_path if program_path is not None else program.path
@@ -216,7 +225,8 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
     async def go():
         plan = Plan(program)
         labels = label_reader(program, mode, columns) if columns.label_field else None
-        runs = run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels)
+        runs = run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
+                         short_circuit=short_circuit)
 
         def info() -> dict:
             return {"program": {"name": program.name, "hash": program.content_hash, "path": path}}
@@ -233,7 +243,7 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
 def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out: str | None = None,
                    trace: str | None = None, concurrency: int = 8, limit: int | None = None,
                    on_item: Callable[[ItemRun, dict], None] | None = None, keep_pairs: bool = True,
-                   compile_ids: bool = False) -> RunSummary:
+                   compile_ids: bool = False, short_circuit: bool = True) -> RunSummary:
     """Run every row of `data` under its own program (`programs`: an `IndexedPrograms` whose mode is chosen).
 
     compile_ids: give items the id a batch compile gives them (the row's `id` column when there is
@@ -254,7 +264,8 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
 
     async def go():
         async def stream():
-            async for run, ref in run_items_each(programs.resolve, items, registry, mode, concurrency):
+            async for run, ref in run_items_each(programs.resolve, items, registry, mode, concurrency,
+                                                  short_circuit=short_circuit):
                 yield run, (ref.static if ref is not None else failed_row)
 
         def info() -> dict:

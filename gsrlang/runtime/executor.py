@@ -1,27 +1,37 @@
-"""Execution: judge every criterion for every candidate, compose, read out.
+"""Execution: judge what can change the result, settle the graph, read out.
 
 `execute(program, item, registry)` evaluates one item:
 
-1. every criterion node is judged for every candidate, concurrently (judge calls
-   are bounded by a semaphore shared by the whole run; judges marked `inline`, which
-   do no I/O, are simply awaited in turn);
+1. the criteria are judged, concurrently (judge calls are bounded by a semaphore
+   shared by the whole run; judges marked `inline`, which do no I/O, are simply
+   awaited in turn). With short-circuit judging (the default) this happens in
+   rounds, cheap judges and gate triggers first, and a judgment that can no longer
+   change the result line is not asked for but recorded as `skipped` with the reason
+   (`judge_lazily`); `short_circuit=False` judges everything;
 2. every judgment is checked against its criterion's declared type (an answer that
    does not fit, or an abstention where the type has no `?`, makes it invalid);
-3. if every judgment is valid, the operators run in the program's topological order
-   (`Plan.compose`), candidate-aligned, each output checked against its node's type;
-4. the readout maps the sink vector onto the task's native score or verdict.
+3. the operators run in the program's topological order (`Plan.compose`),
+   candidate-aligned, each output checked against its node's type; an invalid or
+   skipped judgment, or an operator that fails, leaves a value *unsettled*, and
+   the graph is settled as far as it can be (gsrlang.runtime.settle);
+4. when the sink is settled for every candidate, the readout maps it onto the
+   task's native score or verdict; otherwise the item is invalid, and its reason is
+   the first cause (an invalid judgment, a failed operator) in program order.
 
-An item never raises: a judge that raises, an invalid judgment, an operator that
-fails (every item skipped) or a readout that cannot read the sink make it an
-*invalid* item with a reason; a data row that could not become an item is a
-*failed* one. `run_items` streams many items with a bounded number in flight and
-yields their results in input order, so memory stays flat for any number of items;
-`run_items_each` does the same with each item under its own program (`gsr run --programs`).
+Because a judgment is skipped only when no value it could have had (any value of its
+type, an abstention for a `T?`, or invalid) changes the sink, short-circuit and full
+judging give the same result line, always (tests/test_short_circuit.py proves it
+over generated programs). An item never raises; a data row that could not become an
+item is a *failed* one. `run_items` streams many items with a bounded number in
+flight and yields their results in input order, so memory stays flat for any number
+of items; `run_items_each` does the same with each item under its own program (`gsr
+run --programs`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from typing import AsyncIterator, Callable, Iterable, Sequence
 
@@ -31,8 +41,10 @@ from gsrlang.data import Item, ItemError
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
+from gsrlang.runtime.operators import port_names
 from gsrlang.runtime.readout import ReadoutResult, read
-from gsrlang.runtime.values import ABSTAIN, value_problem
+from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
+from gsrlang.runtime.values import ABSTAIN, Unsettled, value_problem
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
            "run_items", "run_items_each"]
@@ -73,62 +85,105 @@ def _where(node_id: str, cid: str, m: int, kind: str = "criterion") -> str:
     return f"{kind} `{node_id}`" + (f" (candidate {cid})" if m > 1 else "")
 
 
-def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> tuple[list, dict, str | None]:
-    """(values with criteria filled in, judgments as recorded, the item's reason if any is invalid).
+def check_judgment(node, j: Judgment, where: str) -> tuple[Judgment, object]:
+    """(the judgment as recorded, the criterion's value for it): its value, ABSTAIN, or Unsettled when the
+    judgment is invalid or was skipped.
 
     An `ok` judgment whose value does not fit the criterion's type, and an abstention
-    for a type without `?`, are turned into invalid judgments (the value is kept for the
-    trace). Criterion values are the judgment's value, ABSTAIN, or None when invalid.
+    for a type without `?`, become invalid (the value is kept for the trace). A Score
+    of -0.0 is read as 0.0 (settling relies on it; see gsrlang.runtime.settle).
+    """
+    status = j.status
+    if status == "ok":
+        v = j.value
+        problem = value_problem(v, node.type) if v is not ABSTAIN else "an `ok` answer has no value"
+        if problem:
+            j = attrs.evolve(j, status="invalid", reason=f"the answer does not fit: {problem}")
+        elif type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
+            j = attrs.evolve(j, value=0.0)
+            return j, 0.0
+        else:
+            return j, v
+    elif status == "abstained":
+        if node.type.optional:
+            return j, ABSTAIN
+        why = f" ({j.reason})" if j.reason else ""
+        j = attrs.evolve(j, status="invalid",
+                         reason=f"abstained{why}, but `{node.type}` cannot abstain (declare it `{node.type}?`)")
+    if j.status == "skipped":
+        cause = f"{where}: never judged ({j.reason or 'skipped'})"
+    else:
+        cause = f"{where}: {j.reason or 'invalid judgment'}"
+    return j, cause
+
+
+def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> tuple[list, dict, None]:
+    """(values with criteria filled in, judgments as recorded, None).
+
+    Criterion values are the judgment's value, ABSTAIN, or Unsettled (an invalid or a
+    skipped judgment; see `check_judgment`). Whether the item is valid is decided by
+    `finish`: it is when its sink is settled whatever those judgments would have been.
     """
     m = len(candidates)
     values = plan.new_values()
     checked = {}
-    reasons = []
     for i, node in plan.criteria:
         row = []
         out = []
         for c, j in enumerate(judgments[node.id]):
-            if j.status == "ok":
-                problem = value_problem(j.value, node.type) if j.value is not ABSTAIN else "an `ok` answer has no value"
-                if problem:
-                    j = attrs.evolve(j, status="invalid", reason=f"the answer does not fit: {problem}")
-            elif j.status == "abstained" and not node.type.optional:
-                why = f" ({j.reason})" if j.reason else ""
-                j = attrs.evolve(j, status="invalid",
-                                 reason=f"abstained{why}, but `{node.type}` cannot abstain (declare it `{node.type}?`)")
-            if j.status == "invalid":
-                reasons.append(f"{_where(node.id, candidates[c], m)}: {j.reason or 'invalid judgment'}")
-                out.append(None)
-            else:
-                out.append(ABSTAIN if j.status == "abstained" else j.value)
+            j, v = check_judgment(node, j, _where(node.id, candidates[c], m))
+            if j.status == "invalid" or j.status == "skipped":
+                v = unsettled(node.type, ((i, c, v),))
+            out.append(v)
             row.append(j)
         checked[node.id] = tuple(row)
         values[i] = tuple(out)
-    reason = None
-    if reasons:
-        reason = reasons[0] + (f" (and {len(reasons) - 1} more invalid judgment{'s' if len(reasons) > 2 else ''})"
-                               if len(reasons) > 1 else "")
-    return values, checked, reason
+    return values, checked, None
+
+
+def _reason(plan: Plan, causes) -> str:
+    """The item's reason from the causes behind its unsettled sink: the first in program order, and a count."""
+    ordered = sorted(causes)
+    first = ordered[0][2]
+    more = len(ordered) - 1
+    if not more:
+        return first
+    noun = "invalid judgment" if all(plan.nodes[c[0]].kind == "criterion" for c in ordered[1:]) else "problem"
+    return first + f" (and {more} more {noun}{'s' if more > 1 else ''})"
 
 
 def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...], values: list,
-           judgments: dict, reason: str | None, label=None, label_error: str | None = None) -> ItemRun:
-    """Compose and read out (the deterministic part shared by execution and replay)."""
+           judgments: dict, reason: str | None = None, label=None, label_error: str | None = None) -> ItemRun:
+    """Compose and read out (the deterministic part shared by execution and replay).
+
+    Values that are not settled (invalid or skipped judgments, failing operators) are
+    settled as far as they can be (gsrlang.runtime.settle); the item is invalid when
+    its sink is not settled for every candidate, with the first cause as its reason.
+    """
     if reason is not None:
         return ItemRun(item_id, line, mode, candidates, "invalid", reason, tuple(values), judgments,
                        label=label, label_error=label_error)
     m = len(candidates)
+    failed = None
     try:
+        for i, _ in plan.criteria:
+            for x in values[i]:
+                if type(x) is Unsettled:
+                    raise CompositionError("", 0, "")  # not all settled: the general path below
         plan.compose(values, m)
-    except CompositionError as exc:
-        return ItemRun(item_id, line, mode, candidates, "invalid",
-                       f"{_where(exc.node_id, candidates[exc.candidate], m, 'node')}: {exc.reason}",
-                       tuple(values), judgments, label=label, label_error=label_error, failed_node=exc.node_id)
-    sink = dict(zip(candidates, values[plan.sink_index]))
+    except CompositionError:
+        failed = settle(plan, values, m, lambda node_id, c, kind: _where(node_id, candidates[c], m, kind))
+    sink_values = values[plan.sink_index]
+    causes = [x.causes for x in sink_values if type(x) is Unsettled]
+    if causes:
+        return ItemRun(item_id, line, mode, candidates, "invalid", _reason(plan, frozenset().union(*causes)),
+                       tuple(values), judgments, label=label, label_error=label_error, failed_node=failed)
+    sink = dict(zip(candidates, sink_values))
     result = read(plan.program.readout, mode, candidates, sink)
     status = "ok" if result.status == "ok" else "invalid"
     why = None if result.status == "ok" else f"readout: {result.reason}"
-    return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label, label_error)
+    return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label,
+                   label_error, failed)
 
 
 async def _call(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
@@ -161,40 +216,139 @@ async def _call_joint(judge, node, item, limiter) -> tuple[Judgment, ...]:
     return result
 
 
-async def judge_item(plan: Plan, item: Item, registry, limiter: asyncio.Semaphore | None = None) -> dict:
-    """{criterion id: (Judgment per candidate)}."""
-    results: dict[str, object] = {}
+async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -> dict:
+    """{criterion id: {candidate index: Judgment}} for `wanted` ({criterion id: candidate indexes}); a
+    joint criterion is judged for every candidate in one call. Inline judges are awaited in turn, the
+    others concurrently."""
+    results: dict[str, dict] = {}
     tasks = []
+    cands = item.candidates
     for _, node in plan.criteria:
+        want = wanted.get(node.id)
+        if not want:
+            continue
         judge = registry.judge_for(node)
-        joint = (len(item.candidates) > 1 and node.criterion.procedure.args.get("joint")
-                 and hasattr(judge, "judge_joint"))
+        joint = (len(cands) > 1 and node.criterion.procedure.args.get("joint") and hasattr(judge, "judge_joint"))
+        row = results[node.id] = {}
         if getattr(judge, "inline", False):
             if joint:
-                results[node.id] = await _call_joint(judge, node, item, None)
+                row.update(enumerate(await _call_joint(judge, node, item, None)))
             else:
-                results[node.id] = tuple([await _call(judge, node, item, c, None) for c in item.candidates])
+                for c in sorted(want):
+                    row[c] = await _call(judge, node, item, cands[c], None)
         elif joint:
-            tasks.append((node.id, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
+            tasks.append((row, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
         else:
-            for c in item.candidates:
-                tasks.append((node.id, c.id, asyncio.ensure_future(_call(judge, node, item, c, limiter))))
+            for c in sorted(want):
+                tasks.append((row, c, asyncio.ensure_future(_call(judge, node, item, cands[c], limiter))))
     if tasks:
         await asyncio.gather(*(t for _, _, t in tasks))
-        per_node: dict[str, list] = {}
-        for node_id, cid, task in tasks:
-            if cid is None:
-                results[node_id] = task.result()
+        for row, c, task in tasks:
+            if c is None:
+                row.update(enumerate(task.result()))
             else:
-                per_node.setdefault(node_id, []).append(task.result())
-        for node_id, row in per_node.items():
-            results[node_id] = tuple(row)
+                row[c] = task.result()
     return results
 
 
+async def judge_item(plan: Plan, item: Item, registry, limiter: asyncio.Semaphore | None = None) -> dict:
+    """{criterion id: (Judgment per candidate)}: every criterion, every candidate."""
+    every = set(range(len(item.candidates)))
+    done = await _judge_some(plan, item, registry, limiter, {node.id: every for _, node in plan.criteria})
+    return {node_id: tuple(row[c] for c in sorted(row)) for node_id, row in done.items()}
+
+
+CHEAP = ("rule", "human", "verifier")  # procedure kinds judged first: no model call
+
+
+class Schedule:
+    """How short-circuit judging orders one program's criteria (built once per program and judges).
+
+    rank 0: cheap judges (rules, human fields, verifiers); 1: model-judged criteria
+    that feed a gate's trigger; 2: the other model-judged criteria. `worth` is False
+    when every judge is inline (no I/O): then there is nothing worth skipping, and
+    everything is judged at once.
+    """
+
+    @classmethod
+    def of(cls, plan: Plan, registry) -> "Schedule":
+        """The plan's schedule for these judges (kept on the plan: built once per program and registry)."""
+        cached = getattr(plan, "_schedule", None)
+        if cached is None or cached[0] is not registry:
+            cached = plan._schedule = (registry, cls(plan, registry))
+        return cached[1]
+
+    def __init__(self, plan: Plan, registry):
+        self.worth = len(plan.criteria) > 1 and not all_inline(plan, registry)
+        triggers = set()  # nodes that feed a gate's trigger, transitively (consumers come first)
+        for step in reversed(plan.steps):
+            for port, (_, sources) in zip(port_names(step.fn), step.ports):
+                if (step.node.kind == "gate" and port == "trigger") or step.index in triggers:
+                    triggers.update(sources)
+        self.rank = {}
+        for i, node in plan.criteria:
+            kind = getattr(node.criterion.procedure, "kind", "llm")
+            self.rank[i] = 0 if kind in CHEAP else (1 if i in triggers else 2)
+
+
+async def judge_lazily(plan: Plan, schedule: Schedule, item: Item, registry, limiter, candidates) -> dict:
+    """Short-circuit judging: {criterion id: (Judgment per candidate)}, with `skipped` judgments for those
+    that cannot change the result line.
+
+    Rounds: settle the graph with what is judged so far (the rest unsettled), find the
+    judgments that can still change a candidate's sink (`settle.liveness`), and judge
+    those of the lowest rank; until none is left. What is left unjudged is skipped,
+    with the reason (`moot: cap `safe` fired at 0.0`).
+    """
+    m = len(candidates)
+    where = lambda node_id, c, kind="criterion": _where(node_id, candidates[c], m, kind)  # noqa: E731
+    made: dict[str, dict] = {node.id: {} for _, node in plan.criteria}
+    values = plan.new_values()
+    for i, node in plan.criteria:
+        values[i] = tuple(unsettled(node.type, ((i, c, where(node.id, c) + ": not judged yet"),)) for c in range(m))
+    while True:
+        current = list(values)
+        settle(plan, current, m, where)
+        lives = [liveness(plan, current, c) for c in range(m)]
+        todo = [(i, node, c) for i, node in plan.criteria for c in range(m)
+                if i in lives[c][0] and c not in made[node.id]]
+        if not todo:
+            break
+        rank = min(schedule.rank[i] for i, _, _ in todo)
+        wanted: dict[str, set] = {}
+        for i, node, c in todo:
+            if schedule.rank[i] == rank:
+                wanted.setdefault(node.id, set()).add(c)
+        for node_id, row in (await _judge_some(plan, item, registry, limiter, wanted)).items():
+            made[node_id].update(row)
+        for i, node in plan.criteria:
+            row = made[node.id]
+            if row:
+                values[i] = tuple(_value_of(node, row[c], i, c, where) if c in row else values[i][c]
+                                  for c in range(m))
+    out = {}
+    for i, node in plan.criteria:
+        row = made[node.id]
+        out[node.id] = tuple(row[c] if c in row else
+                             Judgment(None, "skipped", moot_reason(plan, lives[c][1].get(i))) for c in range(m))
+    return out
+
+
+def _value_of(node, j: Judgment, i: int, c: int, where):
+    j, v = check_judgment(node, j, where(node.id, c))
+    if j.status == "invalid":
+        return unsettled(node.type, ((i, c, v),))
+    return v
+
+
 async def execute(program: Program | Plan, item: Item, registry, mode: str | None = None,
-                  limiter: asyncio.Semaphore | None = None, labels: LabelReader | None = None) -> ItemRun:
-    """Evaluate one item. Never raises for a problem with the item or its judgments."""
+                  limiter: asyncio.Semaphore | None = None, labels: LabelReader | None = None,
+                  short_circuit: bool = True, schedule: "Schedule | None" = None) -> ItemRun:
+    """Evaluate one item. Never raises for a problem with the item or its judgments.
+
+    short_circuit: judge only what can still change the result (`judge_lazily`; the
+    result is the one full judging gives); `schedule`: the program's, when the caller
+    has it (built here otherwise)."""
     plan = program if isinstance(program, Plan) else Plan(program)
     mode = mode or default_mode(plan.program)
     if mode is None:
@@ -206,7 +360,12 @@ async def execute(program: Program | Plan, item: Item, registry, mode: str | Non
         return ItemRun(item.id, item.line, mode, candidates, "failed",
                        f"a {mode} item needs {need} candidate{'s' if need > 1 else ''}, got {len(candidates)}",
                        label=label, label_error=label_error)
-    judgments = await judge_item(plan, item, registry, limiter)
+    if schedule is None and short_circuit:
+        schedule = Schedule.of(plan, registry)
+    if short_circuit and schedule.worth:
+        judgments = await judge_lazily(plan, schedule, item, registry, limiter, candidates)
+    else:
+        judgments = await judge_item(plan, item, registry, limiter)
     values, checked, reason = check_judgments(plan, judgments, candidates)
     return finish(plan, mode, item.id, item.line, candidates, values, checked, reason, label, label_error)
 
@@ -218,7 +377,7 @@ def all_inline(plan: Plan, registry) -> bool:
 
 def run_items(program: Program | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
               concurrency: int = 8, labels: LabelReader | None = None,
-              window: int | None = None) -> AsyncIterator[ItemRun]:
+              window: int | None = None, short_circuit: bool = True) -> AsyncIterator[ItemRun]:
     """Evaluate a stream of items, yielding one ItemRun per entry, in input order.
 
     At most `concurrency` judge calls run at once, and at most `window` items
@@ -235,14 +394,15 @@ def run_items(program: Program | Plan, items: Iterable[Item | ItemError], regist
         if isinstance(entry, ItemError):
             return failed_run(entry, mode)
         if inline:  # nothing to wait for: no task per item
-            return await execute(plan, entry, registry, mode, None, labels)
-        return asyncio.ensure_future(execute(plan, entry, registry, mode, limiter, labels))
+            return await execute(plan, entry, registry, mode, None, labels, short_circuit)
+        return asyncio.ensure_future(execute(plan, entry, registry, mode, limiter, labels, short_circuit))
 
     return _in_order(items, start, window or 2 * concurrency)  # closing it cancels what is still in flight
 
 
 def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | ItemError], registry, mode: str,
-                   concurrency: int = 8, window: int | None = None) -> AsyncIterator[tuple[ItemRun, object]]:
+                   concurrency: int = 8, window: int | None = None,
+                   short_circuit: bool = True) -> AsyncIterator[tuple[ItemRun, object]]:
     """Evaluate a stream of items, each under its own program: (ItemRun, ref) per entry, in input order.
 
     `resolve(item)` returns the item's program reference: an object with `plan` (the
@@ -256,7 +416,7 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
     limiter = asyncio.Semaphore(concurrency)
 
     async def pair(ref, item):
-        return await execute(ref.plan, item, registry, mode, limiter, ref.labels), ref
+        return await execute(ref.plan, item, registry, mode, limiter, ref.labels, short_circuit), ref
 
     async def start(entry):
         if isinstance(entry, ItemError):
@@ -267,7 +427,7 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
             return ItemRun(entry.id, entry.line, mode, tuple(c.id for c in entry.candidates), "invalid",
                            ref.problem, label=label, label_error=label_error), ref
         if ref.inline:
-            return await execute(ref.plan, entry, registry, mode, None, ref.labels), ref
+            return await execute(ref.plan, entry, registry, mode, None, ref.labels, short_circuit), ref
         return asyncio.ensure_future(pair(ref, entry))
 
     return _in_order(items, start, window or 2 * concurrency)

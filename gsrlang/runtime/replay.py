@@ -27,8 +27,8 @@ from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
-from gsrlang.runtime.trace import node_static, result_line
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json
+from gsrlang.runtime.trace import _unknown_flags, node_static, result_line
+from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, Unsettled, value_from_json
 
 __all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
            "replay_records", "replay_records_each", "same"]
@@ -165,8 +165,8 @@ def rebuild(plan: Plan, record: dict) -> ItemRun:
         for c in range(m):
             j = recorded[c]
             status = j.get("status", "ok")
-            if status == "invalid":
-                row.append(Judgment(j.get("value"), "invalid", j.get("reason"), j.get("raw"), j.get("provenance") or {}))
+            if status == "invalid" or status == "skipped":
+                row.append(Judgment(j.get("value"), status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
                 continue
             try:
                 value = value_from_json(outputs[c], types[node.id])
@@ -218,6 +218,7 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
             return diff("result", f"{len(nodes)} nodes", f"{len(static)} nodes", detail="the program has a different "
                         "number of nodes than the record")
         values = run.values
+        v1 = record.get("trace_version") == 1
         getters = getters or structure_getters(static)
         for i, (base, rec) in enumerate(zip(static, nodes)):
             get, want = getters[i]
@@ -230,8 +231,13 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
                 return diff(base["id"], rec.get(key), base[key], detail=f"recorded `{key}` differs from the program's")
             v = None if values is None else values[i]
             # recomputed values passed their type checks: finite, so only an abstention needs mapping
-            got = None if v is None else [None if x is ABSTAIN else x for x in v]
+            got = None if v is None else [None if x is ABSTAIN or type(x) is Unsettled else x for x in v]
             rec_out = rec.get("output")
+            if v1 and (rec_out is None or any(type(x) is Unsettled for x in v or ())):
+                continue  # version 1 did not compute past an invalid judgment or a failed operator
+            if rec.get("unknown") != _unknown_flags(v):
+                return diff(base["id"], rec.get("unknown"), _unknown_flags(v),
+                            detail="which candidates' values are settled differs")
             if not _same_vector(rec_out, got):
                 if isinstance(rec_out, list) and isinstance(got, list) and len(rec_out) == len(got):
                     c = next(k for k in range(len(got)) if not same(rec_out[k], got[k]))

@@ -51,6 +51,7 @@ class RunJob:
     limit: int | None = None
     args: argparse.Namespace | None = None
     judges: object = None
+    short_circuit: bool = True  # skip judgments that cannot change the result (gsrlang.runtime.executor)
 
 
 def engine(name: str) -> Callable:
