@@ -168,3 +168,36 @@ def test_the_examples_give_the_same_results_with_fewer_calls(example, mode, tmp_
     else:  # a cap at 0.0 or a veto that the bad responses fire
         assert calls["short"] < calls["full"], calls
     assert main(["replay", "short.trace.jsonl", "-q"]) == 0  # the short-circuited trace replays exactly
+
+
+def test_what_if_replay_names_the_judgments_it_would_need(tmp_path, monkeypatch, capsys):
+    """A trace whose `safe` cap skipped four questions, replayed under a program without the cap: the
+    items that the cap settled need those judgments, and replay says so."""
+    from fakeserver import FakeOpenAI
+    from test_llm_run import KEY, fake_model
+
+    from gsrlang.cli import main
+
+    for var in list(os.environ):
+        if var.startswith(("GSR_", "OPENAI_")):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _gate_heavy_rows(3)))
+    source = (EXAMPLES / "helpsteer2" / "helpfulness.gsr").read_text()
+    (tmp_path / "h.gsr").write_text(source)
+    (tmp_path / "nocap.gsr").write_text(source.replace("node safe = cap(base: body, trigger: unsafe_flag, at: 0.0)",
+                                                       "node safe = body"))
+    with FakeOpenAI(responder=fake_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        assert main(["run", "h.gsr", "--data", "items.jsonl", "--mode", "pointwise", "--input-field", "prompt", "--id-field", "id",
+                     "--model", "fake", "--trace", "t.jsonl", "-q", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["replay", "t.jsonl", "--program", "nocap.gsr", "--out", "w.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "needs judgments that the recorded run never made" in out
+    for name in ("correct", "follows", "coherent", "verbosity"):
+        assert f"`{name}` (2 items)" in out  # r1 and r2 are bad responses: their cap fired
+    results = [json.loads(x) for x in (tmp_path / "w.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in results] == ["ok", "invalid", "invalid"]
+    assert "never judged (moot: cap `safe` fired at 0.0)" in results[1]["reason"]

@@ -180,6 +180,11 @@ def run(args) -> int:
         if args.out and args.out != "-":
             print(f"  wrote results {args.out}", file=out)
         code = 0
+        if summary.needs:
+            items = ", ".join(f"`{c}` ({n} item{'s' if n != 1 else ''})" for c, n in summary.needs.items())
+            print(f"  {label} needs judgments that the recorded run never made (short-circuit judging skipped "
+                  f"them as moot): {items}; those items are invalid here. Rerun with `gsr run "
+                  "--no-short-circuit` to make every judgment.", file=out)
     if summary.recorded is not None and not args.quiet:
         print(f"  {recorded_run(summary.recorded)}", file=out)
     if summary.duplicate_ids and not args.quiet:

@@ -27,7 +27,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
 from gsrlang.runtime.programs import compile_id
-from gsrlang.runtime.replay import Difference, replay_records
+from gsrlang.runtime.replay import Difference, needed_judgments, replay_records
 from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_trace, result_line,
                                    summary_record)
 from gsrlang.safeio import check_outputs
@@ -57,6 +57,7 @@ class RunSummary:
     duplicate_ids: int = 0  # items whose id an earlier item already had (every one is still run and written)
     duplicate_examples: list = attrs.field(factory=list)  # the first few such ids
     _ids: set = attrs.field(factory=set, repr=False)
+    needs: dict = attrs.field(factory=dict)  # what-if replay: criterion -> items that need its skipped judgment
     judgments: int = 0  # judgments made (short-circuit judging leaves out the skipped ones)
     skipped: int = 0  # judgments not asked for: they could not change the result
 
@@ -92,6 +93,10 @@ class RunSummary:
                 pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
                 self.preds.append(pred if run.status == "ok" else None)
                 self.golds.append(run.label)
+
+    def skipped_before(self, run: ItemRun) -> bool:
+        """Whether the recorded run skipped one of this item's judgments."""
+        return any(j.status == "skipped" for row in run.judgments.values() for j in row)
 
     def metrics(self, scale: tuple[float, float] | None, bootstrap: int = 1000, seed: int = 0) -> dict | None:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
@@ -316,6 +321,9 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
             if writer:
                 writer.write(run, static, line)
             summary.count(run, line, keep_pairs)
+            if not verify and run.status == "invalid" and summary.skipped_before(run):
+                for criterion in needed_judgments(plan, run):
+                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
             if difference is not None:
                 summary.differences += 1
                 if summary.first_difference is None:

@@ -332,3 +332,24 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
         run = rebuild(plan, record)
         result = result_line(run, program, static.source)
         yield line, record, run, result, first_difference(plan, nodes, line, record, run, result, getters), static
+
+
+def needed_judgments(plan: Plan, run: ItemRun) -> list[str]:
+    """The criteria whose judgments the recorded run skipped (short-circuit) but that `plan` needs for this
+    item: those that could change its sink under `plan` (what-if replay tells the user which)."""
+    from gsrlang.runtime.settle import liveness
+
+    if run.values is None:
+        return []
+    out = []
+    lives: dict = {}
+    for i, node in plan.criteria:
+        for c, j in enumerate(run.judgments.get(node.id) or ()):
+            if j.status == "skipped":
+                if c not in lives:
+                    lives[c] = liveness(plan, list(run.values), c)[0]
+                if i in lives[c]:
+                    out.append(node.id)
+                    break
+    return out
+
