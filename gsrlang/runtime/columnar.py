@@ -15,8 +15,10 @@ Score, bool for a Bool, int32 level codes for an Ordinal / Nominal), an
 `abstain` mask and an `invalid` mask. A row is invalid when a judgment was
 invalid, when an operator failed for it (a reducer with nothing left to reduce,
 a `map` with no score for the label) or when a value does not fit its node's
-type; an item is invalid when any of its rows is invalid at any node, exactly
-as the interpreter makes an item invalid at the first such node.
+type. An item with an invalid row anywhere is then settled by the interpreter
+(`_settle_invalid`): it is valid when its result does not depend on what is
+unknown (a fired `cap(at: 0.0)` over an invalid judgment), as `executor.finish`
+decides.
 
 Agreement with the interpreter (tested in tests/test_columnar.py, on every
 example, on generated programs and on every abstention policy):
@@ -190,7 +192,7 @@ class Table:
                     row = []
                     for c in range(len(item.get("candidates") or ())):
                         status = recorded[c].get("status", "ok") if recorded else "ok"
-                        if status == "invalid" or outputs is None:
+                        if status in ("invalid", "skipped") or outputs is None:
                             row.append(("invalid", None))
                             continue
                         try:
@@ -487,7 +489,43 @@ class Evaluator:
         evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
         if exact:
             self._fix_boundaries(table, evaluation, params, thresholds)
+        self._settle_invalid(table, evaluation, params, thresholds)
         return evaluation
+
+    def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds) -> None:
+        """Items with an invalid (or skipped) judgment or a failed operator: the interpreter settles them, as
+        `executor.finish` does (valid when the result does not depend on what is unknown; see
+        gsrlang.runtime.settle). Such items are few; the columns would call every one of them invalid."""
+        from gsrlang.runtime.settle import settle, unsettled
+        from gsrlang.runtime.values import Unsettled
+
+        todo = np.flatnonzero(~ev.ok & ~ev.failed)
+        if not len(todo):
+            return
+        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
+                                                                                            thresholds)
+        plan = Plan(program)
+        m = table.m
+        cands = ("A",) if m == 1 else ("A", "B")
+        for i in todo:
+            values = plan.new_values()
+            for k, node in plan.criteria:
+                col = table.criteria[node.id]
+                values[k] = tuple(unsettled(node.type, ((k, c, ""),)) if col.invalid[i * m + c]
+                                  else _decode(node.type, col, i * m + c) for c in range(m))
+            settle(plan, values, m, lambda *_: "")
+            sink = values[plan.sink_index]
+            if any(type(x) is Unsettled for x in sink):
+                continue
+            result = read(program.readout, table.mode, cands, dict(zip(cands, sink)))
+            if result.status != "ok":
+                continue
+            ev.ok[i] = True
+            ev.sink[i] = sink
+            if ev.mode == "pointwise":
+                ev.raw[i], ev.score[i] = result.raw, result.score
+            else:
+                ev.winner[i] = result.winner
 
     def _step(self, step, cols: dict, override: dict | None, R: int) -> Column:
         node = step.node
