@@ -594,3 +594,28 @@ def test_extract_json_finds_object_in_prose(obj, before, after, fenced):
     dumped = json.dumps(obj, indent=None if fenced else 2)
     body = f"```json\n{dumped}\n```" if fenced else dumped
     assert extract_json(f"{before}{body}{after}") == obj
+
+
+# --------------------------------------------------------------------------- identical requests in flight
+
+
+async def test_identical_requests_in_flight_are_merged_into_one_call():
+    """Same prompt, model and settings while the first is in flight: one HTTP request answers all three;
+    another prompt, or another sample of the same prompt, is a call of its own."""
+    with FakeOpenAI(responder=lambda body: {"score": 4, "reason": "clear"}, latency=0.2) as server:
+        async with make_client(server) as client:
+            same = [client.complete(make_request()) for _ in range(3)]
+            other = client.complete(make_request("criterion: depth\ncandidate: A\nIs it deep?"))
+            sample = client.complete(make_request(sample=1))
+            results = await asyncio.gather(*same, other, sample)
+        assert len(server.requests) == 3
+        first, *merged = results[:3]
+        assert not first.merged and all(r.merged and r.data == first.data for r in merged)
+        assert all(r.prompt_tokens == 0 and r.attempts == 0 for r in merged)  # the tokens were spent once
+        u = client.usage.as_dict()
+        assert u["calls"] == 5 and u["merged"] == 2 and u["http_requests"] == 3
+        # once the first is answered, the same request is a new call (or a cache hit, with a cache)
+        async with make_client(server) as again:
+            await again.complete(make_request())
+        assert len(server.requests) == 4
+

@@ -209,6 +209,7 @@ class ChatResult:
     structured: str
     finish_reason: str | None = None
     logprobs: list | None = None  # [[token, [[candidate, logprob], ...]], ...] when asked for and given
+    merged: bool = False  # answered by an identical request already in flight (no call of its own)
 
 
 @attrs.define
@@ -224,6 +225,7 @@ class Usage:
     failures: int = 0  # complete() calls that raised JudgeCallError
     format_errors: int = 0  # answers with no parseable JSON (incl. refusals)
     fallbacks: int = 0  # structured-output downgrades
+    merged: int = 0  # complete() calls answered by an identical request in flight (no HTTP request)
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -408,6 +410,7 @@ class LLMClient:
         self._max_tokens_param = "max_tokens"
         self._pause_until = 0.0
         self._closed = False
+        self._inflight: dict[str, asyncio.Future] = {}  # cache key -> the answer of the request in flight
         self._client = openai.AsyncOpenAI(
             base_url=config.effective_base_url,
             api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
@@ -597,10 +600,32 @@ class LLMClient:
         if self._closed:
             raise LLMError("LLMClient is closed")
         self.usage.calls += 1
-        key: str | None = None
+        key = request.cache_key(self.config)
+        leader = self._inflight.get(key)
+        if leader is not None:  # the same prompt, model and settings are being asked already: share its answer
+            self.usage.merged += 1
+            result = await asyncio.shield(leader)
+            return attrs.evolve(result, prompt_tokens=0, completion_tokens=0, attempts=0, merged=True)
+        future = self._inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            result = await self._complete(request, key)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # retrieved: no warning when no identical request was waiting
+            else:
+                future.cancel()
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._inflight[key]
+
+    async def _complete(self, request: ChatRequest, key: str) -> ChatResult:
+        """`complete` for the first of identical requests: the cache, then the model."""
         if self.cache is not None:
             t0 = time.monotonic()
-            key = request.cache_key(self.config)
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str) and "data" in hit:
                 self.usage.cache_hits += 1

@@ -402,6 +402,7 @@ class LLMJudge:
             "invalid": s.judgments["invalid"],
             "calls": s.calls,
             "http_requests": transport.http_requests,
+            "merged": transport.merged,
             "cache_hits": s.cache_hits,
             "prompt_tokens": s.prompt_tokens,
             "completion_tokens": s.completion_tokens,
