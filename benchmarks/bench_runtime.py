@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import random
 import subprocess
 import sys
@@ -82,8 +83,54 @@ def measure(cmd: list[str]) -> tuple[float, float, float, int, str]:
     return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+# The anchor: the same program hand-written with json + numpy (read the items, judge the rules and the human
+# fields, weighted mean, cap, floor, readout, write one result line per item), timed like gsr in a subprocess.
+PIPELINE = r"""
+import json, re, sys
+import numpy as np
+data, out = sys.argv[1], sys.argv[2]
+cites = re.compile(r"\[[0-9]+\]")
+quality, polite, long_, cited, ids, labels = [], [], [], [], [], []
+with open(data, encoding="utf-8") as f:
+    for line in f:
+        row = json.loads(line)
+        ids.append(row["id"]); labels.append(row.get("label"))
+        quality.append(row["ann"]["quality"]); polite.append(row["ann"]["polite"] is True)
+        text = row["response"]
+        long_.append(len(text.split()) > 40); cited.append(cites.search(text) is not None)
+q = (np.asarray(quality, float) - 1.0) / 2.0
+body = np.clip((0.8 * q + 0.2 * np.asarray(cited, float)) / 1.0, 0.0, 1.0)
+capped = np.where(np.asarray(long_), np.minimum(body, 0.6), body)
+final = np.where(np.asarray(polite), np.maximum(capped, 0.2), capped)
+raw = 1.0 + final * 4.0
+score = np.floor(np.round(raw, 9) + 0.5).astype(int)
+with open(out, "w", encoding="utf-8") as f:
+    for i, s, r, x, lab in zip(ids, score.tolist(), raw.tolist(), final.tolist(), labels):
+        f.write(json.dumps({"id": i, "status": "ok", "score": s, "raw": r, "sink": {"A": x}, "label": lab}) + "\n")
+"""
+
+
+def v1_bytes(trace: Path) -> tuple[int, int, int]:
+    """(items, bytes of the version 2 file's item records incl. its headers, bytes the same records take in
+    version 1): version 1 is the logical record `read_trace` yields, written as version 1 wrote it."""
+    from gsrlang.runtime.trace import read_trace
+
+    v2 = sum(len(line) + 1 for line in trace.read_bytes().splitlines() if b'"run_summary"' not in line)
+    v1 = items = 0
+    for _, record in read_trace(trace):
+        items += 1
+        v1 += len(json.dumps({**record, "trace_version": 1}, ensure_ascii=False, separators=(",", ":"))) + 1
+    return items, v2, v1
+
+
+def ratio_line(name: str, ratios: list[float], target: str) -> str:
+    return (f"{name}: median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}, "
+            f"{len(ratios)} runs) {target}")
+
+
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 100_000
+    repeats = int(argv[1]) if len(argv) > 1 else 3
     with tempfile.TemporaryDirectory(prefix="gsr-bench-") as tmp:
         tmp = Path(tmp)
         program = tmp / "bench.gsr"
@@ -94,19 +141,41 @@ def main(argv: list[str]) -> int:
         print(f"generated {n:,} items ({data.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
 
         results, trace = tmp / "results.jsonl", tmp / "trace.jsonl"
-        cmd = gsr_cmd() + ["run", str(program), "--data", str(data), "--label-field", "label", "--out",
-                           str(results), "--trace", str(trace), "--no-progress", "--bootstrap", "0", "-q"]
-        wall, cpu, rss, rc, text = measure(cmd)
-        print(f"gsr run    {n:,} items: {wall:6.1f} s wall, {cpu:6.1f} s CPU, {n / wall:7,.0f} items/s, "
-              f"peak RSS {rss:5.1f} MB (target < 300 MB), exit {rc}; trace {trace.stat().st_size / 1e6:.0f} MB")
-        if rc not in (0, 1):
-            print(text)
-
-        cmd = gsr_cmd() + ["replay", str(trace), "--program", str(program), "--bootstrap", "0", "-q"]
-        wall, cpu, rss, rc, text = measure(cmd)
-        print(f"gsr replay {n:,} items: {wall:6.1f} s wall, {cpu:6.1f} s CPU, {n / wall:7,.0f} items/s, "
-              f"peak RSS {rss:5.1f} MB (target < 10 s), exit {rc} "
-              f"({'reproduced exactly' if rc == 0 else 'DIFFERENCES'})")
+        pipeline = tmp / "pipeline.py"
+        pipeline.write_text(PIPELINE)
+        run_cmd = gsr_cmd() + ["run", str(program), "--data", str(data), "--label-field", "label", "--out",
+                               str(results), "--trace", str(trace), "--no-progress", "--bootstrap", "0", "-q"]
+        replay_cmd = gsr_cmd() + ["replay", str(trace), "--program", str(program), "--bootstrap", "0", "-q"]
+        anchor_cmd = [sys.executable, str(pipeline), str(data), str(tmp / "anchor.jsonl")]
+        run_ratios, replay_ratios = [], []
+        for k in range(repeats):  # alternate anchor, run, replay: the machine's load hits all three alike
+            _, anchor_cpu, _, arc, atext = measure(anchor_cmd)
+            if arc != 0:
+                print(atext)
+                return 1
+            wall, cpu, rss, rc, text = measure(run_cmd)
+            if k == 0:
+                print(f"gsr run    {n:,} items: {wall:6.1f} s wall, {cpu:6.1f} s CPU, {n / wall:7,.0f} items/s, "
+                      f"peak RSS {rss:5.1f} MB (target < 300 MB), exit {rc}; trace "
+                      f"{trace.stat().st_size / 1e6:.0f} MB")
+            if rc not in (0, 1):
+                print(text)
+            run_ratios.append(cpu / anchor_cpu)
+            rwall, rcpu, rrss, rrc, rtext = measure(replay_cmd)
+            if k == 0:
+                print(f"gsr replay {n:,} items: {rwall:6.1f} s wall, {rcpu:6.1f} s CPU, {n / rwall:7,.0f} items/s, "
+                      f"peak RSS {rrss:5.1f} MB (target < 10 s), exit {rrc} "
+                      f"({'reproduced exactly' if rrc == 0 else 'DIFFERENCES'})")
+                print(f"json+numpy pipeline (the anchor) {n:,} items: {anchor_cpu:6.2f} s CPU")
+            if rrc != 0:
+                print(rtext)
+            replay_ratios.append(rcpu / anchor_cpu)
+        print(ratio_line("gsr run CPU / json+numpy pipeline CPU", run_ratios, "(target <= 6x; 11x before trace v2)"))
+        print(ratio_line("gsr replay CPU / json+numpy pipeline CPU", replay_ratios,
+                         "(target <= 1.5x; 2.9x before trace v2)"))
+        items, v2, v1 = v1_bytes(trace)
+        print(f"trace bytes per item: version 1 {v1 / items:,.0f}, version 2 {v2 / items:,.0f}: "
+              f"{v1 / v2:.2f}x smaller (target >= 2x)")
         print(f"(machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}: wall times grow with load)")
         if rc != 0:
             print(text)

@@ -201,3 +201,5 @@ def test_what_if_replay_names_the_judgments_it_would_need(tmp_path, monkeypatch,
     results = [json.loads(x) for x in (tmp_path / "w.jsonl").read_text().splitlines()]
     assert [r["status"] for r in results] == ["ok", "invalid", "invalid"]
     assert "never judged (moot: cap `safe` fired at 0.0)" in results[1]["reason"]
+    assert main(["replay", "t.jsonl", "--program", "nocap.gsr"]) == 0  # nothing written: the same report
+    assert "`correct` (2 items)" in capsys.readouterr().out

@@ -98,3 +98,35 @@ def test_the_standard_library_fallback_writes_the_same_records(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(fast)
+
+
+def test_a_tampered_version_2_record_is_pointed_at(tmp_path, capsys):
+    """The fast path of verification (structure once per header, values straight from `out`) still finds
+    and names a changed value, a changed unsettled flag and a changed header."""
+    trace = tmp_path / "t.jsonl"
+    code, _, err = gsr(capsys, "run", TC / "overall.gsr", "--data", TC / "data" / "dev.jsonl", *COLUMNS,
+                       "--trace", trace, "--limit", "5", "-q", "--no-progress")
+    assert code == 0, err
+    raw = [json.loads(line) for line in trace.read_text().splitlines()]
+    position = [n["id"] for n in raw[0]["nodes"]].index("quality")
+
+    def replay_with(edit) -> str:
+        rows = json.loads(json.dumps(raw))
+        edit(rows)
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        code, _, err = gsr(capsys, "replay", bad, "--program", TC / "overall.gsr")
+        assert code == 1
+        return err
+
+    def halve(rows):
+        rows[3]["out"][position][0] /= 2
+    assert "item 'tc-002' (trace line 4), node `quality`, candidate A: recorded" in replay_with(halve)
+
+    def flag(rows):
+        rows[2]["u"] = {str(position): [True]}
+    assert "item 'tc-001' (trace line 3), node `quality`" in replay_with(flag)
+
+    def restructure(rows):
+        rows[0]["nodes"][position]["op"] = "mean"
+    assert "recorded `op` differs from the program's" in replay_with(restructure)

@@ -96,7 +96,7 @@ def _content_hash(path: Path) -> str | None:
 def run(args) -> int:
     from gsrlang.commands.run import duplicate_warning, load_program
     from gsrlang.data import DataError
-    from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file
+    from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file, skipped_judgments
     from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
     from gsrlang.safeio import check_outputs
@@ -142,7 +142,8 @@ def run(args) -> int:
             scale.append(tuple(line["scale"]))
 
     # a what-if with nothing to write item by item is evaluated column by column (same results, much faster)
-    columnar = not verify and programs is None and not args.out and not args.trace_out and args.show is None
+    columnar = not verify and programs is None and not args.out and not args.trace_out and args.show is None \
+        and not skipped_judgments(args.trace)  # item by item, to say which skipped judgments the program needs
     try:
         if columnar:
             summary = replay_columnar(args.trace, program, label)

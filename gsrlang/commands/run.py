@@ -499,8 +499,8 @@ def _llm_report(registry, summary, stream) -> bool:
         return False
     u = summary.judges["llm"] if summary.judges else llm.usage()
     if u["calls"]:
-        print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, "
-              f"{u.get('merged', 0)} merged with an identical one in flight, {u['http_requests']} HTTP "
+        merged = f"{u['merged']} merged with an identical call in flight, " if u.get("merged") else ""
+        print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {merged}{u['http_requests']} HTTP "
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
               f"{u['completion_tokens']} completion tokens, {u['call_failures']} failed calls; "
               f"wall time {summary.seconds:.1f} s", file=stream)

@@ -28,8 +28,8 @@ from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
 from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, needed_judgments, replay_records
-from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_trace, result_line,
-                                   summary_record)
+from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_records, read_trace,
+                                   result_line, summary_record)
 from gsrlang.safeio import check_outputs
 
 __all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
@@ -300,7 +300,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
 
     _guard([("the trace", trace_path), ("the program", program_path if program is not None else None)], out, trace)
     summary = RunSummary(program.name if program else "", program.content_hash if program else "", "")
-    records = _item_records(read_trace(trace_path, summaries=True), summary)
+    records = _item_records(read_records(trace_path), summary, stored=programs is None)
     if limit is not None:
         records = itertools.islice(records, limit)
     out_f, trace_f = _open(out), _open(trace)
@@ -372,10 +372,33 @@ def replay_columnar(trace_path: str | Path, program: Program, program_label: str
     return summary
 
 
-def _item_records(records, summary: RunSummary):
-    """The item records; the run summary (the last one, if several) goes to `summary.recorded`."""
-    for line, record in records:
-        if is_summary(record):
+def _item_records(records, summary: RunSummary, stored: bool = True):
+    """The item records (version 2 ones as `Stored`, or in the logical form); the run summary (the last one,
+    if several) goes to `summary.recorded`."""
+    from gsrlang.runtime.replay import Stored
+    from gsrlang.runtime.trace import logical_record
+
+    for line, header, record in records:
+        if header is not None:
+            yield line, (Stored(header, record) if stored else logical_record(header, record))
+        elif is_summary(record):
             summary.recorded = record
-            continue
-        yield line, record
+        else:
+            yield line, record
+
+
+def skipped_judgments(trace_path: str | Path) -> int:
+    """How many judgments the run that wrote the trace skipped (its run summary's count; 0 without one)."""
+    from gsrlang.runtime.fastjson import loads
+
+    with open(trace_path, "rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - 65536))
+        lines = handle.read().splitlines()
+    try:
+        last = loads(lines[-1]) if lines else {}
+    except Exception:  # a cut or damaged last line: no summary to read
+        return 0
+    return int(((last.get("short_circuit") or {}).get("skipped") or 0)) if isinstance(last, dict) and \
+        is_summary(last) else 0

@@ -252,10 +252,35 @@ async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -
 
 
 async def judge_item(plan: Plan, item: Item, registry, limiter: asyncio.Semaphore | None = None) -> dict:
-    """{criterion id: (Judgment per candidate)}: every criterion, every candidate."""
-    every = set(range(len(item.candidates)))
-    done = await _judge_some(plan, item, registry, limiter, {node.id: every for _, node in plan.criteria})
-    return {node_id: tuple(row[c] for c in sorted(row)) for node_id, row in done.items()}
+    """{criterion id: (Judgment per candidate)}: every criterion, every candidate (the hot path of runs with
+    inline judges only, so it stays a plain loop)."""
+    results: dict[str, object] = {}
+    tasks = []
+    for _, node in plan.criteria:
+        judge = registry.judge_for(node)
+        joint = (len(item.candidates) > 1 and node.criterion.procedure.args.get("joint")
+                 and hasattr(judge, "judge_joint"))
+        if getattr(judge, "inline", False):
+            if joint:
+                results[node.id] = await _call_joint(judge, node, item, None)
+            else:
+                results[node.id] = tuple([await _call(judge, node, item, c, None) for c in item.candidates])
+        elif joint:
+            tasks.append((node.id, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
+        else:
+            for c in item.candidates:
+                tasks.append((node.id, c.id, asyncio.ensure_future(_call(judge, node, item, c, limiter))))
+    if tasks:
+        await asyncio.gather(*(t for _, _, t in tasks))
+        per_node: dict[str, list] = {}
+        for node_id, cid, task in tasks:
+            if cid is None:
+                results[node_id] = task.result()
+            else:
+                per_node.setdefault(node_id, []).append(task.result())
+        for node_id, row in per_node.items():
+            results[node_id] = tuple(row)
+    return results
 
 
 CHEAP = ("rule", "human", "verifier")  # procedure kinds judged first: no model call

@@ -27,8 +27,8 @@ from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
-from gsrlang.runtime.trace import _unknown_flags, node_static, result_line
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, Unsettled, value_from_json
+from gsrlang.runtime.trace import _unknown_flags, logical_record, node_static, result_line
+from gsrlang.runtime.values import ABSTAIN, Unsettled
 
 __all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
            "replay_records", "replay_records_each", "same"]
@@ -137,49 +137,163 @@ def carried(record: dict) -> bool:
     return record.get("status") in ("failed", "invalid") and not record.get("nodes")
 
 
-def _optional_types(plan: Plan) -> dict:
-    cached = getattr(plan, "_replay_types", None)
-    if cached is None:
-        cached = {node.id: node.type.maybe(True) for _, node in plan.criteria}
-        plan._replay_types = cached
-    return cached
-
-
-def rebuild(plan: Plan, record: dict) -> ItemRun:
-    """Recompute an item from its trace record: recorded criterion outputs in, composition and readout out."""
+def rebuild(plan: Plan, record) -> ItemRun:
+    """Recompute an item from its trace record (a logical record, or a `Stored` version 2 one): recorded
+    criterion outputs in, composition and readout out."""
+    if type(record) is Stored:
+        return _rebuild_stored(plan, record)
     if record.get("status") == "failed" or not record.get("nodes"):
         return _failed(record)  # nothing to recompute
-    types = _optional_types(plan)
     item = record["item"]
+    by_id = {n["id"]: n for n in record["nodes"]}
+
+    def recorded(node_id):
+        rec = by_id.get(node_id)
+        if rec is None:
+            raise ReplayError(f"item {item.get('id')!r}: criterion `{node_id}` is not in the trace record")
+        return rec.get("output"), rec.get("judgments")
+
+    return _recompute(plan, record["mode"], item, record.get("result") or {}, recorded)
+
+
+def _recompute(plan: Plan, mode: str, item: dict, result: dict, recorded) -> ItemRun:
+    """`rebuild`'s common part: `recorded(criterion id)` gives (outputs, judgments as dicts) or raises."""
     candidates = tuple(item["candidates"])
     m = len(candidates)
-    by_id = {n["id"]: n for n in record["nodes"]}
     judgments = {}
-    for _, node in plan.criteria:
-        rec = by_id.get(node.id)
-        if rec is None:
-            raise ReplayError(f"item {item.get('id')!r}: criterion `{node.id}` is not in the trace record")
-        outputs = rec.get("output") or [None] * m
-        recorded = rec.get("judgments") or [{"status": "ok"}] * m
+    for _, node in plan.criteria:  # the values are checked against the types once, by check_judgments
+        outputs, marks = recorded(node.id)
+        outputs = outputs or [None] * m
+        marks = marks or [{}] * m
+        score = node.type.kind == "score"
         row = []
         for c in range(m):
-            j = recorded[c]
+            j = marks[c]
             status = j.get("status", "ok")
             if status == "invalid" or status == "skipped":
                 row.append(Judgment(j.get("value"), status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
                 continue
-            try:
-                value = value_from_json(outputs[c], types[node.id])
-            except RuntimeFailure as exc:
-                row.append(Judgment(outputs[c], "invalid", f"the recorded value does not fit: {exc}", j.get("raw"),
-                                    j.get("provenance") or {}))
-                continue
+            value = outputs[c]
+            if value is None:
+                value = ABSTAIN
+            elif score and type(value) is int:
+                value = float(value)
             row.append(Judgment(value, status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
         judgments[node.id] = tuple(row)
     values, checked, reason = check_judgments(plan, judgments, candidates)
-    result = record.get("result") or {}
-    return finish(plan, record["mode"], item.get("id"), item.get("line", 0), candidates, values, checked, reason,
+    return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
                   result.get("label"), result.get("label_error"))
+
+
+class Stored:
+    """A version 2 item record as stored, with its header: replayed without building the logical record
+    (the structure is checked once per header, the values straight from `out` and `j`)."""
+
+    __slots__ = ("header", "rec", "_logical")
+
+    def __init__(self, header: dict, rec: dict):
+        self.header, self.rec, self._logical = header, rec, None
+
+    def logical(self) -> dict:
+        if self._logical is None:
+            self._logical = logical_record(self.header, self.rec)
+        return self._logical
+
+    def get(self, key, default=None):  # the few fields read before a replay needs the whole record
+        if key == "program":
+            return self.header["program"]
+        if key == "nodes":
+            return self.logical()["nodes"]
+        return self.rec.get(key, default)
+
+    def positions(self) -> dict:
+        """Criterion id -> its position in the header's nodes (kept on the header)."""
+        pos = self.header.get("_positions")
+        if pos is None:
+            pos = self.header["_positions"] = {n["id"]: i for i, n in enumerate(self.header["nodes"])}
+        return pos
+
+
+def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
+    rec = stored.rec
+    out = rec.get("out")
+    if rec.get("status") == "failed" or out is None or not stored.header["nodes"]:
+        return _failed(stored.logical())
+    item = rec["item"]
+    positions = stored.positions()
+    marks = rec.get("j") or {}
+
+    def recorded(node_id):
+        i = positions.get(node_id)
+        if i is None:
+            raise ReplayError(f"item {item.get('id')!r}: criterion `{node_id}` is not in the trace record")
+        return out[i], marks.get(node_id)
+
+    return _recompute(plan, rec.get("mode"), item, rec.get("result") or {}, recorded)
+
+
+def _stored_difference(static: list[dict], getters: list, line: int, stored: Stored, run: ItemRun,
+                       result: dict) -> Difference | None:
+    """`first_difference` for a version 2 record: the header's structure (once per header), then every
+    node's values and unsettled flags, then the result line (the readout is implied by it)."""
+    rec = stored.rec
+    item_id = (rec.get("item") or {}).get("id")
+    checked = stored.header.get("_checked")
+    if checked is None:
+        nodes = stored.header["nodes"]
+        checked = None
+        if nodes and run.values is not None:
+            logical = {"item": rec.get("item"), "nodes": [dict(n, output=None) for n in nodes]}
+            checked = _structure_difference(static, getters, line, logical, item_id)
+        stored.header["_checked"] = checked or False
+    if checked:
+        return attrs.evolve(checked, item_id=item_id, trace_line=line)
+    out = rec.get("out")
+    values = run.values
+    if run.status != "failed" and (values is not None or out is not None):
+        if out is None or values is None or len(out) != len(values):
+            return first_difference(None, static, line, stored.logical(), run, result, getters)
+        unknown = rec.get("u")
+        for i, v in enumerate(values):
+            o = out[i]
+            if v is None or type(o) is not list or len(o) != len(v):
+                if v is None and o is None:
+                    continue
+                return first_difference(None, static, line, stored.logical(), run, result, getters)
+            unsettled = False
+            for x, y in zip(o, v):  # strictly equal: recomputed values passed their type checks
+                ty = type(y)
+                if ty is float or ty is bool or ty is str:
+                    if type(x) is not ty or x != y:
+                        break
+                elif x is not None:
+                    break
+                elif ty is Unsettled:
+                    unsettled = True
+            else:
+                if not (unsettled or unknown) or (unknown or {}).get(str(i)) == _unknown_flags(v):
+                    continue
+            return first_difference(None, static, line, stored.logical(), run, result, getters)
+    if not same(rec.get("result"), result):
+        return first_difference(None, static, line, stored.logical(), run, result, getters)
+    return None
+
+
+def _structure_difference(static, getters, line, record, item_id) -> Difference | None:
+    nodes = record["nodes"]
+    if len(nodes) != len(static):
+        return Difference(item_id, line, "result", None, f"{len(nodes)} nodes", f"{len(static)} nodes",
+                          "the program has a different number of nodes than the record")
+    for (get, want), base, rec in zip(getters, static, nodes):
+        try:
+            ok = get(rec) == want
+        except KeyError:
+            ok = False
+        if not ok:
+            key = next(k for k in base if rec.get(k) != base[k])
+            return Difference(item_id, line, base["id"], None, rec.get(key), base[key],
+                              f"recorded `{key}` differs from the program's")
+    return None
 
 
 def _same_vector(a, b) -> bool:
@@ -283,14 +397,21 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
                 f"trace line {line} was recorded under another version of the program "
                 f"({header.get('name')!r}, {header.get('hash')}); {program_label} is {digest}")
         if not verify and record.get("nodes") and header.get("hash") not in compatible:
-            problems = compatibility_problems(program, record, program_label)
+            problems = compatibility_problems(program, record.logical() if type(record) is Stored else record,
+                                              program_label)
             if problems:
                 raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
                                   "\n  - ".join(problems))
             compatible.add(header.get("hash"))
         run = rebuild(plan, record)
         result = result_line(run, program)
-        yield line, record, run, result, (first_difference(plan, static, line, record, run, result, getters) if verify else None)
+        if not verify:
+            difference = None
+        elif type(record) is Stored:
+            difference = _stored_difference(static, getters, line, record, run, result)
+        else:
+            difference = first_difference(plan, static, line, record, run, result, getters)
+        yield line, record, run, result, difference
 
 
 def replay_records_each(programs, records: Iterable[tuple[int, dict]]
