@@ -57,7 +57,9 @@ def run(server, *extra) -> int:
 
 
 def trace_judgment(path="t.jsonl") -> dict:
-    rec = json.loads(open(path).read().splitlines()[0])
+    from gsrlang.runtime.trace import read_trace
+
+    _, rec = next(read_trace(path))
     (node,) = [n for n in rec["nodes"] if n["id"] == "clarity"]
     return node["judgments"][0]
 
