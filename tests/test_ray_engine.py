@@ -61,7 +61,8 @@ def _items(n: int, bad_row_at: int | None = None) -> list:
 
 
 def _cmd(data: Path, out: Path, cache: Path, *extra) -> list[str]:
-    return ["run", str(HELPSTEER), "--data", str(data), "--mode", "pointwise", "--id-field", "id",
+    # full judging (--no-short-circuit): the call counts below are every criterion's
+    return ["run", str(HELPSTEER), "--no-short-circuit", "--data", str(data), "--mode", "pointwise", "--id-field", "id",
             "--model", "fake-judge", "--out", str(out), "--cache", str(cache), "--concurrency", "4", "--no-progress",
             *map(str, extra)]
 
@@ -84,10 +85,10 @@ def _gsr_actors() -> list:
 
 def _item_records(path: Path) -> list[dict]:
     """Trace item records without what a call's cost and timing change (a cached answer costs no tokens)."""
+    from gsrlang.runtime.trace import read_trace
+
     out = []
-    for record in read_jsonl(path):
-        if record.get("kind") == "run_summary":
-            continue
+    for _, record in read_trace(path):
         for node in record["nodes"]:
             for j in node.get("judgments") or ():
                 for key in ("latency_s", "cached", "tokens", "attempts"):

@@ -312,6 +312,12 @@ def item_record(run: ItemRun, static, key: int, result: dict | None = None) -> d
     return rec
 
 
+def header_line(static, key: int) -> str:
+    """The header record of a program (`static`) as one line of text (no newline)."""
+    return dumps_line({"trace_version": TRACE_VERSION, "kind": HEADER, "key": key, "program": static.header,
+                       "nodes": static.nodes})
+
+
 class TraceWriter:
     """Writes a version 2 trace to an open text file: for one program, or each item's own (`static`).
 
@@ -332,8 +338,7 @@ class TraceWriter:
             self._keys.move_to_end(static)
             return key
         key, self._next = self._next, self._next + 1
-        self.handle.write(dumps_line({"trace_version": TRACE_VERSION, "kind": HEADER, "key": key,
-                                      "program": static.header, "nodes": static.nodes}) + "\n")
+        self.handle.write(header_line(static, key) + "\n")
         self._keys[static] = key
         if len(self._keys) > 256:
             self._keys.popitem(last=False)

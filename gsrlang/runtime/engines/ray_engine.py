@@ -143,17 +143,19 @@ class _BlockRunner:
 
         `setup`: [a reference to (job, cache server)] (in a list, so Ray passes the reference)."""
         from gsrlang.runtime.executor import run_items
-        from gsrlang.runtime.trace import dumps_compact, result_line, trace_record
+        from gsrlang.runtime.fastjson import dumps_line
+        from gsrlang.runtime.trace import item_record, result_line
 
         if self.job is None:
             self._setup(await setup[0])
         before = self.registry.usage()
         results, traces = [], []
         async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.job.concurrency,
-                                        self.labels):
-            results.append(dumps(result_line(item_run, self.job.program)))
-            if self.job.trace:
-                traces.append(dumps_compact(trace_record(item_run, None, static=self.static)))
+                                        self.labels, short_circuit=self.job.short_circuit):
+            line = result_line(item_run, self.job.program)
+            results.append(dumps(line))
+            if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
+                traces.append(dumps_line(item_record(item_run, self.static, 0, line)))
         return {"index": index, "results": results, "trace": traces,
                 "usage": _add(self.registry.usage(), before, -1)}
 
@@ -354,6 +356,11 @@ class _Run:
         out = open_results(self.job.out, self.job.mode)
         trace = _open(self.job.trace)
         try:
+            if trace is not None:
+                from gsrlang.runtime.compose import Plan
+                from gsrlang.runtime.trace import _Static, header_line
+
+                trace.write(header_line(_Static(Plan(self.job.program), self.job.program_path), 0) + "\n")
             for index in range(self.blocks):
                 if out is not None:
                     with self._part(index, "results.jsonl").open(encoding="utf-8") as f:
