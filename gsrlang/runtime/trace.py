@@ -151,10 +151,14 @@ def result_line(run: ItemRun, program: Program | None, source: dict | None = Non
 
     `program` is the program the item ran under (None: it ran under none, so no
     scale); `source` (per-item programs only) is the `program` field: name, hash, path.
+    Otherwise the line names its program by name and content hash, so that results
+    files can tell several runs of one program from runs of different programs.
     """
     out: dict = {"id": run.id, "line": run.line, "status": run.status, "mode": run.mode}
     if source is not None:
         out["program"] = source
+    elif program is not None:
+        out["program"] = {"name": program.name, "hash": program.content_hash}
     r = run.readout
     ok = run.status == "ok" and r is not None
     if run.mode == "pointwise":
