@@ -188,7 +188,7 @@ def test_metrics_and_replay_say_when_a_file_is_a_killed_runs_prefix(work, capsys
     assert main(["metrics", "r.jsonl", "--bootstrap", "0"]) == 0
     assert "warning" not in capsys.readouterr().err
     trace = (work / "t.jsonl").read_text().splitlines()
-    (work / "tcut.jsonl").write_text("\n".join(trace[:2]) + "\n")
+    (work / "tcut.jsonl").write_text("\n".join(trace[:3]) + "\n")  # the header and two items
     assert main(["replay", "tcut.jsonl", "--out", "rr.jsonl"]) == 0
     io = capsys.readouterr()
     assert "reproduced exactly" in io.out and "holds only 2 of its items" in io.err
