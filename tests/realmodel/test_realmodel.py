@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
+from gsrlang.runtime.trace import is_summary, read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = os.environ.get("GSR_REAL_BASE_URL")
@@ -100,10 +101,7 @@ def write_items(path: Path, n: int = len(ITEMS)) -> Path:
 def judgments(trace: Path) -> list[tuple[str, dict]]:
     """(criterion id, judgment) of every criterion judgment in a trace."""
     out = []
-    for line in trace.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("kind"):
-            continue
+    for _, rec in read_trace(trace):
         for node in rec["nodes"]:
             if node.get("kind") == "criterion":
                 out += [(node["id"], j) for j in node["judgments"]]
@@ -111,8 +109,14 @@ def judgments(trace: Path) -> list[tuple[str, dict]]:
 
 
 def summary(trace: Path) -> dict:
-    (rec,) = [json.loads(x) for x in trace.read_text().splitlines() if json.loads(x).get("kind") == "run_summary"]
+    (rec,) = [r for _, r in read_trace(trace, summaries=True) if is_summary(r)]
     return rec
+
+
+def results_of(path: Path) -> list[dict]:
+    """The item lines of a results file (less its end-of-run line)."""
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in lines if r.get("kind") != "run_summary"]
 
 
 def assert_honest(js: list[tuple[str, dict]]) -> None:
@@ -138,10 +142,11 @@ def test_pointwise_every_criterion_type_and_an_ensemble(real, tmp_path, capsys):
     (tmp_path / "p.gsr").write_text(TYPES_PROGRAM)
     data = write_items(tmp_path / "items.jsonl")
     code = main(["run", "p.gsr", "--data", str(data), "--mode", "pointwise", "--out", "r.jsonl",
-                 "--trace", "t.jsonl", "--no-progress", "--max-tokens", "160", "--seed", "1", *ONE_AT_A_TIME])
+                 "--trace", "t.jsonl", "--no-progress", "--max-tokens", "160", "--seed", "1", "--no-short-circuit",
+                 *ONE_AT_A_TIME])
     out = capsys.readouterr().out
     assert code in (0, 1)
-    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    results = results_of(Path("r.jsonl"))
     assert len(results) == len({r["id"] for r in results}) == len(ITEMS)  # every item accounted for
     assert all(r["status"] in ("ok", "invalid") for r in results)
     js = judgments(Path("t.jsonl"))
@@ -165,7 +170,7 @@ def test_joint_pairwise_in_both_orders(real, tmp_path):
     code = main(["run", "j.gsr", "--data", str(data), "--mode", "pairwise", "--responses", "a,b", "--out",
                  "r.jsonl", "--trace", "t.jsonl", "--no-progress", "--max-tokens", "200", *ONE_AT_A_TIME])
     assert code in (0, 1)
-    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    results = results_of(Path("r.jsonl"))
     assert len(results) == len(ITEMS) and all(r["status"] in ("ok", "invalid") for r in results)
     js = judgments(Path("t.jsonl"))
     assert len(js) == 2 * len(ITEMS)  # two candidates per item
@@ -182,7 +187,7 @@ def test_kill_9_then_resume_accounts_for_every_item_and_does_not_negotiate_again
     data = write_items(tmp_path / "items.jsonl")
     cmd = [sys.executable, "-m", "gsrlang.cli", "run", "p.gsr", "--data", str(data), "--mode", "pointwise",
            "--out", "r.jsonl", "--trace", "t.jsonl", "--no-progress", "--max-tokens", "160", "--seed", "2",
-           *ONE_AT_A_TIME]
+           "--no-short-circuit", *ONE_AT_A_TIME]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 1800
@@ -195,7 +200,7 @@ def test_kill_9_then_resume_accounts_for_every_item_and_does_not_negotiate_again
     proc.wait()
     resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert resumed.returncode in (0, 1), resumed.stderr
-    results = [json.loads(x) for x in Path("r.jsonl").read_text().splitlines()]
+    results = results_of(Path("r.jsonl"))
     assert len(results) == len({r["id"] for r in results}) == len(ITEMS)
     s = summary(Path("t.jsonl"))["judges"]["llm"]
     assert s["cache_hits"] > 0, s  # the killed run's judgments were kept
