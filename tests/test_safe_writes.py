@@ -97,6 +97,14 @@ def test_replay_out_onto_the_trace_is_refused(work, capsys):
     assert "reproduced exactly" in capsys.readouterr().out
 
 
+def test_report_onto_its_results_trace_or_program_is_refused(work, capsys):
+    assert "RESULTS `r.jsonl`" in refused(capsys, work, "report", "r.jsonl", "--trace", "t.jsonl", "-o", "r.jsonl")
+    os.symlink("t.jsonl", work / "link.html")
+    assert "--trace `t.jsonl`" in refused(capsys, work, "report", "r.jsonl", "--trace", "t.jsonl", "-o", "link.html")
+    assert "--program `p.gsr`" in refused(capsys, work, "report", "r.jsonl", "--trace", "t.jsonl", "--program",
+                                          "p.gsr", "-o", "p.gsr")
+
+
 def test_replay_trace_out_onto_the_trace_or_the_program_is_refused(work, capsys):
     refused(capsys, work, "replay", "t.jsonl", "--trace-out", "t.jsonl")
     line = refused(capsys, work, "replay", "t.jsonl", "--trace-out", "p.gsr")  # the program the trace names

@@ -54,15 +54,16 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from gsrlang.data import DataError
     from gsrlang.report import build_report, load_run
+    from gsrlang.safeio import check_outputs, write_atomic
 
     if (args.compare is None) != (args.compare_trace is None):
         raise UsageError("--compare and --compare-trace go together: the second run's results and its trace")
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
     out = Path(args.output)
-    inputs = {Path(p).resolve() for p in (args.results, args.trace, args.compare, args.compare_trace) if p}
-    if out.resolve() in inputs:
-        raise UsageError(f"-o {args.output} is one of the inputs: choose another file name")
+    inputs = [("RESULTS", args.results), ("--trace", args.trace), ("--compare", args.compare),
+              ("--compare-trace", args.compare_trace), ("--program", args.program)]
+    check_outputs(inputs, [("-o", args.output)])
     if out.is_dir():
         raise UsageError(f"-o {args.output} is a folder: give a file name")
     try:
@@ -75,10 +76,7 @@ def run(args) -> int:
         page = build_report(first, program, other, bootstrap=args.bootstrap, title=args.title)
     except DataError as exc:
         raise UsageError(str(exc)) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, page)
     n = len(first.results)
     print(f"wrote {out} ({len(page.encode('utf-8')) / 1e6:.1f} MB, {n} item{'s' if n != 1 else ''}"
           + (f", compared with {args.compare}" if other is not None else "") + ")")
