@@ -492,6 +492,13 @@ class Evaluator:
         self._settle_invalid(table, evaluation, params, thresholds)
         return evaluation
 
+    def _interpreter(self, table: Table, params, thresholds) -> tuple[Program, Plan, tuple[str, ...]]:
+        """The program under these parameters, its interpreter plan and candidate names, for the few rows
+        that the interpreter itself settles (invalid ones, and those near a quantization boundary)."""
+        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
+                                                                                            thresholds)
+        return program, Plan(program), ("A",) if table.m == 1 else ("A", "B")
+
     def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds) -> None:
         """Items with an invalid (or skipped) judgment or a failed operator: the interpreter settles them, as
         `executor.finish` does (valid when the result does not depend on what is unknown; see
@@ -502,11 +509,8 @@ class Evaluator:
         todo = np.flatnonzero(~ev.ok & ~ev.failed)
         if not len(todo):
             return
-        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
-                                                                                            thresholds)
-        plan = Plan(program)
+        program, plan, cands = self._interpreter(table, params, thresholds)
         m = table.m
-        cands = ("A",) if m == 1 else ("A", "B")
         for i in todo:
             values = plan.new_values()
             for k, node in plan.criteria:
@@ -606,11 +610,8 @@ class Evaluator:
         near = np.flatnonzero(self._near_boundary(ev, thresholds))
         if not len(near):
             return
-        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
-                                                                                            thresholds)
-        plan = Plan(program)
+        program, plan, cands = self._interpreter(table, params, thresholds)
         m = table.m
-        cands = ("A",) if m == 1 else ("A", "B")
         for i in near:
             values = plan.new_values()
             for k, node in plan.criteria:
