@@ -285,15 +285,21 @@ def _structure_difference(static, getters, line, record, item_id) -> Difference 
         return Difference(item_id, line, "result", None, f"{len(nodes)} nodes", f"{len(static)} nodes",
                           "the program has a different number of nodes than the record")
     for (get, want), base, rec in zip(getters, static, nodes):
-        try:
-            ok = get(rec) == want
-        except KeyError:
-            ok = False
-        if not ok:
-            key = next(k for k in base if rec.get(k) != base[k])
+        key = _differing_key(get, want, base, rec)
+        if key is not None:
             return Difference(item_id, line, base["id"], None, rec.get(key), base[key],
                               f"recorded `{key}` differs from the program's")
     return None
+
+
+def _differing_key(get, want, base: dict, rec: dict) -> str | None:
+    """The first structural key in which a recorded node differs from the program's node, or None."""
+    try:
+        if get(rec) == want:
+            return None
+    except KeyError:
+        pass
+    return next(k for k in base if rec.get(k) != base[k])
 
 
 def _same_vector(a, b) -> bool:
@@ -335,13 +341,8 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
         v1 = record.get("trace_version") == 1
         getters = getters or structure_getters(static)
         for i, (base, rec) in enumerate(zip(static, nodes)):
-            get, want = getters[i]
-            try:
-                ok = get(rec) == want
-            except KeyError:
-                ok = False
-            if not ok:
-                key = next(k for k in base if rec.get(k) != base[k])
+            key = _differing_key(*getters[i], base, rec)
+            if key is not None:
                 return diff(base["id"], rec.get(key), base[key], detail=f"recorded `{key}` differs from the program's")
             v = None if values is None else values[i]
             # recomputed values passed their type checks: finite, so only an abstention needs mapping

@@ -22,6 +22,8 @@ import pytest
 from gsrlang.cli import main
 from gsrlang.runtime.trace import is_summary, read_trace
 
+from test_weighted import PROGRAM as WEIGHTED_PROGRAM  # the fake-server test's weighted Score program
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = os.environ.get("GSR_REAL_BASE_URL")
 MODEL = os.environ.get("GSR_REAL_MODEL", "smollm2")
@@ -277,18 +279,6 @@ async def test_compile_under_the_generated_gbnf_grammar_is_accepted_and_parses(r
         print(f"\nround {r.index}: finish {r.finish_reason}, parses {not diagnostics}, "
               f"checks clean {r.accepted}, {len(r.program)} chars")
     assert any(r.finish_reason != "length" for r in result.rounds), "every round was cut off at max_tokens"
-
-
-WEIGHTED_PROGRAM = '''\
-rubric realmodel_weighted "A probability-weighted Score"
-task pointwise { scale = 1..5  quantize = none }
-criterion clarity: Score[1..5] = llm(weighted: true) {
-  ask "How clear is the response?"
-  level 1 "Confusing"
-  level 5 "Very clear"
-}
-sink scale(clarity)
-'''
 
 
 def test_weighted_verdicts_read_the_answer_tokens_probabilities(real, tmp_path):
