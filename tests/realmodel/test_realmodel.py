@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -121,6 +122,17 @@ def results_of(path: Path) -> list[dict]:
     return [r for r in lines if r.get("kind") != "run_summary"]
 
 
+def stored_judgments(cache: Path) -> int:
+    """How many judgments a run's SQLite cache holds so far (0 before it exists)."""
+    if not cache.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    except sqlite3.OperationalError:  # created but its table not yet made, or locked for a moment
+        return 0
+
+
 def assert_honest(js: list[tuple[str, dict]]) -> None:
     """Every judgment is a value of its type, an abstention, or invalid with a reason and the model's raw answer."""
     for crit, j in js:
@@ -193,10 +205,13 @@ def test_kill_9_then_resume_accounts_for_every_item_and_does_not_negotiate_again
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 1800
-    while time.monotonic() < deadline and proc.poll() is None:  # kill it once the first item is written
-        if Path("r.jsonl").exists() and Path("r.jsonl").read_text().count("\n") >= 1:
+    # kill it once the first judgment is stored: one of the run's 16 calls, so most of its work is still ahead
+    # (waiting for the first results line raced the run's end on an idle machine, where the two items finish
+    # within moments of each other)
+    while time.monotonic() < deadline and proc.poll() is None:
+        if stored_judgments(Path(".gsr-cache") / "judgments.sqlite") >= 1:
             break
-        time.sleep(0.2)
+        time.sleep(0.1)
     assert proc.poll() is None, "the run finished before it could be killed; give it more items"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
