@@ -16,21 +16,26 @@ bootstrap resamples, and returns the same report with each metric replaced by
 all of this for a results JSONL file written by the runtime, and
 :func:`format_report` renders any of these reports as a plain-text table.
 
-The module uses only the standard library.
+The bootstrap is vectorised: :func:`metrics_with_confidence` computes the built-in
+metrics over all resamples at once with numpy (:mod:`gsrlang.resampling`), and
+:func:`with_confidence` takes any report function, one resample at a time, over the
+same resampled indices (so the two agree for the same seed).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from gsrlang.data import DataError, parse_pointwise_label
 from gsrlang.jsonl import read_jsonl
+from gsrlang.resampling import PairwiseSample, PointwiseSample, draws, percentile_interval, resampled
 
 __all__ = [
     "PAIRWISE_PREDICTIONS",
@@ -38,6 +43,7 @@ __all__ = [
     "bootstrap_ci",
     "format_report",
     "metrics_from_results",
+    "metrics_with_confidence",
     "pairwise_metrics",
     "pearson",
     "pointwise_metrics",
@@ -322,35 +328,22 @@ def pairwise_metrics(preds: Sequence[str | None], golds: Sequence[str]) -> dict:
 
 
 def _resamples(columns: Sequence[Sequence], n_resamples: int, seed: int) -> Iterator[list[list]]:
-    """Bootstrap resamples of parallel columns: the same item indices in every column."""
+    """Bootstrap resamples of parallel columns: the same item indices in every column.
+
+    The indices are those :func:`gsrlang.resampling.draws` gives, so this one-at-a-time
+    path and the vectorised one (:func:`metrics_with_confidence`) see the same resamples."""
     if not columns:
         raise ValueError("at least one data column is needed")
     n = len(columns[0])
     if any(len(column) != n for column in columns):
         raise ValueError(f"columns differ in length: {[len(c) for c in columns]}")
-    if n == 0:
-        return
-    rng = random.Random(seed)
-    population = range(n)
-    for _ in range(n_resamples):
-        indices = rng.choices(population, k=n)
-        yield [[column[i] for i in indices] for column in columns]
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile of already sorted values (numpy's default)."""
-    position = q * (len(sorted_values) - 1)
-    below = math.floor(position)
-    above = min(below + 1, len(sorted_values) - 1)
-    fraction = position - below
-    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * fraction
+    for block in draws(n, n_resamples, seed):
+        for indices in block.tolist():
+            yield [[column[i] for i in indices] for column in columns]
 
 
 def _interval(values: list[float], n_resamples: int, alpha: float, min_defined: float) -> list[float] | None:
-    if not values or len(values) < min_defined * n_resamples:
-        return None
-    values.sort()
-    return [_quantile(values, alpha / 2), _quantile(values, 1 - alpha / 2)]
+    return percentile_interval(np.asarray(values, dtype=np.float64), n_resamples, alpha, min_defined)
 
 
 def _check_alpha(alpha: float) -> None:
@@ -450,6 +443,40 @@ def with_confidence(
         interval = None
         if key in samples and n_resamples > 0:
             interval = _interval(samples[key], n_resamples, alpha, min_defined)
+        result[key] = {"value": point[key], ci_key: interval}
+    result["bootstrap"] = {"n_resamples": n_resamples, "seed": seed, "alpha": alpha}
+    return result
+
+
+def metrics_with_confidence(
+    mode: str,
+    preds: Sequence,
+    golds: Sequence,
+    scale: tuple[float, float] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    min_defined: float = 0.5,
+) -> dict:
+    """:func:`pointwise_metrics` (with ``scale``) or :func:`pairwise_metrics`, with a bootstrap interval on each
+    metric: what :func:`with_confidence` gives for that report function and seed, computed over all resamples at
+    once (numpy, :mod:`gsrlang.resampling`) instead of one report per resample."""
+    _check_alpha(alpha)
+    if mode == "pointwise":
+        point = pointwise_metrics(preds, golds, scale=scale)
+        sample = PointwiseSample(preds, golds)
+    elif mode == "pairwise":
+        point = pairwise_metrics(preds, golds)
+        sample = PairwiseSample(preds, golds)
+    else:
+        raise ValueError(f"mode must be 'pointwise' or 'pairwise', got {mode!r}")
+    (values,) = resampled([sample], n_resamples, seed)
+    ci_key = _ci_key(alpha)
+    result = dict(point)
+    for key in _metric_keys(point):
+        interval = None
+        if point[key] is not None and n_resamples > 0:
+            interval = percentile_interval(values[key], n_resamples, alpha, min_defined)
         result[key] = {"value": point[key], ci_key: interval}
     result["bootstrap"] = {"n_resamples": n_resamples, "seed": seed, "alpha": alpha}
     return result
@@ -628,18 +655,12 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     if mode is None:
         raise DataError(f"{', '.join(map(str, paths))}: no result lines")
 
-    if mode == "pointwise":
-        def report_fn(preds, golds):
-            return pointwise_metrics(preds, golds, scale=scale)
-    else:
-        report_fn = pairwise_metrics
-
     per_run = {}
     for run_id in _sorted_runs(runs):
         pairs = list(runs[run_id].values())
         preds = [p for p, _ in pairs]
         golds = [g for _, g in pairs]
-        per_run[run_id] = with_confidence(report_fn, preds, golds, n_resamples=bootstrap, seed=seed)
+        per_run[run_id] = metrics_with_confidence(mode, preds, golds, scale, n_resamples=bootstrap, seed=seed)
 
     result = {
         "path": ", ".join(str(p) for p in paths),

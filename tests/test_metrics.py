@@ -19,6 +19,7 @@ from gsrlang.metrics import (
     bootstrap_ci,
     format_report,
     metrics_from_results,
+    metrics_with_confidence,
     pairwise_metrics,
     pearson,
     pointwise_metrics,
@@ -295,6 +296,97 @@ def test_with_confidence_shape_and_agreement_with_bootstrap_ci():
         assert low <= entry["value"] <= high, key
     mae = lambda p, g: pointwise_metrics(p, g)["mae"]  # noqa: E731
     assert tuple(report["mae"]["ci95"]) == bootstrap_ci(mae, preds, golds, n_resamples=200, seed=1)
+
+
+def _same_intervals(fast: dict, slow: dict, keys) -> None:
+    for key in keys:
+        assert fast[key]["value"] == slow[key]["value"], key
+        a, b = fast[key]["ci95"], slow[key]["ci95"]
+        assert (a is None) == (b is None), (key, a, b)
+        if a is not None:
+            assert a == pytest.approx(b, rel=1e-9, abs=1e-12), key
+
+
+@pytest.mark.parametrize("scale", [None, (1, 5)])
+def test_vectorised_bootstrap_matches_one_report_per_resample(scale):
+    """metrics_with_confidence (all resamples at once, numpy) gives what with_confidence gives by running
+    pointwise_metrics / pairwise_metrics on each resample in turn, for the same seed."""
+    preds, golds = _sample_pointwise(150)
+    fast = metrics_with_confidence("pointwise", preds, golds, scale, n_resamples=300, seed=4)
+    slow = with_confidence(partial(pointwise_metrics, scale=scale), preds, golds, n_resamples=300, seed=4)
+    assert fast == {**slow, **{k: fast[k] for k in POINTWISE_KEYS}}  # counts, undefined and bootstrap alike
+    _same_intervals(fast, slow, POINTWISE_KEYS)
+    rng = random.Random(2)
+    verdicts = [rng.choice(["first", "second", "tie", "abstain", None]) for _ in range(150)]
+    gold = [rng.choice(["first", "second", "tie"]) for _ in range(150)]
+    _same_intervals(metrics_with_confidence("pairwise", verdicts, gold, n_resamples=300, seed=4),
+                    with_confidence(pairwise_metrics, verdicts, gold, n_resamples=300, seed=4), PAIRWISE_KEYS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 4)), st.sampled_from([1.0, 1.5, 2.0, 3.0, 4.0 / 3])),
+                max_size=7), st.integers(0, 5))
+def test_vectorised_bootstrap_agrees_on_small_and_degenerate_samples(pairs, seed):
+    # few items: many resamples leave a metric undefined (constant sides, no valid item, all in one category)
+    preds, golds = [p for p, _ in pairs], [g for _, g in pairs]
+    fast = metrics_with_confidence("pointwise", preds, golds, n_resamples=40, seed=seed, min_defined=0.2)
+    slow = with_confidence(pointwise_metrics, preds, golds, n_resamples=40, seed=seed, min_defined=0.2)
+    _same_intervals(fast, slow, POINTWISE_KEYS)
+
+
+def test_bootstrap_intervals_match_scipy():
+    """An independent check: scipy.stats.bootstrap (percentile method, same seed: the same resampled indices)
+    with the metrics computed by numpy and scipy.stats gives the same intervals."""
+    np = pytest.importorskip("numpy")
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(5)
+    golds = [rng.randint(3, 15) / 3 for _ in range(90)]
+    preds = [min(5, max(1, round(g + rng.gauss(0, 0.8)))) for g in golds]
+    p, g = np.array(preds, dtype=float), np.array(golds, dtype=float)
+
+    def qwk(a, b):  # textbook: observed and expected confusion matrices over categories 1..5
+        a, b = np.floor(a + 0.5).astype(int) - 1, np.floor(b + 0.5).astype(int) - 1
+        observed = np.zeros((5, 5))
+        np.add.at(observed, (a, b), 1)
+        expected = np.outer(observed.sum(1), observed.sum(0)) / len(a)
+        weights = (np.subtract.outer(np.arange(5), np.arange(5)) / 4.0) ** 2
+        return 1 - (weights * observed).sum() / (weights * expected).sum()
+
+    independent = {"exact": lambda a, b: np.mean(np.floor(a + 0.5) == np.floor(b + 0.5)),
+                   "within1": lambda a, b: np.mean(np.abs(np.floor(a + 0.5) - np.floor(b + 0.5)) <= 1),
+                   "mae": lambda a, b: np.mean(np.abs(a - b)),
+                   "pearson": lambda a, b: stats.pearsonr(a, b).statistic,
+                   "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
+                   "qwk": qwk}
+    ours = metrics_with_confidence("pointwise", preds, golds, (1, 5), n_resamples=400, seed=11)
+    for key, statistic in independent.items():
+        theirs = stats.bootstrap((np.arange(len(g)),), lambda i: statistic(p[i], g[i]), n_resamples=400,
+                                 method="percentile", vectorized=False, rng=np.random.default_rng(11))
+        ci = theirs.confidence_interval
+        assert ours[key]["ci95"] == pytest.approx([ci.low, ci.high], rel=1e-9), key
+        assert ours[key]["value"] == pytest.approx(statistic(p, g), rel=1e-9), key
+
+
+def test_paired_intervals_match_scipy():
+    """gsr compare's paired intervals: the difference B - A on the same resamples, checked against scipy."""
+    np = pytest.importorskip("numpy")
+    stats = pytest.importorskip("scipy.stats")
+    from gsrlang.learn.stats import paired_report
+
+    a, golds = _sample_pointwise(100, seed=8)
+    a = [3 if x is None else x for x in a]
+    b = [min(5, x + 1) if i % 4 == 0 else x for i, x in enumerate(a)]
+    pa, pb, g = (np.array(x, dtype=float) for x in (a, b, golds))
+    report = paired_report("pointwise", a, b, golds, (1, 5), n_resamples=300, seed=2)
+
+    def mae_diff(i):
+        return np.mean(np.abs(pb[i] - g[i])) - np.mean(np.abs(pa[i] - g[i]))
+
+    ci = stats.bootstrap((np.arange(len(g)),), mae_diff, n_resamples=300, method="percentile", vectorized=False,
+                         rng=np.random.default_rng(2)).confidence_interval
+    assert report["mae"]["diff"] == pytest.approx(mae_diff(np.arange(len(g))))
+    assert report["mae"]["ci95"] == pytest.approx([ci.low, ci.high], rel=1e-9)
+    assert report["mae"]["ci95"][0] <= report["mae"]["diff"] <= report["mae"]["ci95"][1]
 
 
 def test_with_confidence_options():

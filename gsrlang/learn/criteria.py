@@ -17,7 +17,7 @@ import math
 from typing import Sequence
 
 from gsrlang.data import DataError, MissingFieldError, get_path, read_rows
-from gsrlang.metrics import pointwise_metrics, with_confidence
+from gsrlang.metrics import metrics_with_confidence
 from gsrlang.runtime.trace import read_trace
 
 __all__ = ["criterion_agreement", "parse_pairs"]
@@ -106,7 +106,6 @@ def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]],
                 continue
             preds.append(_number(value) if value is not None else None)
             golds.append(gold)
-        report = with_confidence(lambda p, g: pointwise_metrics(p, g, scale=scale), preds, golds,
-                                 n_resamples=bootstrap, seed=seed)
+        report = metrics_with_confidence("pointwise", preds, golds, scale, n_resamples=bootstrap, seed=seed)
         reports[name] = {"field": field, "n_unusable": unusable, **report}
     return reports

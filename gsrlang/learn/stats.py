@@ -11,11 +11,11 @@ scipy), and `wins` counts per item which prediction is closer to the label.
 
 from __future__ import annotations
 
-import random
 from functools import partial
 from typing import Sequence
 
-from gsrlang.metrics import _interval, _metric_keys, pairwise_metrics, pointwise_metrics, round_half_up
+from gsrlang.metrics import _metric_keys, pairwise_metrics, pointwise_metrics, round_half_up
+from gsrlang.resampling import PairwiseSample, PointwiseSample, percentile_interval, resampled
 
 __all__ = ["correct", "mcnemar", "paired_report", "report_fn", "wins"]
 
@@ -26,31 +26,25 @@ def report_fn(mode: str, scale=None):
 
 def paired_report(mode: str, a: Sequence, b: Sequence, golds: Sequence, scale=None, n_resamples: int = 1000,
                   seed: int = 0, alpha: float = 0.05) -> dict:
-    """{metric: {"a", "a_ci95", "b", "b_ci95", "diff", "ci95"}} for every metric of the report (diff = b - a)."""
+    """{metric: {"a", "a_ci95", "b", "b_ci95", "diff", "ci95"}} for every metric of the report (diff = b - a).
+
+    Both prediction columns are scored on the same resamples at once (`gsrlang.resampling`); a
+    resample counts towards the difference's interval when both sides define the metric on it."""
     fn = report_fn(mode, scale)
     ra, rb = fn(list(a), list(golds)), fn(list(b), list(golds))
     keys = _metric_keys(ra)
-    samples: dict[str, list] = {k: [] for k in keys}
-    alone: dict[str, tuple[list, list]] = {k: ([], []) for k in keys}
-    rng = random.Random(seed)
-    n = len(golds)
-    for _ in range(n_resamples if n else 0):
-        idx = rng.choices(range(n), k=n)
-        sa = fn([a[i] for i in idx], [golds[i] for i in idx])
-        sb = fn([b[i] for i in idx], [golds[i] for i in idx])
-        for k in keys:
-            if sa[k] is not None and sb[k] is not None:
-                samples[k].append(sb[k] - sa[k])
-            for side, report in zip(alone[k], (sa, sb)):
-                if report[k] is not None:
-                    side.append(report[k])
+    sample = PointwiseSample if mode == "pointwise" else PairwiseSample
+    sa, sb = resampled([sample(list(a), list(golds)), sample(list(b), list(golds))], n_resamples, seed)
+
+    def interval(values, defined):
+        return percentile_interval(values, n_resamples, alpha, 0.5) if defined and n_resamples else None
+
     out = {}
     for k in keys:
         diff = None if ra[k] is None or rb[k] is None else rb[k] - ra[k]
-        ci = _interval(samples[k], n_resamples, alpha, 0.5) if diff is not None and n_resamples else None
-        ci_a, ci_b = (_interval(side, n_resamples, alpha, 0.5) if n_resamples else None for side in alone[k])
-        out[k] = {"a": ra[k], "a_ci95": ci_a if ra[k] is not None else None, "b": rb[k],
-                  "b_ci95": ci_b if rb[k] is not None else None, "diff": diff, "ci95": ci}
+        out[k] = {"a": ra[k], "a_ci95": interval(sa[k], ra[k] is not None), "b": rb[k],
+                  "b_ci95": interval(sb[k], rb[k] is not None), "diff": diff,
+                  "ci95": interval(sb[k] - sa[k], diff is not None)}
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Callable, TextIO
 import attrs
 
 from gsrlang.data import ColumnMap, Item, read_items
-from gsrlang.metrics import pairwise_metrics, pointwise_metrics, with_confidence
+from gsrlang.metrics import metrics_with_confidence
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
@@ -102,12 +102,7 @@ class RunSummary:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
         if not self.golds:
             return None
-        if self.mode == "pointwise":
-            def report(preds, golds):
-                return pointwise_metrics(preds, golds, scale=scale)
-        else:
-            report = pairwise_metrics
-        return with_confidence(report, self.preds, self.golds, n_resamples=bootstrap, seed=seed)
+        return metrics_with_confidence(self.mode, self.preds, self.golds, scale, n_resamples=bootstrap, seed=seed)
 
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
