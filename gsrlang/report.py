@@ -33,12 +33,13 @@ from typing import Sequence
 import attrs
 
 from gsrlang.data import DataError
-from gsrlang.metrics import metrics_from_results, pairwise_metrics, pointwise_metrics, round_half_up, with_confidence
+from gsrlang.metrics import metrics_from_results, round_half_up
+from gsrlang.runtime.fastjson import dumps_line
 
 __all__ = ["ReportError", "Run", "build_report", "load_run"]
 
 METRICS = {"pointwise": ("exact", "within1", "mae", "pearson", "spearman", "qwk", "coverage"),
-           "pairwise": ("accuracy", "accuracy_decided", "agreement", "coverage", "tie_rate")}
+           "pairwise": ("accuracy", "valid_only_accuracy", "coverage", "tie_rate", "abstain_rate", "invalid_rate")}
 
 
 class ReportError(DataError):
@@ -159,7 +160,7 @@ def _items(run: Run, program, strings: _Strings, criteria: list[str], node_ids: 
 
     mode = run.mode
     node_index = {n: k for k, n in enumerate(node_ids)}
-    rows = []
+    rows, paths = [], {}
     for line, record in zip(run.results, run.records):
         abstained, fired = _item_flags(record)
         nodes = {n["id"]: n for n in record.get("nodes") or ()}
@@ -176,10 +177,14 @@ def _items(run: Run, program, strings: _Strings, criteria: list[str], node_ids: 
                   else None for n in node_ids]
         path = None
         if program is not None and record.get("nodes"):
-            overlay = decision_path(program, trace_item_from_record(record))
-            path = [sorted(node_index[n] for n in overlay.nodes if n in node_index),
-                    sorted(overlay.changed), sorted(overlay.fired - overlay.changed),
-                    sorted(_edge_id(e) for e in overlay.edges)]
+            # the path depends on the node values only, and items repeat them (criteria answer a few levels)
+            key = dumps_line([[n.get("id"), n.get("output")] for n in record["nodes"]])
+            path = paths.get(key)
+            if path is None:
+                overlay = decision_path(program, trace_item_from_record(record))
+                path = paths[key] = [sorted(node_index[n] for n in overlay.nodes if n in node_index),
+                                     sorted(overlay.changed), sorted(overlay.fired - overlay.changed),
+                                     sorted(_edge_id(e) for e in overlay.edges)]
         sink = line.get("sink") or {}
         rows.append([str(line.get("id")), line.get("status"),
                      line.get("score") if mode == "pointwise" else line.get("winner"),
@@ -262,14 +267,14 @@ def _short(v) -> str:
 
 
 # ---- metrics --------------------------------------------------------------------------------------------------
-def _metrics(run: Run, bootstrap: int) -> dict | None:
+def _metrics(run: Run, bootstrap: int, seed: int) -> dict | None:
     if not any(line.get("label") is not None for line in run.results):
         return None
-    report = metrics_from_results(run.results_path, bootstrap=bootstrap)
+    report = metrics_from_results(run.results_path, bootstrap=bootstrap, seed=seed)
     return report.get("metrics")
 
 
-def _paired(a: Run, b: Run, bootstrap: int) -> dict:
+def _paired(a: Run, b: Run, bootstrap: int, seed: int) -> dict:
     """Per-item differences between two runs of the same items (matched by id), with paired bootstrap intervals
     for the difference of each metric (B - A)."""
     mode = a.mode
@@ -289,19 +294,12 @@ def _paired(a: Run, b: Run, bootstrap: int) -> dict:
         def pred(line):
             return line.get(key) if line.get("status") == "ok" else None
 
+        from gsrlang.learn.stats import paired_report
+
         scale = next((tuple(x["scale"]) for x, _ in labelled if x.get("scale")), None)
-        keys = METRICS[mode]
-
-        def delta(pa, pb, golds):
-            if mode == "pointwise":
-                ra, rb = pointwise_metrics(pa, golds, scale=scale), pointwise_metrics(pb, golds, scale=scale)
-            else:
-                ra, rb = pairwise_metrics(pa, golds), pairwise_metrics(pb, golds)
-            return {k: (rb[k] - ra[k]) if ra.get(k) is not None and rb.get(k) is not None else None
-                    for k in keys if k in ra}
-
-        out["delta"] = with_confidence(delta, [pred(x) for x, _ in labelled], [pred(y) for _, y in labelled],
-                                       [x["label"] for x, _ in labelled], n_resamples=bootstrap, seed=0)
+        report = paired_report(mode, [pred(x) for x, _ in labelled], [pred(y) for _, y in labelled],
+                               [x["label"] for x, _ in labelled], scale, n_resamples=bootstrap, seed=seed)
+        out["delta"] = {k: {"value": r["diff"], "ci95": r["ci95"]} for k, r in report.items()}
     return out
 
 
@@ -340,6 +338,24 @@ def _metrics_table(ma: dict | None, mb: dict | None, delta: dict | None, mode: s
     return (f'<table class="metrics" id="metrics">{head}{"".join(rows)}</table>'
             f'<p class="note">{n} labelled items; 95% bootstrap intervals. Exact and within-1 compare with the '
             "gold label rounded half up.</p>")
+
+
+def _criteria_table(by_criterion: dict | None) -> str:
+    """Each criterion's agreement with the data's human label for it (`--criterion NAME=FIELD`)."""
+    if not by_criterion:
+        return ""
+    keys = METRICS["pointwise"]
+    head = "<tr><th>criterion</th><th>human label</th><th>items</th>" + "".join(f"<th>{k}</th>" for k in keys) + "</tr>"
+    rows = []
+    for name, r in by_criterion.items():
+        unusable = f' <span class="ci">({r["n_unusable"]} unusable left out)</span>' if r.get("n_unusable") else ""
+        rows.append(f'<tr data-criterion="{html.escape(name)}"><td>{html.escape(name)}</td>'
+                    f'<td>{html.escape(str(r.get("field")))}</td><td>{r.get("n")}{unusable}</td>'
+                    + "".join(f'<td data-metric="{k}">{_metric_cell(r.get(k))}</td>' for k in keys) + "</tr>")
+    return ('<h3>Per criterion, against the data\'s human labels</h3>'
+            f'<table class="metrics" id="criteria">{head}{"".join(rows)}</table>'
+            '<p class="note">Each criterion\'s recorded judgment (first candidate) against the human label the '
+            "data holds for it, as <code>gsr metrics --criterion</code> computes it; 95% bootstrap intervals.</p>")
 
 
 # ---- the page -------------------------------------------------------------------------------------------------
@@ -438,8 +454,11 @@ def _graph_svg(program) -> tuple[str, str | None]:
 
 
 def build_report(run: Run, program=None, other: Run | None = None, bootstrap: int = 1000,
-                 title: str | None = None) -> str:
-    """The report page (a complete HTML document) for `run`, compared with `other` when given."""
+                 title: str | None = None, seed: int = 0, by_criterion: dict | None = None) -> str:
+    """The report page (a complete HTML document) for `run`, compared with `other` when given.
+
+    `by_criterion` is per-criterion agreement with the data's human labels, as
+    `gsrlang.learn.criteria.criterion_agreement` gives it ({criterion: report})."""
     if other is not None and other.mode != run.mode:
         raise ReportError(f"cannot compare a {run.mode} run with a {other.mode} run")
     strings = _Strings()
@@ -455,9 +474,9 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
         other_items = [[b_by_id[r[0]].get("status"), b_by_id[r[0]].get("score" if run.mode == "pointwise"
                                                                         else "winner"), b_by_id[r[0]].get("raw")]
                        if r[0] in b_by_id else None for r in items]
-        paired = _paired(run, other, bootstrap)
-    ma = _metrics(run, bootstrap)
-    mb = _metrics(other, bootstrap) if other is not None else None
+        paired = _paired(run, other, bootstrap, seed)
+    ma = _metrics(run, bootstrap, seed)
+    mb = _metrics(other, bootstrap, seed) if other is not None else None
     graph, graph_note = _graph_svg(program)
     counts = Counter(r.get("status") for r in run.results)
     name = run.header.get("name") or "run"
@@ -478,10 +497,10 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     page = _TEMPLATE
     for key, value in {
         "TITLE": html.escape(title), "STYLE": _STYLE, "SCRIPT": _SCRIPT, "FACTS": " \u00b7 ".join(facts),
-        "METRICS": _metrics_table(ma, mb, (paired or {}).get("delta"), run.mode),
+        "METRICS": _metrics_table(ma, mb, (paired or {}).get("delta"), run.mode) + _criteria_table(by_criterion),
         "COMPARE": compare, "CHARTS": _charts(run, program, criteria),
         "GRAPH": graph or f'<p class="note">{html.escape(graph_note or "")}</p>',
-        "DATA": json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/"),
+        "DATA": dumps_line(data).replace("</", "<\\/"),
     }.items():
         page = page.replace(f"@@{key}@@", value)
     return page

@@ -185,3 +185,40 @@ def test_pairwise_report_in_a_headless_browser(tmp_path):
         assert "B:" in page.locator("#detail").inner_text()
         browser.close()
     assert errors == []
+
+
+def test_per_criterion_agreement_in_the_report(runs, tmp_path, capsys):
+    """--criterion NAME=FIELD --data FILE: the criterion's judgments against the data's human label for it."""
+    from gsrlang.metrics import pointwise_metrics
+
+    tmp, a, _ = runs
+    rows = [json.loads(x) for x in TC_DATA.read_text().splitlines()]
+    for i, r in enumerate(rows):  # a second annotator: some coherence labels moved up one
+        r["human"] = {"coherence": r["scores"]["coherence"] + (1.0 if i % 5 == 0 else 0.0)}
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "crit.html"
+    argv = ["report", str(a[0]), "--trace", str(a[1]), "-o", str(out), "--bootstrap", "100", "--data", str(data),
+            "--id-field", "id", "--criterion", "maintains_context=human.coherence"]
+    assert main(argv) == 0
+    text = out.read_text(encoding="utf-8")
+    table = re.search(r'<table class="metrics" id="criteria">(.*?)</table>', text, re.S).group(1)
+    # maintains_context is human(field: "scores.coherence"): its judgments are the first annotator's labels
+    expected = pointwise_metrics([r["scores"]["coherence"] for r in rows], [r["human"]["coherence"] for r in rows],
+                                 scale=(1, 3))
+    assert 0.5 < expected["exact"] < 1.0
+    for key in ("exact", "within1", "mae", "qwk"):
+        cell = re.search(rf'<td data-metric="{key}">([^<]*)<span class="ci">\[([^,]+), ([^\]]+)\]', table)
+        value, low, high = (float(x) for x in cell.groups())
+        assert value == pytest.approx(expected[key], abs=5e-4) and low <= value <= high, key
+    assert "human.coherence" in table and "<td>240</td>" in table
+
+    for bad, message in ((["--criterion", "nonexistent=human.coherence", "--data", str(data)], "no criterion"),
+                         (["--criterion", "maintains_context=human.coherence"], "needs --data"),
+                         (["--data", str(data)], "go with --criterion"),
+                         (["--criterion", "oops", "--data", str(data)], "NAME=FIELD")):
+        capsys.readouterr()
+        assert main(["report", str(a[0]), "--trace", str(a[1]), "-o", str(tmp_path / "bad.html")] + bad) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "bad.html").exists()

@@ -32,12 +32,18 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    g = add_criterion_arguments(p)
+    g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
+
+
+def add_criterion_arguments(p):
+    """--criterion, --data and --id-field (shared with `gsr report`); returns their group."""
     g = p.add_argument_group("per-criterion agreement (where the data holds a human label for a criterion)")
     g.add_argument("--criterion", action="append", default=[], metavar="NAME=FIELD",
                    help="compare criterion NAME's recorded judgments with the data's FIELD (repeatable)")
-    g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
     g.add_argument("--data", metavar="FILE", help="the data file with the criteria's human labels")
     g.add_argument("--id-field", metavar="NAME", help="the item id column, as given to gsr run")
+    return g
 
 
 def run(args) -> int:
@@ -55,7 +61,7 @@ def run(args) -> int:
         print(f"gsr metrics: {exc}", file=sys.stderr)
         return 1
     if args.criterion:
-        report["criteria"] = _criteria(args)
+        report["criteria"] = criteria_agreement(args)
     for path in report["incomplete"]:
         print(f"gsr metrics: warning: {path} does not end with a completed run's end line: its run was killed, "
               "failed or is still going, so these metrics cover only the items it holds", file=sys.stderr)
@@ -71,12 +77,16 @@ def run(args) -> int:
     return 0
 
 
-def _criteria(args) -> dict:
+def criteria_agreement(args) -> dict:
+    """Per-criterion agreement for --criterion (with args.trace, args.data, args.id_field, args.bootstrap and
+    args.seed); a UsageError names what is wrong."""
     from gsrlang.data import DataError
     from gsrlang.learn.criteria import criterion_agreement, parse_pairs
 
-    if not (args.trace and args.data):
-        raise UsageError("--criterion needs --trace (the judgments) and --data (the human labels)")
+    for flag, value, what in (("--trace", args.trace, "the run's trace: the judgments"),
+                              ("--data", args.data, "the data file with the human labels")):
+        if not value:
+            raise UsageError(f"--criterion needs {flag} ({what})")
     try:
         pairs = parse_pairs(args.criterion)
         return criterion_agreement(args.trace, args.data, pairs, args.id_field, args.bootstrap, args.seed)

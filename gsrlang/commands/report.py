@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from gsrlang.commands import UsageError
+from gsrlang.commands.metrics import add_criterion_arguments, criteria_agreement
 
 HELP = "write one self-contained HTML report of a run: metrics, charts, the graph, items, decision paths"
 DESCRIPTION = """\
@@ -28,6 +29,10 @@ records, its absolute path, or beside the trace; it must have the recorded conte
 hash), or given with --program; without it the page has no graph or decision paths.
 Drawing the graph needs Graphviz's `dot`.
 
+With --criterion NAME=FIELD --data FILE (as for `gsr metrics`), the page also shows
+each named criterion's agreement with a human label for that criterion held in the
+data file (joined by item id: --id-field, as the run was given it).
+
 A results file and a trace that are not of the same run (different items, or a
 result the trace does not record) are refused.
 
@@ -35,7 +40,9 @@ exit status: 0 written; 2 the files cannot be used.
 
 examples:
   gsr report out/demo/overall.results.jsonl --trace out/demo/overall.trace.jsonl -o out/demo/report.html
-  gsr report a.jsonl --trace a.trace.jsonl --compare b.jsonl --compare-trace b.trace.jsonl -o ab.html"""
+  gsr report a.jsonl --trace a.trace.jsonl --compare b.jsonl --compare-trace b.trace.jsonl -o ab.html
+  gsr report a.jsonl --trace a.trace.jsonl -o a.html --data dev.jsonl --id-field id \\
+      --criterion maintains_context=human.coherence"""
 
 
 def add_arguments(p) -> None:
@@ -49,6 +56,8 @@ def add_arguments(p) -> None:
     p.add_argument("--title", metavar="TEXT", help="the page's title")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                    help="bootstrap resamples for the 95%% intervals (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    add_criterion_arguments(p)
 
 
 def run(args) -> int:
@@ -60,9 +69,12 @@ def run(args) -> int:
         raise UsageError("--compare and --compare-trace go together: the second run's results and its trace")
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
+    if (args.data or args.id_field) and not args.criterion:
+        raise UsageError("--data and --id-field go with --criterion NAME=FIELD (the criteria to compare with the "
+                         "data's human labels)")
     out = Path(args.output)
     inputs = [("RESULTS", args.results), ("--trace", args.trace), ("--compare", args.compare),
-              ("--compare-trace", args.compare_trace), ("--program", args.program)]
+              ("--compare-trace", args.compare_trace), ("--program", args.program), ("--data", args.data)]
     check_outputs(inputs, [("-o", args.output)])
     if out.is_dir():
         raise UsageError(f"-o {args.output} is a folder: give a file name")
@@ -71,9 +83,11 @@ def run(args) -> int:
         other = load_run(args.compare, args.compare_trace) if args.compare else None
     except DataError as exc:
         raise UsageError(str(exc)) from None
+    by_criterion = criteria_agreement(args) if args.criterion else None
     program = _program(args, first)
     try:
-        page = build_report(first, program, other, bootstrap=args.bootstrap, title=args.title)
+        page = build_report(first, program, other, bootstrap=args.bootstrap, title=args.title, seed=args.seed,
+                            by_criterion=by_criterion)
     except DataError as exc:
         raise UsageError(str(exc)) from None
     write_atomic(out, page)
