@@ -118,9 +118,8 @@ def _disagreement(line: dict, mode: str) -> float | None:
     return 1 if "tie" in (winner, label) else 2
 
 
-def _item_flags(record: dict) -> tuple[bool, bool]:
-    """(some criterion abstained, some gate fired) for one trace record."""
-    nodes = {n["id"]: n for n in record.get("nodes") or ()}
+def _item_flags(nodes: dict) -> tuple[bool, bool]:
+    """(some criterion abstained, some gate fired) for one trace record's nodes (by id)."""
     abstained = any(j.get("status") == "abstained" for n in nodes.values() for j in n.get("judgments") or ())
     fired = False
     for n in nodes.values():
@@ -132,7 +131,7 @@ def _item_flags(record: dict) -> tuple[bool, bool]:
 
 
 class _Strings:
-    """A table of distinct strings (reasons repeat): the page stores indices."""
+    """A table of distinct strings (reasons and decision paths repeat): the page stores indices."""
 
     def __init__(self):
         self.index: dict[str, int] = {}
@@ -154,16 +153,18 @@ def _value(v):
     return v
 
 
-def _items(run: Run, program, strings: _Strings, criteria: list[str], node_ids: list[str]) -> list[list]:
-    """One compact row per item (see the page script for the layout)."""
+def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list[str],
+           node_ids: list[str]) -> list[list]:
+    """One compact row per item (see the page script for the layout). Decision paths go in `paths` (items repeat
+    them: a path depends only on the node values, computed once per distinct set of values)."""
     from gsrlang.render import decision_path, trace_item_from_record
 
     mode = run.mode
     node_index = {n: k for k, n in enumerate(node_ids)}
-    rows, paths = [], {}
+    rows, seen = [], {}
     for line, record in zip(run.results, run.records):
-        abstained, fired = _item_flags(record)
         nodes = {n["id"]: n for n in record.get("nodes") or ()}
+        abstained, fired = _item_flags(nodes)
         judged = []
         for cid in criteria:
             n = nodes.get(cid)
@@ -178,13 +179,13 @@ def _items(run: Run, program, strings: _Strings, criteria: list[str], node_ids: 
         path = None
         if program is not None and record.get("nodes"):
             # the path depends on the node values only, and items repeat them (criteria answer a few levels)
-            key = dumps_line([[n.get("id"), n.get("output")] for n in record["nodes"]])
-            path = paths.get(key)
-            if path is None:
+            key = dumps_line(values)
+            if key not in seen:
                 overlay = decision_path(program, trace_item_from_record(record))
-                path = paths[key] = [sorted(node_index[n] for n in overlay.nodes if n in node_index),
-                                     sorted(overlay.changed), sorted(overlay.fired - overlay.changed),
-                                     sorted(_edge_id(e) for e in overlay.edges)]
+                found = [sorted(node_index[n] for n in overlay.nodes if n in node_index), sorted(overlay.changed),
+                         sorted(overlay.fired - overlay.changed), sorted(_edge_id(e) for e in overlay.edges)]
+                seen[key] = paths(dumps_line(found))
+            path = seen[key]
         sink = line.get("sink") or {}
         rows.append([str(line.get("id")), line.get("status"),
                      line.get("score") if mode == "pointwise" else line.get("winner"),
@@ -466,7 +467,8 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     node_ids = [n["id"] for n in (first or {}).get("nodes") or ()]
     kinds = {n["id"]: n.get("kind") for n in (first or {}).get("nodes") or ()}
     criteria = [n for n in node_ids if kinds.get(n) == "criterion"]
-    items = _items(run, program, strings, criteria, node_ids)
+    paths = _Strings()
+    items = _items(run, program, strings, paths, criteria, node_ids)
     other_items = None
     paired = None
     if other is not None:
@@ -482,7 +484,7 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     name = run.header.get("name") or "run"
     title = title or f"gsr report: {name}"
     data = {"mode": run.mode, "criteria": criteria, "nodes": node_ids, "kinds": [kinds[n] for n in node_ids],
-            "strings": strings.items, "items": items, "other": other_items,
+            "strings": strings.items, "paths": [json.loads(p) for p in paths.items], "items": items, "other": other_items,
             "changed": paired["changed"] if paired else None}
     compare = _compare_section(paired, other) if other is not None else ""
     summary = run.summary or {}
@@ -579,7 +581,7 @@ _SCRIPT = r"""
 const D = JSON.parse(document.getElementById("report-data").textContent);
 const S = D.strings, PW = D.mode === "pointwise", PAGE = 50;
 const changed = new Set(D.changed || []);
-// item row: [id, status, score|winner, raw, label, disagreement, abstained, gate, reason, sink, judged, values, path]
+// item row: [id, status, score|winner, raw, label, disagreement, abstained, gate, reason, sink, judged, values, path (an index into D.paths)]
 const cols = [["id", r => r[0]], ["status", r => r[1]], [PW ? "score" : "winner", r => r[2]],
   ["gold", r => r[4]], ["disagreement", r => r[5]], ["sink", r => r[9] ? r[9][0] : null]];
 if (D.other) cols.push([PW ? "score B" : "winner B", (r, i) => D.other[i] ? D.other[i][1] : null]);
@@ -669,7 +671,7 @@ function open(i) {
     (r[5] !== null ? ` \u00b7 disagreement ${esc(fmt(r[5]))}` : "") + "</p>";
   if (D.other && D.other[i]) h += `<p>run B: status ${esc(D.other[i][0])}, ${PW ? "score" : "winner"} <b>${esc(fmt(D.other[i][1]))}</b></p>`;
   if (r[8] !== null) h += `<p class="st-invalid">${esc(S[r[8]])}</p>`;
-  const p = r[12];
+  const p = r[12] === null ? null : D.paths[r[12]];
   if (p) {
     h += "<h3>Decision path</h3><div>" + p[0].map(k => {
       const id = D.nodes[k], cls = p[1].includes(id) ? " gate-changed" : p[2].includes(id) ? " gate-same" : "";
