@@ -44,7 +44,8 @@ def add_arguments(p) -> None:
     add_column_arguments(p)
     p.add_argument("--all", dest="every", action="store_true",
                    help="tune every numeric parameter written in the program, not only those marked `in LO..HI`")
-    p.add_argument("--metric", choices=METRICS, default="exact", help="what to report and select on (default: exact)")
+    p.add_argument("--metric", choices=METRICS, help="what to report and select on (default: exact for a pointwise "
+                   "program, accuracy of the winner for a pairwise one)")
     p.add_argument("--objective", choices=("surrogate", "metric"), default="surrogate",
                    help="surrogate: least squares of the continuous score against the labels, then cut points "
                         "(default); metric: search the metric itself")
@@ -101,13 +102,16 @@ class TraceRefused(Exception):
 
 def run(args) -> int:
     from gsrlang.commands.run import choose_mode, load_program
+    from gsrlang.learn.tune import METRICS, PAIRWISE_METRICS
 
     program = load_program(args.program)
     if program is None:
         return 1
     mode = choose_mode(program, None if program.readout.pointwise else "pairwise")
-    if mode != "pointwise":
-        raise UsageError("gsr tune tunes pointwise programs (a score on a scale); this one is pairwise")
+    args.metric = args.metric or ("exact" if mode == "pointwise" else "accuracy")
+    if (args.metric in PAIRWISE_METRICS) != (mode == "pairwise"):
+        raise UsageError(f"--metric {args.metric} is not a metric of a {mode} program: choose one of "
+                         + ", ".join(m for m in METRICS if (m in PAIRWISE_METRICS) == (mode == "pairwise")))
     if args.folds < 2:
         raise UsageError("--folds must be at least 2")
     if args.shrink < 0:
@@ -150,17 +154,20 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
               f"{missing} missing")
     settings = FitSettings(metric=args.metric, objective=args.objective, shrink=args.shrink, seed=args.seed)
     p = program.readout.pointwise
-    scale = (p.lo, p.hi)
+    scale = (p.lo, p.hi) if p is not None else None
     try:
         cv = cross_validate(program, ks, table, args.folds, settings)
     except TuneError as exc:
         raise UsageError(str(exc)) from None
-    report = paired_report("pointwise", cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed)
+    report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed)
     print(f"\n{args.folds}-fold cross-validation (seed {args.seed}), on the held-out folds:")
-    print(f"  {'metric':<10}{'untuned':>24}{'tuned':>24}{'paired difference':>27}")
-    for key in ("exact", "within1", "qwk", "mae", "spearman", "pearson"):
+    shown = (("exact", "within1", "qwk", "mae", "spearman", "pearson") if table.mode == "pointwise"
+             else ("accuracy", "valid_only_accuracy", "coverage"))
+    w = max(len(k) for k in shown) + 2
+    print(f"  {'metric':<{w}}{'untuned':>24}{'tuned':>24}{'paired difference':>27}")
+    for key in shown:
         r = report[key]
-        print(f"  {key:<10}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
+        print(f"  {key:<{w}}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
               f"{_ci(r['diff'], r['ci95'], True):>27}")
     chosen = report[args.metric]
 

@@ -24,6 +24,11 @@ L-BFGS-B. `objective="metric"` instead searches the chosen metric itself
 (exact, QWK, MAE, Spearman) with the same optimiser: closer to the goal, more
 prone to fit the noise of a small data set.
 
+A pairwise program (winner labels first / second / tie) is tuned for the
+accuracy of its winner: the surrogate is the Bradley-Terry likelihood of the
+labels, P(first wins) = sigmoid(k (s_first - s_second)) with its scale k fitted
+for each parameter set, and `objective="metric"` searches the accuracy itself.
+
 Cross-validation (`cross_validate`) splits the labelled items into k folds with
 the seed, tunes on k - 1 folds and predicts the held-out one: only the training
 folds' labels reach `fit` (the leakage test checks this). Its pooled
@@ -48,8 +53,8 @@ from gsrlang.span import Span
 
 __all__ = ["CVResult", "Knob", "METRICS", "TuneError", "cross_validate", "fit", "knobs", "metric_value"]
 
-METRICS = ("exact", "qwk", "mae", "spearman")
-HIGHER_IS_BETTER = {"exact": True, "qwk": True, "mae": False, "spearman": True}
+METRICS = ("exact", "qwk", "mae", "spearman", "accuracy")
+PAIRWISE_METRICS = ("accuracy",)
 READOUT = "readout"
 
 
@@ -203,7 +208,7 @@ def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray, 
 
 @attrs.frozen
 class FitSettings:
-    metric: str = "exact"
+    metric: str = "exact"  # a pointwise metric, or "accuracy" for a pairwise program
     objective: str = "surrogate"  # "surrogate" | "metric"
     shrink: float = 0.01
     seed: int = 0
@@ -219,24 +224,54 @@ def _link(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return float(a), float(b), float(np.mean((a + b * s - y) ** 2))
 
 
-def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
-    """The tuned parameter vector for the labelled items of `table` (labels: numbers, None for none)."""
+def _bradley_terry(d: np.ndarray, t: np.ndarray) -> float:
+    """The Bradley-Terry cross-entropy of P(first wins) = sigmoid(k d) against t (1 first, 0 second, 1/2 tie),
+    at its best scale k in [0, 50] of the margin's root mean square, relative to log 2 (k = 0: a coin)."""
+    from scipy.optimize import minimize_scalar
+
+    rms = float(np.sqrt(np.mean(d ** 2))) if len(d) else 0.0
+    if rms == 0:
+        return 1.0
+    z = d / rms
+
+    def cross_entropy(k):
+        return float(np.mean(np.logaddexp(0.0, -k * z) * t + np.logaddexp(0.0, k * z) * (1 - t)))
+
+    return minimize_scalar(cross_entropy, bounds=(0.0, 50.0), method="bounded").fun / math.log(2)
+
+
+def _search(loss, space: "Space", index, settings: FitSettings, polish: bool) -> np.ndarray:
     from scipy.optimize import differential_evolution
 
+    result = differential_evolution(loss, list(zip(space.lower[index], space.upper[index])), seed=settings.seed,
+                                    maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
+                                    x0=np.clip(space.start[index], space.lower[index], space.upper[index]),
+                                    polish=polish)
+    return result.x
+
+
+def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
+    """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none)."""
     space = Space(program, ks)
     evaluator = Evaluator(program)
-    labelled = np.array([g is not None for g in table.labels])
-    y = np.array([float(g) if g is not None else np.nan for g in table.labels])
-    p = program.readout.pointwise
-    scale = (p.lo, p.hi)
-    var = float(np.var(y[labelled])) or 1.0
     width = np.where(space.upper > space.lower, space.upper - space.lower, 1.0)
-    shrink = settings.shrink
-    all_cuts = p.quantize == "thresholds" and len(space.cut_index) == len(p.thresholds) and len(p.thresholds) > 0
-    surrogate = settings.objective == "surrogate" and (p.quantize != "thresholds" or all_cuts)
 
     def penalty(theta):
-        return shrink * float(np.mean(((theta - space.start) / width) ** 2)) if len(theta) else 0.0
+        return settings.shrink * float(np.mean(((theta - space.start) / width) ** 2)) if len(theta) else 0.0
+
+    if table.mode == "pairwise":
+        return _fit_pairwise(space, evaluator, table, settings, penalty)
+    return _fit_pointwise(space, evaluator, table, settings, penalty)
+
+
+def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings: FitSettings, penalty) -> np.ndarray:
+    labelled = np.array([g is not None for g in table.labels])
+    y = np.array([float(g) if g is not None else np.nan for g in table.labels])
+    p = space.program.readout.pointwise
+    scale = (p.lo, p.hi)
+    var = float(np.var(y[labelled])) or 1.0
+    all_cuts = p.quantize == "thresholds" and len(space.cut_index) == len(p.thresholds) and len(p.thresholds) > 0
+    surrogate = settings.objective == "surrogate" and (p.quantize != "thresholds" or all_cuts)
 
     theta = space.start.copy()
     if surrogate:
@@ -257,35 +292,54 @@ def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSetting
             return mse / var + penalty(theta)
 
         if free:
-            result = differential_evolution(loss, list(zip(space.lower[free], space.upper[free])), seed=settings.seed,
-                                            maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
-                                            x0=np.clip(space.start[free], space.lower[free], space.upper[free]),
-                                            polish=True)
-            theta[free] = result.x
+            theta[free] = _search(loss, space, free, settings, polish=True)
         if all_cuts:
             params, _ = space.overrides(theta)
             ev = evaluator.run(table, params=params, exact=False)
             use = ev.ok & labelled
             a, b, _ = _link(ev.sink[use, 0], y[use])
             if b > 0:
-                for j, i in enumerate(space.cut_index):
+                for i in space.cut_index:
                     k = int(_split(space.knobs[i].key)[1]) + 1
                     theta[i] = min(space.upper[i], max(space.lower[i], (p.lo + k - 0.5 - a) / b))
         return theta
-
-    sign = 1.0 if HIGHER_IS_BETTER[settings.metric] else 1.0  # _fast_metric is already "higher is better"
 
     def negative_metric(x):
         params, cuts = space.overrides(x)
         ev = evaluator.run(table, params=params, thresholds=cuts, exact=False)
         score = np.nan_to_num(ev.score, nan=-1.0)
-        return -sign * _fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
+        return -_fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
             + penalty(np.asarray(x))
 
-    result = differential_evolution(negative_metric, list(zip(space.lower, space.upper)), seed=settings.seed,
-                                    maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
-                                    x0=np.clip(space.start, space.lower, space.upper), polish=False)
-    return result.x
+    return _search(negative_metric, space, slice(None), settings, polish=False)
+
+
+PREFERENCE = {"first": 1.0, "second": 0.0, "tie": 0.5}
+
+
+def _fit_pairwise(space: "Space", evaluator: Evaluator, table: Table, settings: FitSettings, penalty) -> np.ndarray:
+    """Pairwise: the surrogate is the Bradley-Terry likelihood of the labels, P(first wins) = sigmoid(k (s_first
+    - s_second)), its scale k fitted for each parameter set (`_bradley_terry`); an invalid item counts as a
+    coin toss. The metric objective searches the winner's accuracy itself."""
+    labelled = np.array([g in PREFERENCE for g in table.labels])
+    t = np.array([PREFERENCE.get(g, np.nan) for g in table.labels])
+    gold = np.array(table.labels, dtype=object)
+    n = max(1, int(labelled.sum()))
+
+    def loss(x):
+        params, _ = space.overrides(x)
+        ev = evaluator.run(table, params=params, exact=False)
+        use = ev.ok & labelled
+        fitted = _bradley_terry(ev.sink[use, 0] - ev.sink[use, 1], t[use])
+        return (fitted * use.sum() + (labelled.sum() - use.sum())) / n + penalty(np.asarray(x))
+
+    def negative_accuracy(x):
+        params, _ = space.overrides(x)
+        ev = evaluator.run(table, params=params, exact=False)
+        return -float(np.mean((ev.winner[labelled] == gold[labelled]) & ev.ok[labelled])) + penalty(np.asarray(x))
+
+    surrogate = settings.objective == "surrogate"
+    return _search(loss if surrogate else negative_accuracy, space, slice(None), settings, polish=surrogate)
 
 
 def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
