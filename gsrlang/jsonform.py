@@ -296,6 +296,12 @@ class _Writer:
                 self.err(path, "missing field `type` (a criterion's judgment type)")
             info.criterion = self._criterion(node.get("criterion"), _at(path, "criterion"), info.type) \
                 if "criterion" in node else _CriterionInfo()
+            info.tune = self._tune(node.get("tune", {}), _at(path, "tune"))
+            valued = {f"values[{key}]" for key, _, value in info.criterion.levels if value is not None}
+            for key in info.tune:
+                if key not in valued:
+                    self.err(_at(path, "tune"), f"{json_repr(key)} names no level value of this criterion "
+                                                "(a criterion's tunable numbers are `values[LEVEL]`)")
             if "declared_type" in node and info.type is not None:
                 dt = node["declared_type"]
                 if self.typed(dt, _at(path, "declared_type"), lambda v: isinstance(v, str), "a string") \
@@ -767,6 +773,7 @@ class _NodeInfo:
         self.inputs: list[_Input] = []
         self.value = None
         self.criterion: _CriterionInfo | None = None
+        self.tune: dict = {}  # a criterion's tunable level values: {"values[LEVEL]": (lo, hi)}
 
 
 class _Plan:
@@ -909,6 +916,9 @@ class _Plan:
             line = f"level {key_text} {_string(text)}"
             if value is not None:
                 line += f" = {repr(float(value)) if not _is_int(value) else str(value)}"
+                if f"values[{key}]" in info.tune:
+                    lo, hi = info.tune[f"values[{key}]"]
+                    line += f" in {_num(lo)}..{_num(hi)}"
                 values[key] = float(value)
             body.append(line)
         if t is not None and t.kind == "ordinal":

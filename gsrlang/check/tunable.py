@@ -2,14 +2,16 @@
 
 A number may be marked only where tuning keeps the program's structure and its
 meaning is a real number: an operator's numeric parameter (a gate's or
-`threshold`'s `at`, a reducer's `weights`, a `map`'s scores) and a cut point of
-`quantize = thresholds(...)`. Its range must be non-empty, hold the number, and
-lie within the parameter's own bounds ([0, 1] for a Score parameter or a cut
-point; any reals for a weight). Anywhere else a range after a number is an error.
+`threshold`'s `at`, a reducer's `weights`, a `map`'s scores), a cut point of
+`quantize = thresholds(...)`, and an ordinal level's value (`level ok "..." =
+0.5 in 0.2..0.8`: the score `normalize` gives the level). Its range must be
+non-empty, hold the number, and lie within the parameter's own bounds ([0, 1]
+for a Score parameter, a cut point or a level value; any reals for a weight).
+Anywhere else a range after a number is an error.
 
 `tune_key(name, index_or_label)` is how a tunable entry is named in the checked
 program (`Node.tune`, the JSON form, `gsr tune`'s report): `at`, `weights[0]`,
-`to[good]`.
+`to[good]`, and on a criterion node `values[ok]`.
 """
 
 from __future__ import annotations
@@ -81,6 +83,32 @@ def number_spans(ctx: Context, g) -> dict:
     return out
 
 
+def _level_values(ctx: Context, name: str):
+    """(level key, its value's Number) for each explicit level value of an ordinal criterion."""
+    decl = ctx.decls.get(name)
+    t = ctx.criterion_types.get(name)
+    if decl is None or not isinstance(decl.item, ast.CriterionDecl) or t is None or t.kind != "ordinal":
+        return []
+    body = decl.item.body or ()
+    return [(b.key_text, b.value) for b in body if isinstance(b, ast.Level) and b.value is not None
+            and b.key_text in t.labels]
+
+
+def criterion_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
+    """{`values[LEVEL]`: (lo, hi)} of a criterion's tunable level values, as written."""
+    if g.kind != "criterion":
+        return {}
+    return {tune_key("values", key): (float(v.tune.lo.value), float(v.tune.hi.value))
+            for key, v in _level_values(ctx, g.id) if v.tune is not None}
+
+
+def criterion_number_spans(ctx: Context, g) -> dict:
+    """{`values[LEVEL]`: span} of a criterion's explicit level values (main file only)."""
+    if g.kind != "criterion" or g.path is not None:
+        return {}
+    return {tune_key("values", key): v.span for key, v in _level_values(ctx, g.id)}
+
+
 def threshold_tunables(call: ast.Call) -> tuple:
     """Per cut point of `thresholds(...)`: its (lo, hi) range, or None when it is fixed."""
     return tuple((float(a.value.tune.lo.value), float(a.value.tune.hi.value))
@@ -99,6 +127,13 @@ def check_tunables(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -
             for key, number, bounds in tunables_in(expr, name, p.pattern if p else None):
                 placed.add(id(number))
                 _check_range(ctx, number, f"`{key}`", bounds, g.path)
+    for name, decl in ctx.decls.items():
+        for key, number in _level_values(ctx, name):
+            if number.tune is not None:
+                placed.add(id(number))
+                _check_range(ctx, number, f"the value of level `{key}`", (0.0, 1.0), decl.path)
+        if isinstance(decl.item, ast.CriterionDecl):  # a value where no level takes one: GSR306 / GSR309 say so
+            placed.update(id(b.value) for b in decl.item.body or () if isinstance(b, ast.Level) and b.value)
     for task in ctx.tasks.values():
         for s in task.settings:
             if s.key.name == "quantize" and isinstance(s.value, ast.Call) and s.value.op.name == "thresholds":
@@ -109,7 +144,8 @@ def check_tunables(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -
     for module, path in modules:
         for number in _tunable_numbers(module):
             if id(number) not in placed:
-                ctx.error("GSR320", "only an operator's numeric parameter or a `thresholds` cut point can be tuned",
+                ctx.error("GSR320", "only an operator's numeric parameter, a `thresholds` cut point or an ordinal "
+                                    "level's value can be tuned",
                           number.tune.span, "not tunable here", path=path,
                           help=f"write the number alone: `{_text(number.value)}`")
 

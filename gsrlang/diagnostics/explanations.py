@@ -572,9 +572,10 @@ _EXPLANATIONS = [
         A number is marked tunable (`VALUE in LO..HI`) where `gsr tune` cannot move it. Tuning
         learns a program's numbers from labelled data and keeps its structure, so only the
         numbers that parameterise the composition can move: an operator's numeric parameter
-        (a gate's or `threshold`'s `at`, a reducer's `weights`, a `map`'s scores) and a cut
-        point of `quantize = thresholds(...)`. A constant node, a level value, a scale or a
-        rule's argument is part of what the program means, not a knob.
+        (a gate's or `threshold`'s `at`, a reducer's `weights`, a `map`'s scores), a cut
+        point of `quantize = thresholds(...)`, and an ordinal level's value (`level ok "..."
+        = 0.5 in 0.2..0.8`, the score `normalize` gives it). A constant node, a level's key,
+        a scale or a rule's argument is part of what the program means, not a knob.
         """,
        _HEAD + _CORRECT + _UNSAFE + "node base = 0.8 in 0.5..1\n"
        "sink cap(base: min(items: [normalize(correct), base]), trigger: unsafe, at: 0.25)\n",

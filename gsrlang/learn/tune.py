@@ -95,6 +95,15 @@ def _param_value(params: dict, key: str):
     return v.get(sub) if isinstance(v, dict) else None
 
 
+def _level_value(node, key: str):
+    """The value of an ordinal criterion's level, by its key `values[LEVEL]`."""
+    name, label = _split(key)
+    t = node.type
+    if name != "values" or t.kind != "ordinal" or label not in t.labels:
+        return None
+    return t.values[t.labels.index(label)]
+
+
 def knobs(program: Program, every: bool = False) -> list[Knob]:
     """The numbers tuning may move: the marked ones, or (`every`) every numeric parameter written in the file."""
     out = []
@@ -105,7 +114,7 @@ def knobs(program: Program, every: bool = False) -> list[Knob]:
                 if key not in keys:
                     keys[key] = None
         for key, bounds in keys.items():
-            value = _param_value(n.params, key)
+            value = _level_value(n, key) if n.kind == "criterion" else _param_value(n.params, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
             if bounds is None:
@@ -125,7 +134,7 @@ def knobs(program: Program, every: bool = False) -> list[Knob]:
 def _type_bounds(node, key: str, value: float) -> tuple[float, float]:
     name, _ = _split(key)
     if name != "weights":
-        return 0.0, 1.0  # `at`, a map's scores: Score parameters
+        return 0.0, 1.0  # `at`, a map's scores, a level's value: scores
     weights = [w for w in node.params["weights"] if isinstance(w, (int, float))]
     same_sign = [abs(w) for w in weights if (w < 0) == (value < 0)]
     top = 2.0 * max(same_sign + [1e-9])
@@ -133,7 +142,7 @@ def _type_bounds(node, key: str, value: float) -> tuple[float, float]:
 
 
 class Space:
-    """A parameter vector <-> the evaluator's overrides ({node: {param: value}}, cut points)."""
+    """A parameter vector <-> the evaluator's overrides ({node: {param: value}}, cut points, level values)."""
 
     def __init__(self, program: Program, ks: Sequence[Knob]):
         self.program = program
@@ -143,6 +152,9 @@ class Space:
         self.start = np.array([k.start for k in ks])
         self.cut_index = [i for i, k in enumerate(ks) if k.node == READOUT]
         self.other_index = [i for i, k in enumerate(ks) if k.node != READOUT]
+        self.criteria = {n.id for n in program.criteria}
+        self.level_index = [i for i, k in enumerate(ks) if k.node in self.criteria]
+        self._evaluator = Evaluator(program)
 
     def overrides(self, theta: Sequence[float]) -> tuple[dict, list | None]:
         params: dict = {}
@@ -150,6 +162,8 @@ class Space:
         p = self.program.readout.pointwise
         for k, v in zip(self.knobs, theta):
             v = float(v)
+            if k.node in self.criteria:
+                continue  # a level value: `levels`
             if k.node == READOUT:
                 if cuts is None:
                     cuts = list(p.thresholds)
@@ -170,9 +184,50 @@ class Space:
             cuts = increasing(cuts)
         return params, cuts
 
+    def levels(self, theta: Sequence[float]) -> dict:
+        """{criterion id: {level: value}} of the tuned level values."""
+        out: dict = {}
+        for i in self.level_index:
+            k = self.knobs[i]
+            out.setdefault(k.node, {})[_split(k.key)[1]] = float(theta[i])
+        return out
+
+    def run(self, table: Table, theta: Sequence[float], exact: bool = False, cuts: bool = True):
+        """The columnar evaluation of `table` under `theta` (`cuts=False`: the written cut points)."""
+        params, thresholds = self.overrides(theta)
+        evaluator = self._evaluator
+        if self.level_index:  # level values are part of the types the plan binds: a plan of its own
+            evaluator = Evaluator(with_levels(self.program, self.levels(theta)))
+        return evaluator.run(table, params=params, thresholds=thresholds if cuts else None, exact=exact)
+
     def program_for(self, theta: Sequence[float]) -> Program:
         params, cuts = self.overrides(theta)
-        return with_parameters(self.program, params, cuts)
+        return with_parameters(with_levels(self.program, self.levels(theta)), params, cuts)
+
+
+def with_levels(program: Program, levels: dict) -> Program:
+    """The program with some ordinal criteria's level values replaced; a node that passes an ordinal through
+    (`default`, `mask`) carries its input's new values."""
+    if not levels:
+        return program
+    types: dict = {}
+    nodes = []
+    for n in program.nodes:
+        t = n.type
+        if n.id in levels:
+            values = list(t.values)
+            for label, v in levels[n.id].items():
+                values[t.labels.index(label)] = v
+            t = attrs.evolve(t, values=tuple(values))
+        elif t.kind == "ordinal":
+            fed = [types[i.source] for i in n.inputs if i.source in types]
+            if fed and fed[0].labels == t.labels:
+                t = attrs.evolve(t, values=fed[0].values)
+        if t is not n.type:
+            types[n.id] = t
+            n = attrs.evolve(n, type=t)
+        nodes.append(n)
+    return attrs.evolve(program, nodes=tuple(nodes))
 
 
 def increasing(cuts: Sequence[float]) -> list[float]:
@@ -253,18 +308,17 @@ def _search(loss, space: "Space", index, settings: FitSettings, polish: bool) ->
 def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
     """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none)."""
     space = Space(program, ks)
-    evaluator = Evaluator(program)
     width = np.where(space.upper > space.lower, space.upper - space.lower, 1.0)
 
     def penalty(theta):
         return settings.shrink * float(np.mean(((theta - space.start) / width) ** 2)) if len(theta) else 0.0
 
     if table.mode == "pairwise":
-        return _fit_pairwise(space, evaluator, table, settings, penalty)
-    return _fit_pointwise(space, evaluator, table, settings, penalty)
+        return _fit_pairwise(space, table, settings, penalty)
+    return _fit_pointwise(space, table, settings, penalty)
 
 
-def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings: FitSettings, penalty) -> np.ndarray:
+def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty) -> np.ndarray:
     labelled = np.array([g is not None for g in table.labels])
     y = np.array([float(g) if g is not None else np.nan for g in table.labels])
     p = space.program.readout.pointwise
@@ -279,8 +333,7 @@ def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings:
 
         def loss(x):
             theta[free] = x
-            params, _ = space.overrides(theta)
-            ev = evaluator.run(table, params=params, exact=False)
+            ev = space.run(table, theta, cuts=False)
             use = ev.ok & labelled
             s = ev.sink[use, 0]
             if all_cuts:
@@ -294,8 +347,7 @@ def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings:
         if free:
             theta[free] = _search(loss, space, free, settings, polish=True)
         if all_cuts:
-            params, _ = space.overrides(theta)
-            ev = evaluator.run(table, params=params, exact=False)
+            ev = space.run(table, theta, cuts=False)
             use = ev.ok & labelled
             a, b, _ = _link(ev.sink[use, 0], y[use])
             if b > 0:
@@ -305,8 +357,7 @@ def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings:
         return theta
 
     def negative_metric(x):
-        params, cuts = space.overrides(x)
-        ev = evaluator.run(table, params=params, thresholds=cuts, exact=False)
+        ev = space.run(table, x)
         score = np.nan_to_num(ev.score, nan=-1.0)
         return -_fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
             + penalty(np.asarray(x))
@@ -317,7 +368,7 @@ def _fit_pointwise(space: "Space", evaluator: Evaluator, table: Table, settings:
 PREFERENCE = {"first": 1.0, "second": 0.0, "tie": 0.5}
 
 
-def _fit_pairwise(space: "Space", evaluator: Evaluator, table: Table, settings: FitSettings, penalty) -> np.ndarray:
+def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty) -> np.ndarray:
     """Pairwise: the surrogate is the Bradley-Terry likelihood of the labels, P(first wins) = sigmoid(k (s_first
     - s_second)), its scale k fitted for each parameter set (`_bradley_terry`); an invalid item counts as a
     coin toss. The metric objective searches the winner's accuracy itself."""
@@ -327,15 +378,13 @@ def _fit_pairwise(space: "Space", evaluator: Evaluator, table: Table, settings: 
     n = max(1, int(labelled.sum()))
 
     def loss(x):
-        params, _ = space.overrides(x)
-        ev = evaluator.run(table, params=params, exact=False)
+        ev = space.run(table, x)
         use = ev.ok & labelled
         fitted = _bradley_terry(ev.sink[use, 0] - ev.sink[use, 1], t[use])
         return (fitted * use.sum() + (labelled.sum() - use.sum())) / n + penalty(np.asarray(x))
 
     def negative_accuracy(x):
-        params, _ = space.overrides(x)
-        ev = evaluator.run(table, params=params, exact=False)
+        ev = space.run(table, x)
         return -float(np.mean((ev.winner[labelled] == gold[labelled]) & ev.ok[labelled])) + penalty(np.asarray(x))
 
     surrogate = settings.objective == "surrogate"
@@ -344,8 +393,7 @@ def _fit_pairwise(space: "Space", evaluator: Evaluator, table: Table, settings: 
 
 def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
     """Per item: the tuned program's score (None where invalid), by the columnar evaluator (exact readout)."""
-    params, cuts = Space(program, ks).overrides(theta)
-    return Evaluator(program).run(table, params=params, thresholds=cuts).predictions()
+    return Space(program, ks).run(table, theta, exact=True).predictions()
 
 
 # ---- cross-validation ------------------------------------------------------------------------------------------------

@@ -348,7 +348,9 @@ class _Printer:
         if isinstance(item, ast.Level):
             lines = _join([f"level {_level_key(item.key)} "], self._string(item.text))
             if item.value is not None:
-                lines = _join(lines, [f" = {_number(item.value.value)}"])
+                tune = item.value.tune
+                lines = _join(lines, [f" = {_number(item.value.value)}" + (
+                    f" in {_number(tune.lo.value)}..{_number(tune.hi.value)}" if tune is not None else "")])
             return lines
         if isinstance(item, ast.Example):
             lines = _join(["example "], self._string(item.text), [" -> "])
