@@ -163,3 +163,62 @@ def test_predictions_use_the_exact_readout():
     from gsrlang.runtime.columnar import Evaluator
 
     assert preds == Evaluator(program).run(table).predictions()
+
+
+def test_a_weight_moves_by_its_share_not_its_scale():
+    from gsrlang.learn.tune import Space
+
+    program = analyze(SYNTH).program
+    ks = knobs(program)
+    space = Space(program, ks)
+    names = [k.name for k in ks]
+    w0, w1 = names.index("body.weights[0]"), names.index("body.weights[1]")
+    theta = space.start.copy()
+    theta[[w0, w1]] *= 1.7  # the same shares: no move
+    assert np.allclose(space.moves(theta), 0)
+    theta[w0], theta[w1] = 0.75, 0.25  # shares 3/4 and 1/4 from 1/2 each: moves of +-1/2 equal share
+    assert np.allclose(space.moves(theta)[[w0, w1]], [0.5, -0.5])
+
+
+def test_auto_shrinkage_is_chosen_inside_each_fold_without_leakage():
+    from gsrlang.learn.tune import choose_shrink
+
+    program = analyze(SYNTH).program
+    ks = knobs(program)
+    rng = np.random.default_rng(5)
+    rows = [dict(r, label=float(min(5, max(1, r["label"] + rng.normal(0, 0.4))))) for r in synthetic(60)]
+    settings = FitSettings(shrink=None, shrink_grid=(0.0, 10.0), inner_folds=3, maxiter=4, popsize=4, seed=1)
+    chosen, scores = choose_shrink(program, ks, table_of(program, rows), settings)
+    assert set(scores) == {0.0, 10.0} and chosen in scores
+    assert scores[chosen] == max(scores.values())
+    cv = cross_validate(program, ks, table_of(program, rows), 3, settings)
+    # the outer held-out fold's labels reach neither the inner choice nor the fit: scrambling them leaves
+    # that fold's predictions unchanged (nested CV)
+    fold0 = {i for i, fold in zip(cv.ids, cv.fold_of) if fold == 0}
+    scrambled = [dict(r, label=(5.0 if r["id"] in fold0 else r["label"])) for r in rows]
+    again = cross_validate(program, ks, table_of(program, scrambled), 3, settings)
+    assert [p for p, f in zip(cv.tuned, cv.fold_of) if f == 0] == [p for p, f in zip(again.tuned, again.fold_of)
+                                                                   if f == 0]
+
+
+def test_gsr_tune_shrink_auto_reports_its_choice(tmp_path, capsys, monkeypatch):
+    import functools
+
+    import gsrlang.learn.tune as tune
+
+    # a small search, so that the 2 x (2 x 2 + 1) + 2 x 2 + 1 fits stay quick
+    monkeypatch.setattr(tune, "FitSettings", functools.partial(tune.FitSettings, maxiter=3, popsize=4,
+                                                               shrink_grid=(0.0, 1.0), inner_folds=2))
+    prog = tmp_path / "synth.gsr"
+    prog.write_text(SYNTH)
+    data = tmp_path / "d.jsonl"
+    _write_data(data, synthetic(40))
+    out = tmp_path / "auto.gsr"
+    assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--folds", "2",
+                 "--shrink", "auto", "--bootstrap", "10", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "shrinkage: auto (" in text and "inner 2-fold CV exact: 0: " in text
+    assert "shrink: auto (" in out.read_text()
+    for bad in ("-1", "lots", "nan"):
+        assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--shrink", bad]) == 2
+        assert "--shrink must be" in capsys.readouterr().err

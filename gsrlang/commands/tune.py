@@ -23,7 +23,10 @@ predictions is printed with a bootstrap CI, next to the untuned program's on
 the same items and the paired difference. Then the program is tuned on every
 labelled item and written (default: PROGRAM.tuned.gsr) in canonical layout,
 under a provenance header (data hash, metric, folds, seed, CV result) that
-`gsr check` reads as comments. See docs/learning.md.
+`gsr check` reads as comments. A pairwise program (labels first / second / tie)
+is tuned for the accuracy of its winner. --shrink auto chooses the pull towards
+the written numbers by an inner CV inside each fold (nested, so the reported
+figure stays honest). See docs/learning.md.
 
 exit status: 0 tuned and written; 1 the program does not check, or the trace
 cannot feed it; 2 bad usage (nothing to tune, too few labels, unreadable files).
@@ -51,8 +54,10 @@ def add_arguments(p) -> None:
                         "(default); metric: search the metric itself")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the folds and the search (default: 0)")
-    p.add_argument("--shrink", type=float, default=0.01, metavar="L",
-                   help="pull towards the written numbers: L x mean squared relative move (default: 0.01)")
+    p.add_argument("--shrink", default="0.01", metavar="L",
+                   help="pull towards the written numbers: L x mean squared relative move (default: 0.01); "
+                        "`auto`: choose L from 0.01, 0.03, 0.1, 0.3, 1 by an inner CV of the items tuned on "
+                        "(nested inside the reported CV)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for CIs (default: 1000)")
     p.add_argument("--out", metavar="FILE", help="where to write the tuned program (default: PROGRAM.tuned.gsr)")
 
@@ -114,8 +119,7 @@ def run(args) -> int:
                          + ", ".join(m for m in METRICS if (m in PAIRWISE_METRICS) == (mode == "pairwise")))
     if args.folds < 2:
         raise UsageError("--folds must be at least 2")
-    if args.shrink < 0:
-        raise UsageError("--shrink must not be negative")
+    args.shrink = _shrink(args.shrink)
     out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
     source = args.trace or args.data
     if Path(out).resolve() in (Path(args.program).resolve(), Path(source).resolve()):
@@ -142,7 +146,9 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
     from gsrlang.check.driver import analyze
     from gsrlang.learn.rewrite import file_hash, number_text, tuned_source
     from gsrlang.learn.stats import paired_report
-    from gsrlang.learn.tune import FitSettings, TuneError, cross_validate, fit, labelled_index
+    import attrs
+
+    from gsrlang.learn.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit, labelled_index
 
     n = len(table)
     labelled = len(labelled_index(table))
@@ -172,12 +178,22 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
     chosen = report[args.metric]
 
     index = labelled_index(table)
+    shrink_text = str(args.shrink)
+    if args.shrink is None:
+        try:
+            picked, scores = choose_shrink(program, ks, table.take(index), settings)
+        except TuneError as exc:
+            raise UsageError(str(exc)) from None
+        settings = attrs.evolve(settings, shrink=picked)
+        shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV {args.metric}: "
+                       + ", ".join(f"{k:g}: {v:.3f}" for k, v in scores.items()) + ")")
+        print(f"\nshrinkage: {shrink_text}")
     theta = fit(program, ks, table.take(index), settings)
     values = [min(k.hi, max(k.lo, float(number_text(v)))) for k, v in zip(ks, theta)]
     header = [
         f"tuned from {args.program} ({program.content_hash})",
         f"data: {source} ({file_hash(source)}), {labelled} labelled items of {n}",
-        f"metric: {args.metric}; objective: {args.objective}; shrink: {args.shrink}; "
+        f"metric: {args.metric}; objective: {args.objective}; shrink: {shrink_text}; "
         f"{args.folds}-fold CV, seed {args.seed}",
         f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
         f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
@@ -195,6 +211,19 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
         print(f"  {k.name:<{width}}  {number_text(k.start):>7} -> {number_text(v):<7} (in {number_text(k.lo)}.."
               f"{number_text(k.hi)})")
     return 0
+
+
+def _shrink(text: str) -> float | None:
+    """--shrink: a non-negative number, or `auto` (None: chosen by inner CV)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--shrink must be a number or `auto`, not `{text}`") from None
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"--shrink must be a finite number, not negative: `{text}`")
+    return value
 
 
 def _ci(value, ci, signed: bool = False) -> str:

@@ -46,12 +46,13 @@ from typing import Sequence
 import attrs
 import numpy as np
 
-from gsrlang.metrics import pointwise_metrics
+from gsrlang.metrics import pairwise_metrics, pointwise_metrics
 from gsrlang.program import Program
 from gsrlang.runtime.columnar import Evaluator, Table, with_parameters
 from gsrlang.span import Span
 
-__all__ = ["CVResult", "Knob", "METRICS", "TuneError", "cross_validate", "fit", "knobs", "metric_value"]
+__all__ = ["CVResult", "Knob", "METRICS", "SHRINK_GRID", "TuneError", "choose_shrink", "cross_validate", "fit", "knobs",
+           "metric_value", "score_of"]
 
 METRICS = ("exact", "qwk", "mae", "spearman", "accuracy")
 PAIRWISE_METRICS = ("accuracy",)
@@ -155,6 +156,37 @@ class Space:
         self.criteria = {n.id for n in program.criteria}
         self.level_index = [i for i, k in enumerate(ks) if k.node in self.criteria]
         self._evaluator = Evaluator(program)
+        self.width = np.where(self.upper > self.lower, self.upper - self.lower, 1.0)
+        self.weight_groups = self._weight_groups()
+
+    def _weight_groups(self) -> list:
+        """Per reducer with tunable weights: (knob indices, their slots, every weight as written)."""
+        groups: dict = {}
+        for i, k in enumerate(self.knobs):
+            name, sub = _split(k.key)
+            if name == "weights" and k.node not in self.criteria and k.node != READOUT:
+                groups.setdefault(k.node, []).append((i, int(sub)))
+        out = []
+        for node_id, members in groups.items():
+            written = self.program.node(node_id).params["weights"]
+            out.append(([i for i, _ in members], [j for _, j in members],
+                        np.array([1.0] * len(written) if isinstance(written, str) else written, float)))
+        return out
+
+    def moves(self, theta: Sequence[float]) -> np.ndarray:
+        """How far each number moved from the written one: relative to its range, or for a weight, the move
+        of its share of its reducer's weights in units of an equal share (a weighted mean does not depend
+        on its weights' scale, so only their shares mean anything)."""
+        theta = np.asarray(theta, float)
+        d = (theta - self.start) / self.width
+        for index, slots, written in self.weight_groups:
+            now = written.copy()
+            now[slots] = theta[index]
+            k = len(written)
+            share0 = np.abs(written) / (np.abs(written).sum() or 1.0)
+            share = np.abs(now) / (np.abs(now).sum() or 1.0)
+            d[index] = k * (share[slots] - share0[slots])
+        return d
 
     def overrides(self, theta: Sequence[float]) -> tuple[dict, list | None]:
         params: dict = {}
@@ -261,14 +293,19 @@ def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray, 
     return -math.inf if value is None else value
 
 
+SHRINK_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+
+
 @attrs.frozen
 class FitSettings:
     metric: str = "exact"  # a pointwise metric, or "accuracy" for a pairwise program
     objective: str = "surrogate"  # "surrogate" | "metric"
-    shrink: float = 0.01
+    shrink: float | None = 0.01  # None: chosen from shrink_grid by an inner CV of the items tuned on
     seed: int = 0
     maxiter: int = 40
     popsize: int = 8
+    shrink_grid: tuple = SHRINK_GRID
+    inner_folds: int = 5
 
 
 def _link(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
@@ -306,12 +343,16 @@ def _search(loss, space: "Space", index, settings: FitSettings, polish: bool) ->
 
 
 def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
-    """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none)."""
+    """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none).
+
+    With `settings.shrink` None, the shrinkage is first chosen by `choose_shrink` on these items alone."""
+    if settings.shrink is None:
+        settings = attrs.evolve(settings, shrink=choose_shrink(program, ks, table, settings)[0])
     space = Space(program, ks)
-    width = np.where(space.upper > space.lower, space.upper - space.lower, 1.0)
+    moves = space.moves
 
     def penalty(theta):
-        return settings.shrink * float(np.mean(((theta - space.start) / width) ** 2)) if len(theta) else 0.0
+        return settings.shrink * float(np.mean(moves(theta) ** 2)) if len(theta) else 0.0
 
     if table.mode == "pairwise":
         return _fit_pairwise(space, table, settings, penalty)
@@ -420,6 +461,39 @@ def fold_assignment(n: int, folds: int, seed: int) -> np.ndarray:
 
 def labelled_index(table: Table) -> np.ndarray:
     return np.array([i for i, g in enumerate(table.labels) if g is not None], int)
+
+
+def choose_shrink(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> tuple[float, dict]:
+    """(the shrinkage, {shrinkage: its inner CV metric}): the one of `settings.shrink_grid` whose
+    `inner_folds`-fold CV on `table`'s labelled items scores best on `settings.metric` (a tie goes to
+    the stronger shrinkage, the simpler model). Only `table`'s labels are read, so inside an outer
+    cross-validation the outer estimate stays honest (nested CV)."""
+    scores = {}
+    for shrink in settings.shrink_grid:
+        inner = attrs.evolve(settings, shrink=float(shrink))
+        try:
+            cv = cross_validate(program, ks, table, settings.inner_folds, inner)
+        except TuneError as exc:
+            raise TuneError(f"choosing the shrinkage by an inner {settings.inner_folds}-fold CV: {exc}") from None
+        scores[float(shrink)] = score_of(table.mode, settings.metric, cv.tuned, cv.golds, _scale(program))
+    best = max(scores, key=lambda s: (scores[s], s))
+    return best, scores
+
+
+def _scale(program: Program):
+    p = program.readout.pointwise
+    return (p.lo, p.hi) if p is not None else None
+
+
+def score_of(mode: str, metric: str, preds: Sequence, golds: Sequence, scale) -> float:
+    """A metric of predictions, oriented so that higher is better (-inf where undefined)."""
+    if mode == "pairwise":
+        value = pairwise_metrics(list(preds), list(golds))[metric]
+    else:
+        value = metric_value(metric, preds, golds, scale)
+    if value is None:
+        return -math.inf
+    return -value if metric == "mae" else value
 
 
 def cross_validate(program: Program, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
