@@ -65,8 +65,11 @@ def main(n: int) -> None:
         run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise",
                  trace=str(seed_trace))
         records = [json.loads(line) for line in seed_trace.read_text().splitlines()]
+        headers = [r for r in records if r.get("kind") == "header"]
         records = [r for r in records if "kind" not in r]
         with trace.open("w") as f:
+            for h in headers:
+                f.write(json.dumps(h, separators=(",", ":")) + "\n")
             for k in range(n):
                 r = records[k % len(records)]
                 r["item"]["id"] = r["result"]["id"] = f"i{k}"

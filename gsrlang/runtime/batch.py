@@ -28,7 +28,7 @@ from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
 from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, needed_judgments, replay_records
-from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_records, read_trace,
+from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_records,
                                    result_line, summary_record)
 from gsrlang.safeio import check_outputs
 
@@ -348,9 +348,7 @@ def replay_columnar(trace_path: str | Path, program: Program, program_label: str
     summary = RunSummary(program.name, program.content_hash, "")
     t0 = time.perf_counter()
     table = Table.from_trace(program, str(trace_path), program_label)
-    for _, record in read_trace(trace_path, summaries=True):
-        if is_summary(record):
-            summary.recorded = record
+    summary.recorded = table.recorded
     evaluation = Evaluator(program).run(table)
     summary.mode = table.mode
     summary.items = len(table)

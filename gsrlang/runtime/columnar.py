@@ -99,6 +99,7 @@ class Table:
 
     `labels` holds each item's gold label as the results lines do (a number, first /
     second / tie, or None); `label_errors` counts the labels that could not be used.
+    A table is not modified once made: evaluators keep what they derive from it.
     """
 
     mode: str
@@ -107,6 +108,7 @@ class Table:
     failed: np.ndarray  # per item: the data row never became an item (no judgments)
     labels: list
     label_errors: int = 0
+    recorded: dict | None = None  # from a trace: its run summary record, if it has one
 
     @property
     def m(self) -> int:
@@ -145,67 +147,17 @@ class Table:
 
     @classmethod
     def from_trace(cls, program: Program, path: str, program_label: str = "the program") -> "Table":
-        """The recorded criterion outputs of a trace (read with `read_trace`), for `program`.
+        """The recorded criterion outputs of a trace (version 1 or 2), for `program`.
 
-        The trace's criteria must feed the program (same names and types), as for
-        `gsr replay --program`; raises ReplayError otherwise, TraceError on a bad file.
+        Read straight into columns (`gsrlang.runtime.traceload`), with the trace
+        module's record reader and checks. The trace's criteria must feed the program
+        (same names and types), as for `gsr replay --program`; raises ReplayError
+        otherwise, TraceError on a bad file. `recorded` is the trace's run summary.
         """
-        from gsrlang.runtime.replay import ReplayError, compatibility_problems
-        from gsrlang.runtime.trace import read_trace
+        from gsrlang.runtime.traceload import load_trace
 
-        types = {n.id: n.type.maybe(True) for n in program.criteria}
-        checked: set = set()
-        positions: dict = {}  # recorded program hash -> {criterion id: its index in a record's nodes}
-        mode = None
-        label_errors = 0
-
-        def entries():
-            nonlocal mode, label_errors
-            for line, record in read_trace(path):
-                header = record.get("program") or {}
-                nodes = record.get("nodes")
-                if mode is None:
-                    mode = record.get("mode")
-                elif record.get("mode") != mode:
-                    raise ReplayError(f"trace line {line} is a {record.get('mode')} item, the others {mode}")
-                if nodes and header.get("hash") not in checked:
-                    problems = compatibility_problems(program, record, program_label)
-                    if problems:
-                        raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
-                                          "\n  - ".join(problems))
-                    checked.add(header.get("hash"))
-                item, result = record.get("item") or {}, record.get("result") or {}
-                if result.get("label_error"):
-                    label_errors += 1
-                if record.get("status") == "failed" or not nodes:
-                    yield item.get("id"), result.get("label"), None
-                    continue
-                where = positions.get(header.get("hash"))
-                if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):
-                    index = {n.get("id"): i for i, n in enumerate(nodes)}
-                    where = positions[header.get("hash")] = {cid: index[cid] for cid in types}
-                judged = {}
-                for cid, t in types.items():
-                    rec = nodes[where[cid]]
-                    outputs = rec.get("output")
-                    recorded = rec.get("judgments")
-                    row = []
-                    for c in range(len(item.get("candidates") or ())):
-                        status = recorded[c].get("status", "ok") if recorded else "ok"
-                        if status in ("invalid", "skipped") or outputs is None:
-                            row.append(("invalid", None))
-                            continue
-                        try:
-                            row.append((status, value_from_json(outputs[c], t)))
-                        except RuntimeFailure:
-                            row.append(("invalid", None))
-                    judged[cid] = row
-                yield item.get("id"), result.get("label"), judged
-
-        rows = list(entries())
-        table = cls.from_cells(program, mode or "pointwise", rows)
-        table.label_errors = label_errors
-        return table
+        mode, ids, criteria, failed, labels, label_errors, summary = load_trace(program, path, program_label)
+        return cls(mode, ids, criteria, failed, labels, label_errors, summary)
 
     @classmethod
     def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":
