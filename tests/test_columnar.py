@@ -92,6 +92,55 @@ def test_columnar_equals_the_interpreter_on_generated_programs(data):
         assert_same(program, mode, items)
 
 
+def _parameter_set(draw, program) -> dict:
+    """New weights, gate levels and cut points for some of a program's nodes."""
+    params = {}
+    for n in program.nodes:
+        if not draw(st.booleans()):
+            continue
+        if n.op == "weighted_mean":
+            k = len(n.port_inputs("items"))
+            params[n.id] = {"weights": [draw(st.sampled_from([1.0, 0.0, 0.5, -0.5, 2.0, 0.3])) for _ in range(k)]}
+        elif n.op in ("cap", "floor"):
+            params[n.id] = {"at": draw(st.sampled_from([0.0, 0.25, 0.7, 1.0, 0.1 + 0.2]))}
+    return params
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.data())
+def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_rebuilt_program(data):
+    """What one evaluator keeps between parameter sets (the columns upstream of no changed parameter, per
+    table) never leaks into the next set: each equals the interpreter on the program rebuilt with it."""
+    from gsrlang.runtime.columnar import with_parameters
+
+    text, _ = data.draw(checkable_programs())
+    program = analyze(text).program
+    mode = next(m for m in ("pointwise", "pairwise") if getattr(program.readout, m))
+    m = 1 if mode == "pointwise" else 2
+    tables = []
+    for _ in range(2):  # two tables, used alternately, as tuning alternates between folds
+        items = [{n.id: tuple(_judgment(data.draw, n.type) for _ in range(m)) for n in program.criteria}
+                 for _ in range(data.draw(st.integers(1, 10)))]
+        tables.append((items, Table.from_cells(program, mode, [
+            (i, None, {k: [(j.status, j.value) for j in v] for k, v in judged.items()})
+            for i, judged in enumerate(items)])))
+    evaluator = Evaluator(program)
+    for turn in range(4):
+        items, table = tables[turn % 2]
+        params = _parameter_set(data.draw, program)
+        cuts = None
+        if mode == "pointwise" and program.readout.pointwise.quantize == "thresholds" and data.draw(st.booleans()):
+            cuts = sorted(data.draw(st.lists(st.sampled_from([0.1, 0.3, 0.5, 0.9]), min_size=2, max_size=2)))
+        ev = evaluator.run(table, params=params, thresholds=cuts)
+        rebuilt = with_parameters(program, params, cuts)
+        preds = ev.predictions()
+        for i, (status, result, sink) in enumerate(interpreter(Plan(rebuilt), mode, items)):
+            assert bool(ev.ok[i]) == (status == "ok"), (turn, i, status)
+            if status == "ok":
+                assert preds[i] == result, (turn, i, preds[i], result)
+                assert np.max(np.abs(ev.sink[i] - np.array(sink))) <= SINK_TOLERANCE
+
+
 @pytest.mark.parametrize("policy", ["skip", "zero", "partial", "fail"])
 @pytest.mark.parametrize("op", ["mean", "weighted_mean", "min", "max", "median", "product", "all", "any",
                                 "fraction"])
@@ -213,3 +262,18 @@ def test_level_comparisons_equal_the_interpreter():
               "tone": (Judgment.ok(t),)}
              for q in (None, "1", "2", "3", "4", "5") for b in (True, False) for t in ("polite", "rude")]
     assert_same(result.program, "pointwise", items)
+
+
+@pytest.mark.parametrize("at", [0.0, -0.0, 0.3, 1.0, 1e-300, np.inf, -np.inf, np.nan])
+def test_cap_and_floor_columns_are_the_elementwise_gate_bit_for_bit(at):
+    """The gates build their bound from an infinity's bit pattern (gsrlang/runtime/columnar.py `_bound`): it must
+    equal where(trigger, min(v, at), v) (max for floor) bit for bit, for odd levels and odd base values too."""
+    from gsrlang.runtime.columnar import Column, _gate
+
+    v = np.array([0.0, -0.0, 0.2, 0.3, 1.0, np.nan, 5e-324, 0.7] * 3)
+    t = np.array([True, False, True] * 8)
+    zero = np.zeros(len(v), bool)
+    for op, pick in (("cap", np.minimum), ("floor", np.maximum)):
+        got, _ = _gate(op, Column(v, zero, zero), Column(t, zero, zero), {"at": at})
+        expected = np.where(t, pick(v, at), v)
+        assert got.tobytes() == expected.tobytes(), (op, at, got, expected)

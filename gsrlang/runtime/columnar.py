@@ -199,7 +199,11 @@ class Table:
 
 # ---- operators over columns --------------------------------------------------------------------------------------
 def _clamp(s: np.ndarray) -> np.ndarray:
-    return np.where(s > 1.0, 1.0, np.where(s > 0.0, s, 0.0))  # NaN and -0.0 become 0.0, as in the interpreter
+    """s clamped to [0, 1] in place (s must be a fresh array); NaN and -0.0 become 0.0, as in the interpreter."""
+    np.fmax(s, 0.0, out=s)  # fmax: NaN gives the other operand
+    np.fmin(s, 1.0, out=s)
+    s += 0.0  # -0.0 + 0.0 is +0.0
+    return s
 
 
 def _stack(cols: Sequence[Column], attr: str) -> np.ndarray:
@@ -228,7 +232,17 @@ def _seq_sum(x: np.ndarray) -> np.ndarray:
     return total
 
 
+def _no_abstention(items) -> bool:
+    return not any(c.abstain.any() for c in items)
+
+
 def _mean(items, on_abstain="fail"):
+    if _no_abstention(items):  # every slot counts: the sum over k
+        total = items[0].values.astype(np.float64)
+        for c in items[1:]:
+            total += c.values
+        total /= len(items)
+        return _clamp(total), None
     x, counted = _resolved(items, on_abstain)
     n = counted.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -240,18 +254,23 @@ def _weighted_mean(items, weights="equal", on_abstain="fail"):
     w = np.ones(k) if weights == "equal" else np.asarray(weights, float)
     if len(w) != k:
         return np.zeros(len(items[0].values)), np.ones(len(items[0].values), bool)
-    if not any(c.abstain.any() for c in items):  # nothing abstained: every slot counts, the weights are constants
-        total = w[0] * items[0].values
+    if _no_abstention(items):  # nothing abstained: every slot counts, the weights are constants
+        total = items[0].values * w[0]
+        term = np.empty_like(total)
         for j in range(1, k):
-            total = total + w[j] * items[j].values
+            np.multiply(items[j].values, w[j], out=term)
+            total += term
         positive = math.fsum(x for x in w if x > 0)
         negative = math.fsum(-x for x in w if x < 0)
         rows = len(total)
         if positive > 0:
-            return _clamp(total / positive), np.zeros(rows, bool)
+            total /= positive
+            return _clamp(total), None
         if negative == 0:
             return np.zeros(rows), np.ones(rows, bool)
-        return _clamp(1.0 + total / negative), np.zeros(rows, bool)
+        total /= negative
+        total += 1.0
+        return _clamp(total), None
     x, counted = _resolved(items, on_abstain, w)
     total = _seq_sum(np.where(counted, w * x, 0.0))
     positive = _seq_sum(np.where(counted & (w > 0), w, 0.0))
@@ -325,7 +344,7 @@ REDUCERS: dict[str, Callable] = {
 def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
     """(values, abstain, failed) of a TRANSFORM over column x."""
     v, a = x.values, x.abstain
-    none = np.zeros(len(v), bool)
+    none = None
     if op == "normalize":
         t = kw["x_type"]
         if t.kind == "bool":
@@ -333,7 +352,10 @@ def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
         return np.asarray(t.values, np.float64)[v], a, none
     if op == "scale":
         t = kw["x_type"]
-        return np.minimum(1.0, np.maximum(0.0, (v - t.lo) / (t.hi - t.lo))), a, none
+        out = v - t.lo
+        out /= t.hi - t.lo
+        np.maximum(0.0, out, out=out)
+        return np.minimum(1.0, out, out=out), a, none
     if op == "threshold":
         return v >= kw["at"], a, none
     if op == "not":
@@ -356,30 +378,57 @@ def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
         value = kw["value"]
         if node_type.kind in ("ordinal", "nominal"):
             value = node_type.labels.index(value)
-        return np.where(a, value, v).astype(v.dtype), np.zeros(len(v), bool), none
+        if not a.any():
+            return v, None, none
+        out = v.copy()
+        out[a] = value
+        return out, None, none
     raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
 
 
 def _gate(op: str, base: Column, trigger: Column, kw: dict):
-    t = trigger.values
+    """(values, abstain) of a GATE; where the trigger never fires, the base passes through as it is."""
+    t = trigger.values.astype(bool, copy=False)
     v = base.values
-    if op == "cap":
-        return np.where(t, np.minimum(v, kw["at"]), v), base.abstain
-    if op == "floor":
-        return np.where(t, np.maximum(v, kw["at"]), v), base.abstain
-    if op == "veto":
-        return np.where(t, 0.0, v), base.abstain
     if op == "mask":
         return v, base.abstain | t
+    if not t.any():
+        return v, base.abstain
+    if op in ("cap", "floor"):  # min(v, at) where triggered, min(v, inf) = v elsewhere (max and -inf for floor)
+        cap = op == "cap"
+        bound = _bound(t, kw["at"], np.inf if cap else -np.inf)
+        return (np.minimum if cap else np.maximum)(v, bound, out=bound), base.abstain
+    if op == "veto":
+        return np.where(t, 0.0, v), base.abstain
+    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
     raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
 
 
-def _fits(t: JType, col_values: np.ndarray) -> np.ndarray:
-    """Rows whose value does not fit type t (only Scores can fall outside: a range and finiteness)."""
-    if t.kind != "score":
-        return np.zeros(len(col_values), bool)
+def _bound(t: np.ndarray, at, neutral: float) -> np.ndarray:
+    """Per row, `at` where the trigger `t` fires and `neutral` (an infinity) elsewhere: a fresh float64 array.
+
+    Made from the infinity's bit pattern times "not fired", plus `at`: inf + at is
+    inf and 0.0 + at is at, exactly, for every finite `at` but -0.0 (which becomes
+    0.0); those few take np.where, several times slower (a branch per row)."""
+    at = float(at)
+    if not math.isfinite(at) or math.copysign(1.0, at) < 0 and at == 0:
+        return np.where(t, at, neutral)
+    bound = np.logical_not(t).astype(np.int64)
+    bound *= np.array(neutral).view(np.int64)
+    bound = bound.view(np.float64)
+    bound += at
+    return bound
+
+
+def _unfit(t: JType, values: np.ndarray) -> np.ndarray | None:
+    """Rows whose value does not fit type t (only Scores can fall outside: a range and finiteness); None for none.
+
+    The column's minimum and maximum settle the common case in two passes (a NaN
+    makes both comparisons false, and the rows are then checked one by one)."""
+    if t.kind != "score" or not len(values) or (values.min() >= t.lo and values.max() <= t.hi):
+        return None
     with np.errstate(invalid="ignore"):
-        return ~((col_values >= t.lo) & (col_values <= t.hi))
+        return ~((values >= t.lo) & (values <= t.hi))
 
 
 # ---- evaluation ----------------------------------------------------------------------------------------------------
@@ -403,40 +452,93 @@ class Evaluation:
         return [w if ok else None for w, ok in zip(self.winner, self.ok)]
 
 
+class _Memo:
+    """What an evaluator derives from one table and keeps across parameter sets: the columns of every node
+    that no parameter set has changed (the criteria, the constants, and the operators upstream of what is
+    tuned), and the table's all-false mask, shared by every column with nothing to mask."""
+
+    def __init__(self, table: Table):
+        self.table = table
+        self.zero = np.zeros(len(table) * table.m, bool)
+        self.zero.flags.writeable = False
+        self.columns: dict[str, Column] = {}
+
+    def mask(self, x: np.ndarray | None) -> np.ndarray:
+        """`x`, or the shared all-false mask when nothing in it is set (so that later steps can skip it)."""
+        return self.zero if x is None or x is self.zero or not x.any() else x
+
+    def either(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        zero = self.zero
+        return b if a is zero else a if b is zero else a | b
+
+
 class Evaluator:
     """A program bound for columnar evaluation; `run(table, params=...)` evaluates a parameter set.
 
     `params` overrides node parameters ({node id: {parameter: value}}) and `thresholds`
     the readout's cut points, without rebuilding the program: what tuning varies.
+    What does not depend on them is computed once per table and kept (the last few
+    tables): the criterion columns, and every node upstream of no overridden one.
     """
+
+    KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
 
     def __init__(self, program: Program):
         self.program = program
-        self.plan = Plan(program)
+        self.plan = plan = Plan(program)
+        ids = [n.id for n in plan.nodes]
+        # per step: (step, its source node ids per port, the type on its first port)
+        self._steps = [(step, [[ids[i] for i in sources] for _, sources in step.ports],
+                        plan.nodes[step.ports[0][1][0]].type) for step in plan.steps]
+        used = {i for step in plan.steps for _, sources in step.ports for i in sources}
+        # an invalid row propagates to every node downstream, so the nodes nothing reads hold all of them
+        self._leaves = [ids[i] for i in range(len(ids)) if i not in used]
+        self._memos: dict[int, _Memo] = {}
+
+    def _memo(self, table: Table) -> _Memo:
+        memo = self._memos.pop(id(table), None)
+        if memo is None or memo.table is not table:
+            memo = _Memo(table)
+            failed_rows = memo.mask(np.repeat(table.failed, table.m))
+            for _, node in self.plan.criteria:
+                c = table.criteria[node.id]
+                memo.columns[node.id] = Column(c.values, memo.mask(c.abstain),
+                                               memo.either(memo.mask(c.invalid), failed_rows))
+            R = len(memo.zero)
+            for i, v in self.plan.consts:
+                node = self.plan.nodes[i]
+                fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
+                memo.columns[node.id] = Column(np.full(R, fill), memo.zero, memo.zero)
+            if len(self._memos) >= self.KEEP:
+                del self._memos[next(iter(self._memos))]
+        self._memos[id(table)] = memo  # most recently used last
+        return memo
 
     def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None,
             exact: bool = True) -> Evaluation:
-        plan = self.plan
-        R = len(table) * table.m
-        cols: dict[str, Column] = {}
-        failed_rows = np.repeat(table.failed, table.m)
-        for _, node in plan.criteria:
-            c = table.criteria[node.id]
-            cols[node.id] = Column(c.values, c.abstain, c.invalid | failed_rows)
-        for i, v in plan.consts:
-            node = plan.nodes[i]
-            fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
-            cols[node.id] = Column(np.full(R, fill), np.zeros(R, bool), np.zeros(R, bool))
-        for step in plan.steps:
-            cols[step.node.id] = self._step(step, cols, (params or {}).get(step.node.id), R)
+        params = params or {}
+        memo = self._memo(table)
+        cols = dict(memo.columns)
+        changed: set = set()
+        for step, sources, in_type in self._steps:
+            nid = step.node.id
+            if params.get(nid) or any(s in changed for port in sources for s in port):
+                changed.add(nid)
+                cols[nid] = self._step(step, sources, in_type, cols, params.get(nid), memo)
+            elif nid not in cols:
+                cols[nid] = memo.columns[nid] = self._step(step, sources, in_type, cols, None, memo)
         sink = cols[self.program.sink]
         m = table.m
-        bad_rows = np.zeros(R, bool)
-        for c in cols.values():
-            bad_rows |= c.invalid
-        bad_rows |= sink.abstain
-        ok = ~bad_rows.reshape(-1, m).any(axis=1)
-        s = np.where(bad_rows, 0.0, sink.values.astype(np.float64)).reshape(-1, m)
+        bad_rows = sink.abstain
+        for leaf in self._leaves:
+            bad_rows = memo.either(bad_rows, cols[leaf].invalid)
+        s = sink.values.astype(np.float64)  # a copy: the few rows settled below are written into it
+        if bad_rows is memo.zero:
+            ok = np.ones(len(table), bool)
+        else:
+            s[bad_rows] = 0.0
+            ok = ~bad_rows.reshape(-1, m).any(axis=1)
+        s = s.reshape(-1, m)
         ev = self._readout(table, s, ok, thresholds)
         evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
         if exact:
@@ -458,6 +560,8 @@ class Evaluator:
         from gsrlang.runtime.settle import settle, unsettled
         from gsrlang.runtime.values import Unsettled
 
+        if ev.ok.all():
+            return
         todo = np.flatnonzero(~ev.ok & ~ev.failed)
         if not len(todo):
             return
@@ -483,35 +587,37 @@ class Evaluator:
             else:
                 ev.winner[i] = result.winner
 
-    def _step(self, step, cols: dict, override: dict | None, R: int) -> Column:
+    def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> Column:
         node = step.node
         kw = step.kwargs
         if override:
             port_types = {k[:-5]: v for k, v in kw.items() if k.endswith("_type")}
             kw = bind_params(node.op, {**node.params, **override}, port_types)
-        ports = [[cols[self.plan.nodes[s].id] for s in sources] if is_list else cols[self.plan.nodes[sources[0]].id]
-                 for is_list, sources in step.ports]
         kind = node.kind
         if kind == "reduce":
-            items = ports[0]
+            items = [cols[s] for s in sources[0]]
             params = {k: v for k, v in kw.items() if not k.endswith("_type")}
             values, failed = REDUCERS[node.op](items, **params)
-            abstain = np.zeros(R, bool)
-            upstream = np.zeros(R, bool)
+            abstain = memo.zero
+            upstream = memo.zero
             for c in items:
-                upstream |= c.invalid
+                upstream = memo.either(upstream, c.invalid)
         elif kind == "gate":
-            base, trigger = ports
+            base, trigger = cols[sources[0][0]], cols[sources[1][0]]
             values, abstain = _gate(node.op, base, trigger, kw)
-            failed = np.zeros(R, bool)
-            upstream = base.invalid | trigger.invalid
+            failed = None
+            upstream = memo.either(base.invalid, trigger.invalid)
         else:
-            x = ports[0]
-            in_type = self.plan.nodes[step.ports[0][1][0]].type
+            x = cols[sources[0][0]]
             values, abstain, failed = _transform(node.op, x, kw, in_type, node.type)
             upstream = x.invalid
-        invalid = upstream | failed | (abstain & (not node.type.optional))
-        invalid |= _fits(node.type, values) & ~abstain
+        abstain = memo.mask(abstain)
+        invalid = memo.either(upstream, memo.mask(failed))
+        if abstain is not memo.zero and not node.type.optional:
+            invalid = memo.either(invalid, abstain)
+        unfit = _unfit(node.type, values)
+        if unfit is not None:
+            invalid = memo.either(invalid, memo.mask(unfit & ~abstain))
         return Column(values, abstain, invalid)
 
     def _readout(self, table: Table, s: np.ndarray, ok: np.ndarray, thresholds) -> tuple:
@@ -519,20 +625,26 @@ class Evaluator:
         if table.mode == "pointwise":
             p = r.pointwise
             s0 = s[:, 0]
-            raw = p.lo + s0 * (p.hi - p.lo)
+            raw = s0 * (p.hi - p.lo)
+            raw += p.lo
             q = p.quantize
-            if q == "round":
-                score = np.floor(np.round(raw, 9) + 0.5)
-            elif q == "floor":
-                score = np.floor(np.round(raw, 9))
-            elif q == "ceil":
-                score = np.ceil(np.round(raw, 9))
+            if q in ("round", "floor", "ceil"):
+                score = np.round(raw, 9)
+                if q == "round":
+                    score += 0.5
+                (np.ceil if q == "ceil" else np.floor)(score, out=score)
             elif q == "thresholds":
                 cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
-                score = int(p.lo) + (np.round(s0, 9)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
+                if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
+                    score = np.searchsorted(cuts, np.round(s0, 9), side="right").astype(np.float64)
+                else:
+                    score = (np.round(s0, 9)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
+                score += int(p.lo)
             else:
                 score = raw.copy()
-            return raw, np.where(ok, score, np.nan), None
+            if not ok.all():
+                score[~ok] = np.nan
+            return raw, score, None
         p = r.pairwise
         a, b = s[:, 0], s[:, 1]
         winner = np.where(a > b + p.epsilon, "first", np.where(b > a + p.epsilon, "second", p.on_tie)).astype(object)
@@ -544,10 +656,12 @@ class Evaluator:
         if ev.mode == "pointwise":
             p = self.program.readout.pointwise
             q = p.quantize
-            if q == "round":
-                d = np.abs(ev.raw - np.floor(ev.raw) - 0.5)
-            elif q in ("floor", "ceil"):
-                d = np.abs(ev.raw - np.round(ev.raw))
+            if q in ("round", "floor", "ceil"):
+                d = (np.floor if q == "round" else np.round)(ev.raw)
+                np.subtract(ev.raw, d, out=d)
+                if q == "round":
+                    d -= 0.5
+                np.abs(d, out=d)
             elif q == "thresholds":
                 cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
                 d = np.abs(ev.sink[:, :1] - cuts[None, :]).min(axis=1) if len(cuts) else np.full(len(ev.ok), np.inf)
