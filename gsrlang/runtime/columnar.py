@@ -157,7 +157,8 @@ class Table:
         from gsrlang.runtime.traceload import load_trace
 
         mode, ids, criteria, failed, labels, label_errors, summary = load_trace(program, path, program_label)
-        return cls(mode, ids, criteria, failed, labels, label_errors, summary)
+        return cls(mode, ids, {k: Column(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
+                   summary)
 
     @classmethod
     def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":

@@ -50,10 +50,8 @@ class _Criterion:
         self.void: list = []  # rows with no usable output (the node was never computed, too few values)
         self.status: list = []  # (row, status) of the judgments whose status is in _SPECIAL
 
-    def column(self, rows: int, void_items: list, m: int):
-        """The finished Column (values, abstain, invalid), as `columnar._encode` would make it."""
-        from gsrlang.runtime.columnar import Column
-
+    def column(self, rows: int, void_items: list, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The finished arrays (values, abstain, invalid), as `columnar._encode` would make them."""
         t = self.type
         values, null, bad = _decode(t, self.values)
         invalid = bad | null  # an ok judgment must have a value
@@ -74,7 +72,7 @@ class _Criterion:
         empty = abstain | invalid
         if empty.any():
             values[empty] = 0
-        return Column(values, abstain, invalid)
+        return values, abstain, invalid
 
 
 class _Positions:
@@ -137,7 +135,8 @@ def _decode_each(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def load_trace(program: Program, path: str, program_label: str = "the program"):
-    """(mode, ids, {criterion id: Column}, failed, labels, label errors, run summary or None) of a trace.
+    """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None)
+    of a trace.
 
     Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
     --program` refuses them) or its items mix modes, TraceError on a malformed file."""
