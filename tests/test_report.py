@@ -222,3 +222,7 @@ def test_per_criterion_agreement_in_the_report(runs, tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
     assert not (tmp_path / "bad.html").exists()
+    # a field no row holds: the page is written, and a warning says that nothing could be compared
+    assert main(argv[:-1] + ["maintains_context=human.nothing"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: criterion `maintains_context`: no item of the trace has a label in `human.nothing`" in err

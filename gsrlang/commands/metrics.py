@@ -77,9 +77,9 @@ def run(args) -> int:
     return 0
 
 
-def criteria_agreement(args) -> dict:
+def criteria_agreement(args, command: str = "gsr metrics") -> dict:
     """Per-criterion agreement for --criterion (with args.trace, args.data, args.id_field, args.bootstrap and
-    args.seed); a UsageError names what is wrong."""
+    args.seed); a UsageError names what is wrong, and a warning names a criterion no item could be compared on."""
     from gsrlang.data import DataError
     from gsrlang.learn.criteria import criterion_agreement, parse_pairs
 
@@ -89,6 +89,12 @@ def criteria_agreement(args) -> dict:
             raise UsageError(f"--criterion needs {flag} ({what})")
     try:
         pairs = parse_pairs(args.criterion)
-        return criterion_agreement(args.trace, args.data, pairs, args.id_field, args.bootstrap, args.seed)
+        reports = criterion_agreement(args.trace, args.data, pairs, args.id_field, args.bootstrap, args.seed)
     except (ValueError, DataError) as exc:
         raise UsageError(str(exc)) from None
+    for name, report in reports.items():
+        if not report["n"]:
+            join = f"--id-field {args.id_field}" if args.id_field else "the data's default ids (no --id-field)"
+            print(f"{command}: warning: criterion `{name}`: no item of the trace has a label in `{report['field']}` "
+                  f"of {args.data} (items joined by {join})", file=sys.stderr)
+    return reports

@@ -83,7 +83,7 @@ def run(args) -> int:
         other = load_run(args.compare, args.compare_trace) if args.compare else None
     except DataError as exc:
         raise UsageError(str(exc)) from None
-    by_criterion = criteria_agreement(args) if args.criterion else None
+    by_criterion = criteria_agreement(args, "gsr report") if args.criterion else None
     program = _program(args, first)
     try:
         page = build_report(first, program, other, bootstrap=args.bootstrap, title=args.title, seed=args.seed,
