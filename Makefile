@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-real bench clean graphviz chromium
+.PHONY: setup demo test test-real bench tables clean graphviz chromium
 
 setup: $(STAMP) graphviz chromium
 
@@ -40,6 +40,11 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# The parser's LALR tables shipped in the package (gsrlang/syntax/_tables.py), made from grammar/gsr.lark:
+# run after editing the grammar (tests/test_tables.py fails until then).
+tables: setup
+	$(BIN)/python -m gsrlang.syntax.tables
 
 # The real-model tier: llama-cpp-python's server with SmolLM2-135M (both from PyPI) on
 # 127.0.0.1, and the tests marked `realmodel` against it (see README, "The real-model tier").

@@ -6,8 +6,11 @@
     that the two results files are identical.
 (2) Identical requests merged in flight: a program that asks one question under two names (compiled
     rubrics do), no judgment cache: calls merged out of the calls made.
-(3) `gsr check` start-up, cold (a fresh temp folder: no Lark grammar cache, as on a new CI container) and
-    warm, against a bare `python -c "import lark"` process, alternating, median / min / max of 5.
+(3) `gsr check` start-up, cold (fresh temp and cache folders: no Lark grammar cache and no stdlib catalogue
+    cache, as on a new CI container) and warm, against a bare `python -c "import lark"` process, alternating,
+    median / min / max of 5.
+(4) `analyze` (parse and check) of a generated 10,000-node program, against Lark's bare LALR parse of the
+    same text (a parse tree, no positions, no AST), alternating, min / median / max of 5.
 
 Prints the figures; it asserts nothing. Run: python benchmarks/bench_spend.py
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fakeserver import FakeOpenAI  # noqa: E402
 from test_llm_run import KEY, fake_model  # noqa: E402
@@ -96,7 +100,10 @@ def merged(tmp: Path) -> None:
           f"({merges / max(calls, 1):.2f}), {requests} HTTP requests")
 
 
-def startup() -> None:
+def startup(repeats: int = 7) -> None:
+    """Wall time (what a user waits) and CPU time (user + system: less disturbed by other jobs on the machine)."""
+    import resource
+
     example = ROOT / "examples" / "helpsteer2" / "helpfulness.gsr"
     gsr_exe = Path(sys.executable).parent / "gsr"
     check = [str(gsr_exe), "check", "-q", str(example)] if gsr_exe.exists() else \
@@ -104,22 +111,54 @@ def startup() -> None:
     anchor = [sys.executable, "-c", "import lark"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-    def timed(cmd, tmpdir=None) -> float:
-        e = dict(env, TMPDIR=tmpdir) if tmpdir else env
-        t0 = time.perf_counter()
+    def timed(cmd, fresh=None) -> tuple[float, float]:
+        e = dict(env, TMPDIR=fresh, XDG_CACHE_HOME=fresh) if fresh else env
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, env=e)
-        return time.perf_counter() - t0
+        r1, t1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        return t1 - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 
-    timed(check), timed(anchor)  # warm the OS cache, the bytecode and Lark's grammar cache
-    cold, warm = [], []
-    for _ in range(5):
+    timed(check), timed(anchor)  # warm the OS cache, the bytecode, Lark's grammar cache and the catalogue cache
+    ratios = {("cold", 0): [], ("cold", 1): [], ("warm", 0): [], ("warm", 1): []}
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as fresh:
             a = timed(anchor)
-            cold.append(timed(check, fresh) / a)
-            warm.append(timed(check) / timed(anchor))
-    for name, r in (("cold", cold), ("warm", warm)):
-        print(f"gsr check {name} / python -c 'import lark': median {statistics.median(r):.2f}x "
-              f"(min {min(r):.2f}, max {max(r):.2f}, 5 runs; target <= 1.8x)")
+            c = timed(check, fresh)
+            w = timed(check)
+            b = timed(anchor)
+        for k in (0, 1):
+            ratios["cold", k].append(c[k] / a[k])
+            ratios["warm", k].append(w[k] / b[k])
+    for (name, k), r in ratios.items():
+        print(f"gsr check {name} / python -c 'import lark', {('wall', 'CPU')[k]} time: median "
+              f"{statistics.median(r):.2f}x (min {min(r):.2f}, max {max(r):.2f}, {repeats} runs; target <= 1.8x)")
+
+
+def analyze_speed(n: int = 10_000, repeats: int = 5) -> None:
+    import lark
+
+    from generate import generate_program
+    from gsrlang.check.driver import analyze
+    from gsrlang.resources import grammar_path
+
+    text = generate_program(n)
+    bare = lark.Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", maybe_placeholders=True)
+    assert analyze(text).ok
+    bare.parse(text)
+
+    def timed(f) -> float:
+        t0 = time.perf_counter()
+        f(text)
+        return time.perf_counter() - t0
+
+    ours, anchor = [], []
+    for _ in range(repeats):
+        anchor.append(timed(bare.parse))
+        ours.append(timed(analyze))
+    ratios = [o / a for o, a in zip(ours, anchor)]
+    print(f"analyze at {n:,} nodes: median {statistics.median(ours):.2f} s (min {min(ours):.2f}, max {max(ours):.2f}); "
+          f"/ Lark's bare parse of the same text: median {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {repeats} runs)")
 
 
 def main() -> int:
@@ -135,6 +174,7 @@ def main() -> int:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     startup()
+    analyze_speed()
     return 0
 
 

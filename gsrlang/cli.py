@@ -2,8 +2,9 @@
 
 Exit codes: 0 clean, 1 problems found in the user's input (diagnostics, failed items,
 a replay that differs), 2 the tool itself failed (or was used wrongly).
-Heavy imports (openai, graphviz, pygls) happen inside the subcommands that need them,
-so `gsr check` starts fast.
+Heavy imports (openai, graphviz, pygls, numpy) happen inside the subcommands that need them, and
+`gsr COMMAND ...` imports only COMMAND's module (building the other subcommands' options would
+import what they need), so `gsr check` starts fast.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the tool f
 Run `gsr COMMAND --help` for a command's options, `gsr explain GSR301` for a diagnostic."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only`, the subcommands other than that one are left out."""
     parser = argparse.ArgumentParser(
         prog="gsr",
         description="gsrlang: compile rubrics into typed evaluation graphs; check, run, trace and replay them.",
@@ -53,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gsr {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(f"gsrlang.commands.{module_name}")
         # argparse %-formats help strings: a literal % ("95% CI") must reach it as %%
         p = sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=getattr(module, "DESCRIPTION", module.HELP),
@@ -63,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -261,20 +261,20 @@ def get_path(record: Mapping, path: str) -> object:
     current: object = record
     walked: list[str] = []
     for part in path.split("."):
-        where = ".".join(walked)
         if isinstance(current, Mapping):
             if part not in current:
                 if walked:
+                    where = ".".join(walked)
                     raise MissingFieldError(path, f"{where!r} has no key {part!r}; {_list_keys(current)}")
                 raise MissingFieldError(path, _list_keys(current))
             current = current[part]
         elif isinstance(current, list) and part.isdigit():
             index = int(part)
             if index >= len(current):
-                raise MissingFieldError(path, f"{where!r} has only {len(current)} elements")
+                raise MissingFieldError(path, f"{'.'.join(walked)!r} has only {len(current)} elements")
             current = current[index]
         else:
-            raise MissingFieldError(path, f"{where!r} is {_kind(current)}, not an object")
+            raise MissingFieldError(path, f"{'.'.join(walked)!r} is {_kind(current)}, not an object")
         walked.append(part)
     return current
 

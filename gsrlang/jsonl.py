@@ -69,6 +69,9 @@ def finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_float=finite_float)
+
+
 def number_problem(error: ValueError) -> str:
     """The ValueError json.loads raises past JSONDecodeError: a float out of range (from finite_float), or
     Python's limit on the digits of an integer."""
@@ -79,7 +82,9 @@ def parse_json(text: str) -> tuple[object, str | None]:
     """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
     a number beyond a float's range or an integer of more than 4,300 digits."""
     try:
-        value = json.loads(text, parse_float=finite_float)
+        # one decoder for every line (json.loads with an option builds a new one per call); a leading BOM
+        # goes through json.loads, which reports it
+        value = json.loads(text) if text.startswith("\ufeff") else _DECODER.decode(text)
     except json.JSONDecodeError as error:
         return None, describe_json_error(error, text)
     except RecursionError:

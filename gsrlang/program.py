@@ -134,6 +134,7 @@ class Program:
     readout: Readout
     path: str | None = attrs.field(default=None, eq=False)
     _by_id: dict = attrs.field(init=False, repr=False, eq=False)
+    _hash: str | None = attrs.field(init=False, default=None, repr=False, eq=False)  # content_hash, once computed
 
     def __attrs_post_init__(self):
         object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
@@ -171,10 +172,13 @@ class Program:
 
     @property
     def content_hash(self) -> str:
-        """The hash of the JSON form without the tuning ranges: they say what may move, not what the program does."""
-        canonical = json.dumps(_without_tune(self.to_json()), sort_keys=True, separators=(",", ":"),
-                               ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        """The hash of the JSON form without the tuning ranges: they say what may move, not what the program does.
+        Computed once per program: a run names its program on every result line."""
+        if self._hash is None:  # frozen, so the hash never changes
+            canonical = json.dumps(_without_tune(self.to_json()), sort_keys=True, separators=(",", ":"),
+                                   ensure_ascii=False)
+            object.__setattr__(self, "_hash", "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+        return self._hash
 
 
 def _without_tune(doc: dict) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 
 import attrs
 
@@ -102,6 +101,8 @@ def names_in(expr) -> set[str]:
 
 def did_you_mean(name: str, candidates) -> str | None:
     """The candidate closest to a misspelt `name` (None when none is close)."""
+    import difflib  # only on an unknown name: kept off `gsr check`'s start-up
+
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
 

@@ -168,16 +168,28 @@ def _text(x) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _tunable_numbers(obj):
-    """Every Number with a tuning range in an AST subtree."""
-    if isinstance(obj, ast.Number):
-        if obj.tune is not None:
-            yield obj
-        return
-    if isinstance(obj, (tuple, list)):
-        for x in obj:
-            yield from _tunable_numbers(x)
-    elif attrs.has(type(obj)):
-        for f in attrs.fields(type(obj)):
-            if f.name != "span":
-                yield from _tunable_numbers(getattr(obj, f.name))
+def _tunable_numbers(root) -> list[ast.Number]:
+    """Every Number with a tuning range in an AST subtree, in source order (one walk over the whole module, so
+    it is a plain loop with each node class's child fields looked up once)."""
+    found, stack = [], [root]
+    while stack:
+        obj = stack.pop()
+        cls = obj.__class__
+        if cls is ast.Number:
+            if obj.tune is not None:
+                found.append(obj)
+        elif cls is tuple or cls is list:
+            stack.extend(reversed(obj))
+        else:
+            names = _CHILD_FIELDS.get(cls)
+            if names is None:
+                names = _CHILD_FIELDS[cls] = tuple(reversed(
+                    [f.name for f in attrs.fields(cls) if f.name != "span" and f.type not in _SCALARS])) \
+                    if attrs.has(cls) else ()
+            for name in names:
+                stack.append(getattr(obj, name))
+    return found
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # per AST class, the fields that may hold nodes, last first
+_SCALARS = frozenset({"str", "bool", "int", "float", "Union[int, float]"})  # annotations of fields that never do

@@ -1,55 +1,44 @@
-"""The only module that touches Lark: text in, typed AST and diagnostics out.
+"""Text in, typed AST and diagnostics out (with build.py and tables.py, the only modules that touch Lark).
 
-One LALR parser is built once (and its tables cached on disk by Lark). Syntax
-errors are collected, several per file: when the whole file does not parse, it is
-cut at each top-level declaration keyword and every piece is parsed on its own
-(panic-mode recovery), so one broken declaration does not hide the next.
+One LALR parser is loaded once, from the tables shipped in the package (tables.py), and
+builds the AST as it parses (build.py). Syntax errors are collected, several per file:
+when the whole file does not parse, it is cut at each top-level declaration keyword and
+every piece is parsed on its own (panic-mode recovery), so one broken declaration does
+not hide the next.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import re
-import threading
 from functools import cache
 
 import attrs
 import lark
-from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from gsrlang.diagnostics import Diagnostic, Label, error
 from gsrlang.resources import grammar_path
 from gsrlang.span import SourceText, Span
-from gsrlang.syntax import ast
+from gsrlang.syntax import ast, build, tables
+from gsrlang.syntax.build import MAX_INT, BadLiteral  # noqa: F401 (MAX_INT: part of this module's interface)
 
 MAX_SOURCE_CHARS = 8_000_000
 MAX_NESTING = 64
-MAX_INT = 2**63 - 1  # integer literals fit a signed 64-bit integer, as in most languages and JSON tools
-
-_comments = threading.local()
-
-
-def _on_comment(token: Token):
-    sink = getattr(_comments, "sink", None)
-    if sink is not None:
-        sink.append(token)
-    return token
 
 
 @cache
 def _parser() -> lark.Lark:
-    return lark.Lark(
-        grammar_path().read_text(encoding="utf-8"),
-        parser="lalr",
-        strict=True,
-        propagate_positions=True,
-        maybe_placeholders=True,
-        cache=True,
-        lexer_callbacks={"COMMENT": _on_comment},
-    )
+    """The parser: from the shipped tables, or built from the grammar when they are stale (tables.py); either way
+    its reductions call build.py's callbacks instead of building a parse tree."""
+    grammar = grammar_path().read_text(encoding="utf-8")
+    options = dict(lexer_callbacks={"COMMENT": build.on_comment})
+    parser = tables.load(grammar, **options) or tables.build(grammar, **options)
+    driver = parser.parser.parser.parser  # Lark's LALR driver (lark.parsers.lalr_parser._Parser)
+    driver.callbacks = build.callbacks(driver.parse_table)
+    return parser
 
 
 @attrs.frozen
@@ -114,7 +103,7 @@ def _parse(text: str) -> ParseResult:
     try:
         module = _parse_piece(text, 0)
         return ParseResult(module, ())
-    except (UnexpectedInput, _BadLiteral):
+    except (UnexpectedInput, BadLiteral):
         pass
     return _parse_with_recovery(text)
 
@@ -137,7 +126,7 @@ def _parse_with_recovery(text: str) -> ParseResult:
         except UnexpectedInput as exc:
             diagnostics.append(_syntax_diagnostic(exc, text, start, end))
             continue
-        except _BadLiteral as exc:
+        except BadLiteral as exc:
             diagnostics.append(exc.diagnostic)
             continue
         items.extend(module.items)
@@ -146,20 +135,19 @@ def _parse_with_recovery(text: str) -> ParseResult:
 
 
 def _parse_piece(text: str, base: int) -> ast.Module:
+    """The module of text (a file, or one declaration of it that starts at offset `base`); raises Lark's
+    UnexpectedInput for a syntax error, then BadLiteral for a number out of range."""
     found: list[Token] = []
-    _comments.sink = found
+    state = build.state
+    state.base, state.comments, state.bad = base, found, None
     try:
-        tree = _parser().parse(text)
+        items = _parser().parse(text)
+        if state.bad is not None:
+            raise state.bad
     finally:
-        _comments.sink = None
-    try:
-        module = _ToAst(base, len(text)).transform(tree)
-    except VisitError as exc:  # Lark wraps what a transformer raises
-        if isinstance(exc.orig_exc, _BadLiteral):
-            raise exc.orig_exc from None
-        raise
+        state.base, state.comments, state.bad = 0, None, None
     comments = tuple(ast.Comment(str(t), span=Span(t.start_pos + base, t.end_pos + base)) for t in found)
-    module = attrs.evolve(module, comments=comments)
+    module = ast.Module(items, comments, span=Span(base, base + len(text)))
     return _attach_docs(module, text, base)
 
 
@@ -307,247 +295,3 @@ def _char_help(ch: str) -> str | None:
         ";": "declarations need no `;`; separate arguments with `,`",
         "=": "did you mean `:` (arguments are written `name: value`)?",
     }.get(ch)
-
-
-# ---- Lark tree -> AST -------------------------------------------------------------------------------------
-class _BadLiteral(Exception):
-    """A number literal out of range (GSR006): its declaration is dropped, like one with a syntax error."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        super().__init__(diagnostic.message)
-        self.diagnostic = diagnostic
-
-
-def _number_value(text: str, span: Span) -> int | float:
-    """The value of an INT or FLOAT token, or _BadLiteral: integers beyond MAX_INT (checked on the digits, so a
-    5,000-digit literal is never converted), numbers that overflow a float, nonzero numbers that underflow to 0."""
-    if "." not in text and "e" not in text.lower():
-        digits = text.lstrip("0")
-        if len(digits) <= len(str(MAX_INT)) and int(digits or "0") <= MAX_INT:
-            return int(text)
-        raise _BadLiteral(error("GSR006", "integer literal out of range", span,
-                                f"more than {MAX_INT:,}" if len(digits) < 40 else f"{len(digits):,} digits",
-                                help="integers are signed 64-bit; write a decimal (`1.5e20`) for a large amount"))
-    value = float(text)
-    if math.isinf(value):
-        raise _BadLiteral(error("GSR006", "number literal out of range", span, "too large for a 64-bit float",
-                                help="the largest number is about 1.8e308"))
-    mantissa = re.split("[eE]", text)[0]
-    if value == 0.0 and mantissa.strip("0.") != "":
-        raise _BadLiteral(error("GSR006", "number literal out of range", span, "too small: it would read as 0",
-                                help="the smallest nonzero number is about 5e-324; write 0 if you mean zero"))
-    return value
-
-
-def _unescape(raw: str) -> str:
-    body = raw[3:-3] if raw.startswith('"""') else raw[1:-1]
-    if "\\" not in body:
-        return body
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body, flags=re.S)
-
-
-@v_args(meta=True, inline=True)
-class _ToAst(Transformer):
-    def __init__(self, base: int, length: int):
-        super().__init__()
-        self.base = base
-        self.length = length
-
-    # positions
-    def _s(self, meta) -> Span:
-        if getattr(meta, "empty", True):
-            return Span(self.base, self.base)
-        return Span(meta.start_pos + self.base, meta.end_pos + self.base)
-
-    def _t(self, tok: Token) -> Span:
-        return Span(tok.start_pos + self.base, tok.end_pos + self.base)
-
-    def _ident(self, tok: Token) -> ast.Ident:
-        return ast.Ident(str(tok), span=self._t(tok))
-
-    # structure
-    def start(self, meta, *items):
-        return ast.Module(tuple(items), span=Span(self.base, self.base + self.length))
-
-    def header(self, meta, kind, name, description):
-        return ast.Header(str(kind), self._ident(name), self._string(description), span=self._s(meta))
-
-    def import_decl(self, meta, path):
-        return ast.ImportDecl(self._string(path), span=self._s(meta))
-
-    def task_decl(self, meta, mode, *settings):
-        return ast.TaskDecl(self._ident(mode), tuple(settings), span=self._s(meta))
-
-    def setting(self, meta, key, value):
-        return ast.Setting(self._ident(key), value, span=self._s(meta))
-
-    # criteria
-    def criterion_decl(self, meta, name, type_, procedure, body):
-        return ast.CriterionDecl(self._ident(name), type_, procedure, body, span=self._s(meta))
-
-    def criterion_body(self, meta, *items):
-        return tuple(items)
-
-    def ask(self, meta, text):
-        return ast.Ask(self._string(text), span=self._s(meta))
-
-    def level(self, meta, key, text, value):
-        return ast.Level(key, self._string(text), value, span=self._s(meta))
-
-    def key_int(self, meta, tok):
-        return ast.Number(_number_value(str(tok), self._t(tok)), span=self._t(tok))
-
-    def key_name(self, meta, tok):
-        return self._ident(tok)
-
-    def key_true(self, meta):
-        return ast.BoolLit(True, span=self._s(meta))
-
-    def key_false(self, meta):
-        return ast.BoolLit(False, span=self._s(meta))
-
-    def example(self, meta, text, verdict, reason):
-        return ast.Example(self._string(text), verdict, self._string(reason), span=self._s(meta))
-
-    def judge(self, meta, procedure):
-        return ast.Judge(procedure, span=self._s(meta))
-
-    def judges_samples(self, meta, count, aggregate):
-        number = ast.Number(_number_value(str(count), self._t(count)), span=self._t(count))
-        return ast.Judges(number, (), aggregate, span=self._s(meta))
-
-    def judges_list(self, meta, *rest):
-        *procedures, aggregate = [r for r in rest if r is not None]
-        return ast.Judges(None, tuple(procedures), aggregate, span=self._s(meta))
-
-    def procedure(self, meta, name, args):
-        return ast.Procedure(name, args, span=self._s(meta))
-
-    def dotted_name(self, meta, *parts):
-        return tuple(self._ident(p) for p in parts)
-
-    # the graph
-    def node_decl(self, meta, name, value):
-        return ast.NodeDecl(self._ident(name), value, span=self._s(meta))
-
-    def sink_decl(self, meta, value):
-        return ast.SinkDecl(value, span=self._s(meta))
-
-    def ref(self, meta, tok):
-        ident = self._ident(tok)
-        return ast.Ref(ident, span=ident.span)
-
-    def call(self, meta, name, args):
-        return ast.Call(self._ident(name), args or (), span=self._s(meta))
-
-    def args(self, meta, *args):
-        return tuple(a for a in args if a is not None)
-
-    def kwarg(self, meta, name, value):
-        return ast.Arg(self._ident(name), value, span=self._s(meta))
-
-    def posarg(self, meta, value):
-        return ast.Arg(None, value, span=self._s(meta))
-
-    def list_expr(self, meta, *items):
-        return ast.ListExpr(tuple(i for i in items if i is not None), span=self._s(meta))
-
-    def map_expr(self, meta, *entries):
-        return ast.MapExpr(tuple(e for e in entries if e is not None), span=self._s(meta))
-
-    def entry(self, meta, *children):
-        if len(children) == 1:  # the key was the keyword `true` or `false`: Lark drops anonymous tokens
-            raise AssertionError("unreachable")  # pragma: no cover
-        key, value = children
-        if key.type == "NAME":
-            k = self._ident(key)
-        elif key.type == "STRING":
-            k = self._string(key)
-        elif key.type == "INT":
-            k = ast.Number(_number_value(str(key), self._t(key)), span=self._t(key))
-        else:
-            k = ast.BoolLit(str(key) == "true", span=self._t(key))
-        return ast.Entry(k, value, span=self._s(meta))
-
-    # literals
-    def number(self, meta, sign, tok):
-        value = _number_value(str(tok), self._t(tok))
-        return ast.Number(-value if sign else value, span=self._s(meta))
-
-    def string(self, meta, tok):
-        return self._string(tok)
-
-    def _string(self, tok):
-        if tok is None:
-            return None
-        return ast.String(_unescape(str(tok)), span=self._t(tok))
-
-    def true(self, meta):
-        return ast.BoolLit(True, span=self._s(meta))
-
-    def false(self, meta):
-        return ast.BoolLit(False, span=self._s(meta))
-
-    def range(self, meta, lo, hi):
-        return ast.Range(lo, hi, span=self._s(meta))
-
-    def tunable(self, meta, value, lo, hi):
-        return ast.Number(value.value, tune=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=self._s(meta))
-
-    # types
-    def type_expr(self, meta, *atoms):
-        return ast.TypeExpr(tuple(atoms), span=self._s(meta))
-
-    def type_atom(self, meta, base, optional):
-        return attrs.evolve(base, optional=optional is not None, span=self._s(meta))
-
-    def t_name(self, meta, name):
-        return ast.TypeAtom("name", self._ident(name), span=self._s(meta))
-
-    def t_range(self, meta, name, lo, hi):
-        rng = ast.Range(lo, hi, span=lo.span.cover(hi.span))
-        return ast.TypeAtom("range", self._ident(name), range=rng, span=self._s(meta))
-
-    def t_any_range(self, meta, name):
-        return ast.TypeAtom("any_range", self._ident(name), span=self._s(meta))
-
-    def t_labels(self, meta, name, _open, *labels):
-        return ast.TypeAtom("labels", self._ident(name),
-                            labels=tuple(self._ident(t) for t in labels if t is not None), span=self._s(meta))
-
-    def t_list(self, meta, element):
-        return ast.TypeAtom("list", element=element, span=self._s(meta))
-
-    def t_map(self, meta, key, value):
-        return ast.TypeAtom("map", self._ident(key), element=value, span=self._s(meta))
-
-    # signatures
-    def op_decl(self, meta, kind, name, type_params, ports, params, result):
-        return ast.OpDecl(str(kind), self._ident(name), type_params or (), ports or (), params or (), result,
-                          span=self._s(meta))
-
-    def rule_decl(self, meta, name, params, result):
-        return ast.RuleDecl(self._ident(name), params or (), result, span=self._s(meta))
-
-    def judge_decl(self, meta, name, params):
-        return ast.JudgeDecl(self._ident(name), params or (), span=self._s(meta))
-
-    def type_params(self, meta, *names):
-        return tuple(self._ident(n) for n in names)
-
-    def ports(self, meta, *ports):
-        return tuple(ports)
-
-    def port_decl(self, meta, name, type_):
-        return ast.PortDecl(self._ident(name), type_, span=self._s(meta))
-
-    def params(self, meta, *params):
-        return tuple(params)
-
-    def param_decl(self, meta, name, type_, per, default):
-        return ast.ParamDecl(self._ident(name), type_, self._ident(per) if per is not None else None, default,
-                             span=self._s(meta))
-
-    def enum_decl(self, meta, name, *members):
-        return ast.EnumDecl(self._ident(name), tuple(self._ident(m) for m in members if m is not None),
-                            span=self._s(meta))

@@ -1,0 +1,99 @@
+"""The parser's tables, shipped in the package, so that a fresh machine starts as fast as a warm one.
+
+Building Lark's LALR tables from grammar/gsr.lark takes longer than the rest of a small `gsr check`,
+and Lark caches them only in the system temp folder, which a fresh CI container or a new user does
+not have. `_tables.py` is generated from the grammar and committed: Lark's own serialized parser
+(what `Lark.save` writes, as a Python literal, so Python's bytecode cache keeps it ready to load),
+with the SHA-256 of the grammar text and the Lark version it was made with. `load` returns None when
+either differs, so stale tables never parse: the parser is then built from the grammar.
+tests/test_tables.py fails while the committed tables are stale or differ from what the grammar
+gives. Regenerate them with `make tables` (`python -m gsrlang.syntax.tables`; `--check` only compares);
+never edit `_tables.py` by hand. Lark numbers the LALR states in an order that changes from run to
+run (it follows object hashes); `render` renumbers them in a fixed order (breadth first from the
+start state, tokens by name), so the same grammar and Lark always give the same file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections import deque
+from pathlib import Path
+
+import lark
+
+# The options the tables are built with; `load` and `build` give the same parser.
+OPTIONS = dict(parser="lalr", lexer="contextual", strict=True, maybe_placeholders=True)
+TABLES = Path(__file__).with_name("_tables.py")
+
+
+def digest(grammar: str) -> str:
+    return hashlib.sha256(grammar.encode("utf-8")).hexdigest()
+
+
+def build(grammar: str, **options) -> lark.Lark:
+    """The parser built from the grammar text (Lark caches its tables in the temp folder)."""
+    return lark.Lark(grammar, **OPTIONS, cache=True, **options)
+
+
+def load(grammar: str, **options) -> lark.Lark | None:
+    """The parser read from the shipped tables, or None when they were made from another grammar or Lark."""
+    try:
+        from gsrlang.syntax import _tables
+    except ImportError:  # a tree without the generated module
+        return None
+    if _tables.GRAMMAR_SHA256 != digest(grammar) or _tables.LARK_VERSION != lark.__version__:
+        return None
+    return lark.Lark._load_from_dict(_tables.DATA, _tables.MEMO, **options)
+
+
+def render(grammar: str) -> str:
+    """The source of `_tables.py` for the grammar text."""
+    import pprint  # only when generating
+
+    parser = lark.Lark(grammar, **OPTIONS)
+    _renumber(parser.parser.parser.parser.parse_table)
+    data, memo = parser.memo_serialize([lark.lexer.TerminalDef, lark.grammar.Rule])
+    return ('"""Generated from grammar/gsr.lark by `make tables` (python -m gsrlang.syntax.tables): do not edit."""\n\n'
+            f"GRAMMAR_SHA256 = {digest(grammar)!r}\nLARK_VERSION = {lark.__version__!r}\n"
+            f"DATA = {pprint.pformat(data, width=120, sort_dicts=True)}\n"
+            f"MEMO = {pprint.pformat(memo, width=120, sort_dicts=True)}\n")
+
+
+def _renumber(table) -> None:
+    """Number the states of an LALR parse table in a fixed order: breadth first from the start states, each
+    state's actions in the order of their token names (in place)."""
+    order: dict[int, int] = {}
+    queue = deque(table.start_states[name] for name in sorted(table.start_states))
+    while queue:
+        state = queue.popleft()
+        if state in order:
+            continue
+        order[state] = len(order)
+        for token in sorted(table.states[state]):
+            action, arg = table.states[state][token]
+            if action.name == "Shift":
+                queue.append(arg)
+    table.states = {order[state]: {token: (action, order[arg] if action.name == "Shift" else arg)
+                                   for token, (action, arg) in sorted(table.states[state].items())}
+                    for state in sorted(order, key=order.get)}
+    table.start_states = {name: order[state] for name, state in table.start_states.items()}
+    table.end_states = {name: order[state] for name, state in table.end_states.items()}
+
+
+def main(argv: list[str]) -> int:
+    from gsrlang.resources import grammar_path
+
+    text = render(grammar_path().read_text(encoding="utf-8"))
+    if "--check" in argv:
+        if TABLES.is_file() and TABLES.read_text(encoding="utf-8") == text:
+            return 0
+        print(f"{TABLES} is not what grammar/gsr.lark gives: run `make tables`", file=sys.stderr)
+        return 1
+    TABLES.write_text(text, encoding="utf-8")
+    print(f"wrote {TABLES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
