@@ -119,6 +119,17 @@ def test_content_hash_ignores_layout_and_comments():
     assert three.program.content_hash != one.program.content_hash
 
 
+def test_content_hash_is_computed_once_per_program_and_anew_for_a_changed_one():
+    """A run names its program's hash on every result line: it is worked out once, not per item."""
+    import attrs
+
+    program = check(BASE + "node m = mean(items: [normalize(a), normalize(b), default(normalize(u), value: 0)])\nsink m").program
+    first = program.content_hash
+    assert program.content_hash is first
+    renamed = attrs.evolve(program, name="other")
+    assert renamed.content_hash != first and renamed.content_hash.startswith("sha256:")
+
+
 def test_pairwise_readout_and_wrong_mode_settings():
     ok = check("""
     rubric p
