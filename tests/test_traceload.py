@@ -29,7 +29,7 @@ from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.trace import TraceError, read_trace
 from gsrlang.runtime.values import RuntimeFailure, value_from_json
 
-PROGRAM = analyze("""
+PROGRAM_TEXT = """
 rubric r
 task pointwise { scale = 1..5  quantize = round }
 task pairwise { epsilon = 0.0 }
@@ -42,7 +42,8 @@ criterion n: Nominal{x, y} = human(field: "n")
 node body = mean(items: [scale(s), default(so, value: 0.5), normalize(b), normalize(default(bo, value: true)),
                          normalize(default(o, value: mid))])
 sink cap(base: body, trigger: is(n, level: x), at: 0.7)
-""").program
+"""
+PROGRAM = analyze(PROGRAM_TEXT).program
 
 CRITERIA = [(n.id, n.type) for n in PROGRAM.criteria]
 
@@ -219,5 +220,24 @@ def test_a_trace_of_mixed_modes_another_program_or_malformed_records_is_refused(
     for broken in ({**rec, "out": 7}, {**rec, "j": {"s": [3]}}, {**rec, "result": "x"}):
         with pytest.raises(TraceError, match="line 2 is not a well-formed trace item record"):
             Table.from_trace(PROGRAM, _write(tmp_path / "bad.jsonl", header, broken))
+    with pytest.raises(TraceError, match="line 2 is not a well-formed trace item record"):  # the logical reader too
+        list(read_trace(_write(tmp_path / "bad.jsonl", header, {**rec, "out": 7})))
     with pytest.raises(TraceError, match="names header 0, which no earlier line declares"):
         Table.from_trace(PROGRAM, _write(tmp_path / "cut.jsonl", rec))
+
+
+@pytest.mark.parametrize("command", ["replay", "ablate", "tune"])
+def test_commands_meet_a_malformed_trace_with_a_one_line_error(tmp_path, capsys, command):
+    from gsrlang.cli import main
+
+    write_v2(tmp_path / "ok.jsonl", "pointwise", [("a", 1.0, "ok", ["A"], {cid: [({}, None)] for cid, _ in CRITERIA})])
+    header, rec, _ = (json.loads(x) for x in (tmp_path / "ok.jsonl").read_text().splitlines())
+    trace = _write(tmp_path / "bad.jsonl", header, {**rec, "out": 7})
+    program = tmp_path / "p.gsr"
+    program.write_text(PROGRAM_TEXT.replace("task pairwise { epsilon = 0.0 }\n", ""))  # gsr tune: one task
+    args = {"replay": ["replay", trace, "--program", str(program)], "ablate": ["ablate", str(program), "--trace", trace],
+            "tune": ["tune", str(program), "--trace", trace, "--all"]}[command]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gsr {command}: error: {trace}: line 2 is not a well-formed trace item record " \
+                  "(TypeError: object of type 'int' has no len())"

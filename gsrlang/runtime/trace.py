@@ -103,6 +103,14 @@ class TraceError(DataError):
     """A trace file cannot be read (a line that is not a trace record)."""
 
 
+MALFORMED = (AttributeError, TypeError, KeyError, IndexError)  # what reading a record of the wrong shape raises
+
+
+def malformed(path, line: int, exc: Exception) -> TraceError:
+    """The error for an item record whose parts have the wrong shape (`exc`: what reading it raised)."""
+    return TraceError(f"{path}: line {line} is not a well-formed trace item record ({type(exc).__name__}: {exc})")
+
+
 def dumps(obj) -> str:
     """A results line: JSON, readable spacing."""
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
@@ -438,7 +446,11 @@ def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int,
     Raises TraceError on a malformed line."""
     for line, header, record in read_records(path):
         if header is not None:
-            yield line, logical_record(header, record)
+            try:
+                logical = logical_record(header, record)
+            except MALFORMED as exc:
+                raise malformed(path, line, exc) from None
+            yield line, logical
         elif record.get("kind") == RUN_SUMMARY:
             if summaries:
                 yield line, record

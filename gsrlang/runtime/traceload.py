@@ -141,7 +141,7 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
     Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
     --program` refuses them) or its items mix modes, TraceError on a malformed file."""
     from gsrlang.runtime.replay import ReplayError, compatibility_problems
-    from gsrlang.runtime.trace import TraceError, is_summary, logical_record, read_records
+    from gsrlang.runtime.trace import MALFORMED, is_summary, logical_record, malformed, read_records
 
     crits = [_Criterion(n.id, n.type) for n in program.criteria]
     ids: list = []
@@ -230,9 +230,8 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
                         status = d.get("status")
                         if status in _SPECIAL:
                             c.status.append((row + k, status))
-        except (AttributeError, TypeError, KeyError, IndexError) as exc:
-            raise TraceError(f"{path}: line {line} is not a well-formed trace item record "
-                             f"({type(exc).__name__}: {exc})") from None
+        except MALFORMED as exc:
+            raise malformed(path, line, exc) from None
     rows = len(failed) * m
     columns = {c.id: c.column(rows, void_items, m) for c in crits}
     return "pointwise" if mode is _UNSET else mode or "pointwise", ids, columns, np.array(failed, bool), labels, label_errors, summary
