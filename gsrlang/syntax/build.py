@@ -74,6 +74,7 @@ class _Part:
 
 
 def _lo(value, base: int) -> int:
+    """Where a reduced value starts in the file: a token (relative to the parsed text), a _Part or a node."""
     cls = value.__class__
     return value.start_pos + base if cls is Token else value.lo if cls is _Part else value.span.start
 
@@ -115,6 +116,8 @@ def _plan(rule) -> tuple[tuple[tuple[int, str, int], ...], int]:
 
 
 def _callback(rule):
+    """A rule's callback: the module's items (`start`), a _Part (inlined and list rules), the value itself (a
+    `?rule` alternative of one symbol) or the node its handler builds. Fails at load for a rule without one."""
     if rule.options.keep_all_tokens:
         raise ValueError(f"rule {rule.origin.name}: `!` rules are not supported")
     plan, trailing = _plan(rule)
