@@ -18,6 +18,7 @@ def main(names: list[str]) -> int:
     for script in scripts:
         print(f"\n=== {script.stem} ===", flush=True)
         t0 = time.perf_counter()
+        sys.argv = [str(script)]  # each script's own defaults (the names given here are not its arguments)
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as exc:
