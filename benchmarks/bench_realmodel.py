@@ -5,7 +5,8 @@
 Skipped (exit 0, one line) when GSR_REAL_BASE_URL is not set. Figures, all measured here:
 
 1. **Judgments per second**: the tier's every-type program (Bool, Ordinal, Nominal, Score, Bool?, and a
-   3-vote ensemble: 8 model calls per item) over 6 items, pointwise, concurrency 1 (llama-cpp-python
+   3-vote ensemble: 8 model calls per item, every criterion judged: --no-short-circuit) over 6 items,
+   pointwise, concurrency 1 (llama-cpp-python
    serves one request at a time), a fresh cache each repeat; min/median/max over 3 repeats, and the
    ratio to an anchor measured in the same run: bare openai SDK chat requests (a 1-token answer to a
    short prompt) per second against the same server.
@@ -30,11 +31,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the tier's test module imports a fake-server test's program
 sys.path.insert(0, str(ROOT / "tests" / "realmodel"))
 
 BASE_URL = os.environ.get("GSR_REAL_BASE_URL")
 MODEL = os.environ.get("GSR_REAL_MODEL", "smollm2")
-REPEATS = 3
+REPEATS = int(os.environ.get("GSR_BENCH_REPEATS", "3"))
 RUBRICS = (("helpsteer2_helpfulness.md", "pointwise", "1..5"), ("mtbench_pairwise.md", "pairwise", None),
            ("checklist_recipe.md", "pointwise", "1..10"))
 TYPE_OF = {"polite": "Bool", "clarity": "Ordinal", "tone": "Nominal", "length_fit": "Score", "unsafe": "Bool?",
@@ -51,9 +53,20 @@ def anchor_requests_per_s(n: int = 10) -> float:
     return n / (time.perf_counter() - t0)
 
 
+# six pointwise items (the tier's two, and four more of the same kind: a right and a wrong answer each)
+BENCH_ITEMS = [
+    ("What is the capital of France?", "The capital of France is Paris."),
+    ("How many legs does a spider have?", "Six."),
+    ("What is 12 times 12?", "12 times 12 is 144."),
+    ("Which planet is closest to the sun?", "Venus is the closest planet to the sun."),
+    ("How do I boil an egg?", "Put the egg in boiling water for about nine minutes, then cool it in cold water."),
+    ("Who wrote Hamlet?", "Hamlet was written by Charles Dickens."),
+]
+
+
 def judging() -> None:
     from gsrlang.cli import main
-    from test_realmodel import ITEMS, TYPES_PROGRAM, judgments, write_items
+    from test_realmodel import TYPES_PROGRAM, judgments
 
     rates, shares = [], defaultdict(Counter)
     anchors = []
@@ -62,23 +75,23 @@ def judging() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             here = Path(tmp)
             (here / "p.gsr").write_text(TYPES_PROGRAM)
-            data = write_items(here / "items.jsonl")
+            data = here / "items.jsonl"
+            data.write_text("".join(json.dumps({"id": f"b{i}", "input": q, "response": a}) + "\n"
+                                    for i, (q, a) in enumerate(BENCH_ITEMS)))
             t0 = time.perf_counter()
             main(["run", str(here / "p.gsr"), "--data", str(data), "--mode", "pointwise", "--model", MODEL,
                   "--base-url", BASE_URL, "--cache", str(here / "c.sqlite"), "--trace", str(here / "t.jsonl"),
-                  "--concurrency", "1", "--max-tokens", "160", "--no-progress", "--quiet"])
+                  "--concurrency", "1", "--timeout", "900", "--max-tokens", "160", "--no-short-circuit",
+                  "--no-progress", "--quiet"])
             wall = time.perf_counter() - t0
             js = judgments(here / "t.jsonl")
             rates.append(len(js) / wall)
             for crit, j in js:
-                if crit == "correct":
-                    for v in j["provenance"]["votes"]:
-                        shares[TYPE_OF[crit]][v["status"]] += 1
-                else:
-                    shares[TYPE_OF[crit]][j["status"]] += 1
+                for v in j.get("provenance", {}).get("votes") or [j]:  # an ensemble's every vote counts
+                    shares[TYPE_OF[crit]][v["status"]] += 1
     ratio = [r / a for r, a in zip(rates, anchors)]
-    print(f"judgments/s over {len(ITEMS)} items x 6 criteria (8 calls per item), {REPEATS} repeats: "
-          f"min {min(rates):.2f}, median {statistics.median(rates):.2f}, max {max(rates):.2f}")
+    print(f"judgments/s over {len(BENCH_ITEMS)} items x 6 criteria (8 calls per item), {REPEATS} repeats: "
+          f"min {min(rates):.3f}, median {statistics.median(rates):.3f}, max {max(rates):.3f}")
     print(f"anchor, bare openai SDK 1-token requests/s: min {min(anchors):.2f}, median "
           f"{statistics.median(anchors):.2f}, max {max(anchors):.2f}; judgments per anchor request: median "
           f"{statistics.median(ratio):.3f}")
