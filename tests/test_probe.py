@@ -8,7 +8,7 @@ import re
 from gsrlang.cli import main
 from gsrlang.judges.llm.server import KnowledgeStore
 
-from fakeserver import FakeOpenAI
+from fakeserver import FakeOpenAI, Reply
 
 
 def test_probe_of_a_llamacpp_like_server_reports_and_remembers(tmp_path, capsys):
@@ -47,3 +47,17 @@ def test_probe_of_a_server_that_is_down(capsys):
     assert code == 1 and re.search(r"^reachable +no$", io.out, re.M)
     (line,) = io.err.strip().splitlines()
     assert "cannot reach" in line and "is the server running" in line
+
+
+def test_probe_of_a_model_that_answers_nothing_says_so(capsys):
+    """A model that answers free-text prompts with an empty message (Gemma 3 270M under llama-cpp-python's
+    default chat template does) gives no token to read logprobs or a speed from: "unknown", not "no"."""
+    def responder(body):
+        return Reply(content="", logprobs={"content": []}, usage={"prompt_tokens": 9, "completion_tokens": 0})
+
+    with FakeOpenAI(responder, models=["silent"]) as server:
+        code = main(["probe", "--model", "silent", "--base-url", server.base_url, "--no-cache", "--overflow", "no"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert re.search(r"^logprobs +unknown: the model answered with no text$", out, re.M), out
+    assert re.search(r"^tokens/s +unknown: the model answered with no text$", out, re.M), out

@@ -69,10 +69,12 @@ def _table(report: dict) -> str:
         rows.append((f"structured {mode}", verdict))
     if "grammar_dialect" in report:
         rows.append(("grammar dialect", report["grammar_dialect"] or "none obeyed"))
+    silent = "unknown: the model answered with no text"
     if "logprobs" in report:
-        rows.append(("logprobs", show(report["logprobs"])))
+        rows.append(("logprobs", silent if report["logprobs"] is None else show(report["logprobs"])))
     if "tokens_per_s" in report:
-        rows.append(("tokens/s", show(report["tokens_per_s"])))
+        empty = report["tokens_per_s"] is None and report.get("speed_answer_empty")
+        rows.append(("tokens/s", silent if empty else show(report["tokens_per_s"])))
         parsed = "" if report.get("judgment_parsed") else ", answer not JSON"
         rows.append(("one judgment", f"{report['judgment_latency_s']} s ({report['judgment_mode']}{parsed})"))
     width = max(len(k) for k, _ in rows)

@@ -181,14 +181,19 @@ async def _grammar_dialect(sdk, model: str) -> str | None:
     return None
 
 
-async def _logprobs(sdk, model: str) -> bool:
+async def _logprobs(sdk, model: str) -> bool | None:
+    """Whether the server returns per-token logprobs; None when the model answered no token at all,
+    so there was nothing to return them for (Gemma 3 under llama-cpp-python's default chat template
+    answers free-text prompts with an empty message)."""
     try:
         resp = await sdk.chat.completions.create(model=model, messages=_HELLO, max_tokens=2, temperature=0,
                                                  logprobs=True, top_logprobs=5)
     except openai.APIStatusError:
         return False
     lp = resp.choices[0].logprobs
-    return bool(lp is not None and lp.content and lp.content[0].top_logprobs)
+    if lp is not None and lp.content and lp.content[0].top_logprobs:
+        return True
+    return None if not resp.choices[0].message.content else False
 
 
 async def _speed(sdk, config) -> dict:
@@ -214,4 +219,5 @@ async def _speed(sdk, config) -> dict:
         latency = time.monotonic() - t1
         mode = client.structured_mode
     return {"tokens_per_s": round(tokens / elapsed, 1) if elapsed > 0 and tokens else None,
+            "speed_answer_empty": not resp.choices or not resp.choices[0].message.content,
             "judgment_latency_s": round(latency, 3), "judgment_mode": mode, "judgment_parsed": parsed}
