@@ -10,6 +10,9 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
     """`modules` is the main module (path None) followed by the imported fragments."""
     for module, path in modules:
         is_main = path is None
+        # an imported file is a fragment (imports.py insists); so is a main file headed `fragment NAME`,
+        # wherever in the file its header stands
+        fragment = not is_main or any(isinstance(i, ast.Header) and i.kind == "fragment" for i in module.items)
         for item in module.items:
             if isinstance(item, ast.Header):
                 if not is_main:
@@ -30,14 +33,17 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
                     continue
                 ctx.decls[name] = Decl(item, path)
             elif isinstance(item, ast.SinkDecl):
-                if not is_main:
+                if fragment:
                     ctx.error("GSR107", "a fragment cannot declare a sink", item.span, path=path,
-                              help="the importing rubric declares the sink")
+                              help="the importing rubric declares the sink" if not is_main else
+                              "a file with a task and a sink is a program: head it `rubric NAME \"...\"`")
                     continue
                 ctx.sinks.append(item)
             elif isinstance(item, ast.TaskDecl):
-                if not is_main:
-                    ctx.error("GSR107", "a fragment cannot declare a task", item.span, path=path)
+                if fragment:
+                    ctx.error("GSR107", "a fragment cannot declare a task", item.span, path=path,
+                              help="the importing rubric declares the task" if not is_main else
+                              "a file with a task and a sink is a program: head it `rubric NAME \"...\"`")
                     continue
                 mode = item.mode.name
                 if mode in ctx.tasks:
