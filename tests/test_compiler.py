@@ -160,6 +160,21 @@ async def test_task_contract_mismatch_is_fed_back_like_a_diagnostic():
     assert "task pointwise { scale = 0..10" in feedback  # the offending line
 
 
+async def test_a_fragment_that_checks_clean_is_not_accepted_as_a_program():
+    """SmolLM2-135M under the program grammar once answered a task block then a fragment header: it checked
+    clean, yet it is no program (and no file that gsr run can run); the compiler feeds that back."""
+    fragment = 'fragment listing "recipe checklist"\ncriterion complete: Bool { ask "Is every ingredient listed?" }\n'
+    assert errors_of(fragment) == ()
+    with FakeOpenAI(responder=scripted({RUBRIC: [block(fragment), block(GOOD)]})) as server:
+        async with client_for(server) as client:
+            result = await compile_rubric(SPEC, client)
+    assert result.ok and result.repairs == 1
+    assert result.rounds[0].codes == ("GSR901",) and not result.rounds[0].accepted
+    feedback = server.requests[1]["messages"][-1]["content"]
+    assert "error[GSR901]: the answer is a fragment, not a program" in feedback
+    assert 'head the file `rubric NAME "..."`, declare `task pointwise' in feedback
+
+
 async def test_pairwise_contract():
     pairwise = (EXAMPLES / "mtbench" / "pairwise.gsr").read_text(encoding="utf-8")
     spec = CompileSpec(rubric=RUBRIC, contract=Pairwise(epsilon=0.05, on_tie="tie"))

@@ -141,9 +141,15 @@ def _task_spans(module: ast.Module | None) -> dict[str, Span]:
 
 
 def contract_diagnostics(analysis: Analysis, spec: CompileSpec) -> list[Diagnostic]:
-    """GSR901 for each way the checked program's readout differs from the spec's task contract."""
+    """GSR901 for each way the checked program's readout differs from the spec's task contract.
+
+    An answer that checks clean but is no program, a fragment (`fragment NAME`, for importing),
+    is rejected too: a compile must end in a file that `gsr run` can run."""
     if analysis.program is None:
-        return []
+        header = next((i for i in analysis.module.items if isinstance(i, ast.Header)), None) if analysis.module else None
+        return [error(CONTRACT, "the answer is a fragment, not a program: a fragment is only imported",
+                      header.span if header is not None else Span(0, 0), "a fragment header",
+                      help=f'head the file `rubric NAME "..."`, declare `{spec.contract.task_line()}` and a sink')]
     c, readout = spec.contract, analysis.program.readout
     spans = _task_spans(analysis.module)
     need = f"declare `{c.task_line()}`"
