@@ -112,3 +112,42 @@ def test_the_run_flag_weights_every_eligible_score_criterion(tmp_path):
         assert run(server, "--weighted") == 0
         assert server.requests[0]["logprobs"] is True
     assert trace_judgment()["value"] == pytest.approx((4 * 0.6 + 5 * 0.3 + 3 * 0.05) / 0.95)
+
+
+YES_NO = '''\
+rubric weighted_yes_no "A yes/no question, weighted: the probability of yes"
+task pointwise { scale = 0..1  quantize = none }
+criterion polite: Score[0..1] = llm(weighted: true) {
+  ask "Is the response polite?"
+  level 0 "No"
+  level 1 "Yes"
+}
+sink scale(polite)
+'''
+
+
+def test_a_yes_no_question_reads_as_the_probability_of_yes(tmp_path):
+    """A Bool-like verdict is `Score[0..1]` with `no`/`yes` levels: weighted, it is P(yes) over the two tokens."""
+    from fakeserver import FakeOpenAI
+
+    def answer(body: dict) -> Reply:
+        assert body["response_format"]["json_schema"]["schema"]["properties"]["answer"] == {
+            "type": "integer", "enum": [0, 1]}
+        tokens = ['{"', "answer", '":', " ", "1", "}"]
+        top = {"1": [("1", math.log(0.7)), ("0", math.log(0.2)), ("no", math.log(0.1))]}
+        content = [{"token": t, "logprob": -0.1, "bytes": None,
+                    "top_logprobs": [{"token": c, "logprob": lp, "bytes": None} for c, lp in top.get(t, [(t, -0.1)])]}
+                   for t in tokens]
+        return Reply(content="".join(tokens), logprobs={"content": content})
+
+    (tmp_path / "p.gsr").write_text(YES_NO)
+    with FakeOpenAI(responder=answer) as server:
+        assert run(server) == 0
+    from gsrlang.runtime.trace import read_trace
+
+    _, rec = next(read_trace("t.jsonl"))
+    (node,) = [n for n in rec["nodes"] if n["id"] == "polite"]
+    j = node["judgments"][0]
+    assert j["value"] == pytest.approx(0.7 / 0.9)
+    assert j["provenance"]["weighted"]["probs"] == {"0": pytest.approx(0.2 / 0.9, abs=1e-6),
+                                                    "1": pytest.approx(0.7 / 0.9, abs=1e-6)}
