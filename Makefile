@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[test]"
+	@# pip byte-compiles what it installs, but not an editable project: without this, where
+	@# PYTHONDONTWRITEBYTECODE is set, every `gsr` start compiles each module it imports again
+	$(BIN)/python -m compileall -q gsrlang >/dev/null
 	touch $(STAMP)
 
 # Graphviz is a system package; install it where we are allowed to (CI runs as root).
