@@ -217,8 +217,8 @@ def test_gsr_tune_shrink_auto_reports_its_choice(tmp_path, capsys, monkeypatch):
     assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--folds", "2",
                  "--shrink", "auto", "--bootstrap", "10", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "shrinkage: auto (" in text and "inner 2-fold CV exact: 0: " in text
-    assert "shrink: auto (" in out.read_text()
+    assert "shrinkage: auto (" in text and "inner 2-fold CV exact: 0: " in text and "(nested)" in text
+    assert "shrink: auto (" in out.read_text() and "2-fold CV (nested), seed 0" in out.read_text()
     for bad in ("-1", "lots", "nan"):
         assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--shrink", bad]) == 2
         assert "--shrink must be" in capsys.readouterr().err

@@ -166,7 +166,8 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
     except TuneError as exc:
         raise UsageError(str(exc)) from None
     report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed)
-    print(f"\n{args.folds}-fold cross-validation (seed {args.seed}), on the held-out folds:")
+    nested = ", each fold choosing its shrinkage on its own training items (nested)" if args.shrink is None else ""
+    print(f"\n{args.folds}-fold cross-validation (seed {args.seed}){nested}, on the held-out folds:")
     shown = (("exact", "within1", "qwk", "mae", "spearman", "pearson") if table.mode == "pointwise"
              else ("accuracy", "valid_only_accuracy", "coverage"))
     w = max(len(k) for k in shown) + 2
@@ -194,7 +195,7 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
         f"tuned from {args.program} ({program.content_hash})",
         f"data: {source} ({file_hash(source)}), {labelled} labelled items of {n}",
         f"metric: {args.metric}; objective: {args.objective}; shrink: {shrink_text}; "
-        f"{args.folds}-fold CV, seed {args.seed}",
+        f"{args.folds}-fold CV{' (nested)' if nested else ''}, seed {args.seed}",
         f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
         f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
     ]
