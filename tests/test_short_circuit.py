@@ -168,6 +168,11 @@ def test_the_examples_give_the_same_results_with_fewer_calls(example, mode, tmp_
     else:  # a cap at 0.0 or a veto that the bad responses fire
         assert calls["short"] < calls["full"], calls
     assert main(["replay", "short.trace.jsonl", "-q"]) == 0  # the short-circuited trace replays exactly
+    from test_verify_columnar import assert_same_report  # skipped judgments and abstentions: verified alike
+
+    from gsrlang.check.driver import analyze_file
+    for name in ("short", "full"):
+        assert_same_report(analyze_file(str(program)).program, tmp_path / f"{name}.trace.jsonl")
 
 
 def test_what_if_replay_names_the_judgments_it_would_need(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,308 @@
+"""Verify a trace column by column: what `gsr replay TRACE` does when it writes nothing item by item.
+
+The item-at-a-time replay (`gsrlang.runtime.replay`) recomputes every item with the
+interpreter and compares it with its record: exact, and about 80 us an item. This
+path reads the version 2 trace once, keeping per node one flat list of its recorded
+outputs and per item its result line, evaluates the whole trace with the columnar
+evaluator in exact mode (every node column equal to the interpreter's bit for bit),
+and compares recorded and recomputed values a column at a time, types included
+(1 is not 1.0). Every item that is not plainly reproduced goes through the
+item-at-a-time replay, which decides it and describes the difference:
+
+- a record it cannot take in a column (a failed row, unsettled values `u`, outputs
+  of the wrong shape, another mode, candidates that repeat, a result line of
+  another shape);
+- an item with an invalid row in any node column (an invalid or skipped judgment,
+  a failed operator: settling decides those), or without a valid result;
+- an item with any recorded output, score, raw score, sink or winner that differs
+  from the recomputed one.
+
+So the report (counts, first difference, the difference count) is the
+item-at-a-time replay's. Traces this path does not take at all (version 1 records,
+a header of another program or structure, a malformed record) return None, and
+the caller replays them item by item, which reports them as it always did.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from itertools import chain, repeat
+from operator import eq, is_, itemgetter
+
+import numpy as np
+
+from gsrlang.program import Program
+from gsrlang.runtime.batch import RunSummary
+from gsrlang.runtime.compose import Plan
+from gsrlang.runtime.trace import MALFORMED, TraceError, is_summary, node_static, read_records
+from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
+
+__all__ = ["verify_columnar"]
+
+_KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
+
+
+def _strict_equal(a: list, b: list) -> np.ndarray:
+    """Per position: same type and equal (JSON scalars)."""
+    n = len(a)
+    same_value = np.fromiter(map(eq, a, b), bool, n)
+    same_type = np.fromiter(map(is_, map(type, a), map(type, b)), bool, n)
+    return same_value & same_type
+
+
+def _typed(values: list, kind: type, n: int) -> np.ndarray:
+    """Per position: the value is of type `kind` (one set() pass when they all are)."""
+    if set(map(type, values)) == {kind}:
+        return np.ones(n, bool)
+    return np.fromiter((type(v) is kind for v in values), bool, n)
+
+
+def verify_columnar(trace_path: str, program: Program, program_label: str = "the program") -> RunSummary | None:
+    """`replay_file(trace, program, verify=True)`'s summary for a version 2 trace of `program`, or None when
+    this trace must be replayed item by item (see the module docstring). Raises ReplayError as it does."""
+    collecting = gc.isenabled()
+    gc.disable()  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
+    try:
+        return _verify(trace_path, program, program_label)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary | None:
+    t0 = time.perf_counter()
+    plan = Plan(program)
+    static = node_static(plan)
+    read = _read(trace_path, program, plan, static)
+    if read is None:
+        return None
+    mode, m, lines, entries, flats, crits, odd, label_errors, recorded = read
+    n = len(lines)
+    rows = n * m
+    iid, iline, cands, rid, rline, labels, sinks, *readout = zip(*entries) if entries else [()] * 10
+    suspect = np.zeros(n, bool)
+    if odd:
+        suspect[list(odd)] = True
+    suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
+
+    # evaluate: the criteria's columns from their recorded outputs and judgment statuses
+    from gsrlang.runtime.columnar import Column, Evaluator, Table
+
+    positions = {node["id"]: i for i, node in enumerate(static)}
+    columns = {}
+    for cid, crit in crits.items():
+        crit.values = flats[positions[cid]]
+        columns[cid] = Column(*crit.column(rows, [], m))
+    table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
+    evaluation = Evaluator(program, exact=True).run(table)
+    suspect |= ~evaluation.ok
+
+    # every node's recorded outputs against its column
+    for i, node in enumerate(plan.nodes):
+        col = evaluation.nodes[node.id]
+        bad = col.invalid | _differs(node.type, flats[i], col, rows)
+        suspect |= bad.reshape(-1, m).any(axis=1)
+    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n)
+    return _summarize(plan, program, program_label, trace_path, lines, odd, iid, labels, label_errors,
+                      readout[0] if readout else (), evaluation, suspect, mode, m, recorded, t0)
+
+
+def _read(path, program: Program, plan: Plan, static: list):
+    """One pass over the trace: (mode, m, trace lines, per item (item id, line, candidates, then the result's
+    id, line, label, sink, score, raw, scale or its winner), per node its flat outputs, the criteria with their
+    judgment statuses, {item: record} of those a column cannot take, {item: label error}, run summary), or
+    None when the trace is not for this path."""
+    digest = program.content_hash
+    mode = None
+    m = 1
+    n_nodes = len(static)
+    flats: list[list] = [[] for _ in static]
+    crits = {node.id: _Criterion(node.id, node.type) for _, node in plan.criteria}
+    statuses = {cid: c.status for cid, c in crits.items()}
+    lines: list = []
+    entries: list = []
+    odd: dict = {}
+    label_errors: dict = {}
+    recorded = None
+    headers: set = set()
+    expected = keys = keys_le = fields = placeholder = shape = None
+    try:
+        for line, header, rec in read_records(path):
+            if header is None:
+                if is_summary(rec):
+                    recorded = rec
+                    continue
+                return None  # version 1: item by item
+            if id(header) not in headers:
+                if header["program"].get("hash") != digest or header["nodes"] != static:
+                    return None
+                headers.add(id(header))
+            if mode is None:
+                mode = rec.get("mode")
+                if mode not in ("pointwise", "pairwise") or getattr(program.readout, mode) is None:
+                    return None
+                m = 1 if mode == "pointwise" else 2
+                shape = [m] * n_nodes
+                expected = ("ok", mode, {"name": program.name, "hash": digest}, None)
+                names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
+                fields = itemgetter("id", "line", "label", "sink", *names)
+                keys = {"id", "line", "status", "mode", "program", "sink", "label", "reason", *names}
+                keys_le = keys | {"label_error"}
+                placeholder = (None, 0, None, None, 0, None, None) + (None,) * len(names)
+            k = len(lines)
+            lines.append(line)
+            base = k * m
+            try:
+                item, r, out = rec["item"], rec["result"], rec["out"]
+                if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
+                        or list(map(len, out)) != shape or (r["status"], r["mode"], r["program"], r["reason"]) \
+                        != expected:
+                    raise TypeError
+                if r.keys() != keys:
+                    if r.keys() != keys_le or not r["label_error"]:
+                        raise TypeError
+                    label_errors[k] = True
+                entry = (item["id"], item.get("line", 0), item["candidates"]) + fields(r)
+                for flat, v in zip(flats, out):
+                    flat.extend(v)
+                js = rec.get("j")
+                if js:
+                    for cid, row in js.items():
+                        for c, d in enumerate(row):
+                            if d and "status" in d and d["status"] in _SPECIAL and c < m:
+                                statuses[cid].append((base + c, d["status"]))
+            except (TypeError, AttributeError, KeyError, IndexError):
+                odd[k] = (line, header, rec)
+                entry = placeholder
+                for flat in flats:
+                    del flat[base:]
+                    flat.extend([None] * m)
+            entries.append(entry)
+    except (TraceError, *MALFORMED):
+        return None
+    if mode is None:
+        return None
+    return mode, m, lines, entries, flats, crits, odd, label_errors, recorded
+
+
+def _differs(t, recorded: list, col, rows: int) -> np.ndarray:
+    """Rows whose recorded output is not the column's value (null where it abstains), types included."""
+    kind = _KINDS[t.kind]
+    types = set(map(type, recorded))
+    if not types <= {kind, type(None)}:
+        wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
+        recorded = [v if type(v) is kind else None for v in recorded]
+    else:
+        wrong = np.zeros(rows, bool)
+    values, null, bad = _decode(t, recorded)
+    wrong |= null != col.abstain
+    wrong |= bad & ~null
+    live = ~null
+    wrong[live] |= values[live] != col.values[live]
+    return wrong
+
+
+def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n) -> np.ndarray:
+    """Items whose candidates, id, line, label or scale a column cannot vouch for."""
+    problem = np.fromiter((type(c) is not list or len(c) != m or len(set(c)) != m for c in cands), bool, n)
+    problem |= ~_strict_equal(list(rid), list(iid))
+    problem |= ~_strict_equal(list(rline), list(iline))
+    problem |= ~np.fromiter((type(i) in (str, int) for i in iid), bool, n)
+    problem |= np.fromiter((lab != lab for lab in labels), bool, n)  # NaN: never the same as itself
+    if mode == "pointwise":
+        p = program.readout.pointwise
+        scale = [p.lo, p.hi]
+        scales = readout[2]
+        problem |= ~np.fromiter(map(eq, scales, repeat(scale)), bool, n)
+        kinds = [type(p.lo), type(p.hi)]
+        try:
+            flat = list(chain.from_iterable(scales))
+        except TypeError:
+            flat = None
+        if flat is None or list(map(type, flat)) != kinds * n:
+            problem |= ~np.fromiter((type(s) is list and list(map(type, s)) == kinds for s in scales), bool, n)
+    return problem
+
+
+def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int) -> np.ndarray:
+    """Items whose recorded score, raw score or winner, or sink, is not the recomputed one."""
+    dicts = np.fromiter((type(s) is dict and len(s) == m for s in sinks), bool, n)
+    wrong = ~dicts
+    sinks = [s if ok else {} for s, ok in zip(sinks, dicts)]
+    cands = [c if type(c) is list and len(c) == m else [None] * m for c in cands]
+    for c in range(m):
+        got = [s.get(row[c]) if type(row[c]) is str else None for s, row in zip(sinks, cands)]
+        wrong |= ~_typed(got, float, n)
+        values = np.array([v if type(v) is float else np.nan for v in got], np.float64)
+        wrong |= values != ev.sink[:, c]
+    if mode == "pointwise":
+        scores, raws = readout[0], readout[1]
+        wrong |= ~_typed(scores, int if program.readout.pointwise.quantize != "none" else float, n)
+        values = np.array([float(s) if type(s) in (int, float) and abs(s) < 2 ** 53 else np.nan for s in scores])
+        wrong |= values != ev.score
+        wrong |= ~_typed(raws, float, n)
+        values = np.array([v if type(v) is float else np.nan for v in raws], np.float64)
+        wrong |= values != ev.raw
+    else:
+        winners = readout[0]
+        wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
+        wrong |= ~_typed(winners, str, n)
+    return wrong
+
+
+def _suspects(path, lines: list, odd: dict, todo: np.ndarray) -> list:
+    """(line, header, record) of the items at `todo`: those kept, and the others read again (one more pass)."""
+    want = {lines[k]: int(k) for k in todo if k not in odd}
+    found = dict(odd)
+    if want:
+        for line, header, rec in read_records(path):
+            k = want.get(line)
+            if k is not None:
+                found[k] = (line, header, rec)
+    return [found[int(k)] for k in todo]
+
+
+def _summarize(plan, program, program_label, path, lines, odd, ids, labels, label_errors, preds, ev, suspect,
+               mode, m, recorded, t0):
+    """The summary `replay_file` makes: suspect items replayed item by item, in trace order, the others
+    counted as reproduced."""
+    from gsrlang.runtime.replay import Stored, replay_records
+
+    summary = RunSummary(program.name, program.content_hash, mode)
+    summary.recorded = recorded
+    todo = np.flatnonzero(suspect)
+    records = _suspects(path, lines, odd, todo)
+    replayed = replay_records(plan, ((line, Stored(header, rec)) for line, header, rec in records), True,
+                              program_label)
+    slow = {int(k): r for k, r in zip(todo, replayed)}
+    judged = len(plan.criteria) * m
+    seen = summary._ids
+    for k, item_id in enumerate(ids):
+        got = slow.get(k)
+        if got is not None:
+            _, _, run, line, difference = got
+            summary.count(run, line, True)
+            if difference is not None:
+                summary.differences += 1
+                if summary.first_difference is None:
+                    summary.first_difference = difference
+            continue
+        summary.items += 1
+        if item_id in seen:
+            summary.duplicate_ids += 1
+            if len(summary.duplicate_examples) < 5 and item_id not in summary.duplicate_examples:
+                summary.duplicate_examples.append(item_id)
+        else:
+            seen.add(item_id)
+        summary.ok += 1
+        if k in label_errors:
+            summary.label_problems += 1
+        summary.judgments += judged
+        label = labels[k]
+        if label is not None:
+            summary.labelled += 1
+            summary.preds.append(preds[k])
+            summary.golds.append(label)
+    summary.seconds = time.perf_counter() - t0
+    return summary

@@ -1,0 +1,167 @@
+"""`gsr replay TRACE` verifying column by column reports exactly what the item-by-item replay reports.
+
+On every example that runs without a model, and on traces altered record by record (a node output one
+bit off, an int for a float, a changed score, sink or winner, another id, a missing key, an invalid or
+abstained judgment, unsettled flags, a failed row, a duplicate id), the summary of `verify_columnar`
+(counts, pairs for the metrics, difference count, first difference) equals `replay_file`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from gsrlang.check.driver import analyze_file
+from gsrlang.cli import main as gsr
+from gsrlang.data import ColumnMap
+from gsrlang.judges.registry import default_registry
+from gsrlang.runtime.batch import replay_file, run_file
+from gsrlang.runtime.executor import default_mode
+from gsrlang.runtime.verify import verify_columnar
+from test_columnar import EXAMPLE_DATA, _examples_without_a_model
+
+FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "differences", "first_difference",
+          "preds", "golds", "duplicate_ids", "duplicate_examples", "judgments", "skipped", "mode", "recorded")
+
+
+def _record(path: Path, tmp_path: Path) -> tuple:
+    data, cols = EXAMPLE_DATA[path.parent.name]
+    program = analyze_file(str(path)).program
+    trace = tmp_path / "t.jsonl"
+    run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), default_mode(program),
+             trace=str(trace))
+    return program, trace
+
+
+def assert_same_report(program, trace: Path) -> None:
+    fast = verify_columnar(str(trace), program)
+    slow = replay_file(str(trace), program, True)
+    assert fast is not None
+    for field in FIELDS:
+        assert getattr(fast, field) == getattr(slow, field), field
+
+
+@pytest.mark.parametrize("path", _examples_without_a_model(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_example_reproduces_the_same_report(path, tmp_path):
+    program, trace = _record(path, tmp_path)
+    assert_same_report(program, trace)
+    assert verify_columnar(str(trace), program).differences == 0
+
+
+def _next_up(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+# each alteration: (the nth item record) -> changed in place; True when it must show as a difference
+def _node_bit(rec, m):
+    i = max(k for k, v in enumerate(rec["out"]) if v and type(v[0]) is float)
+    rec["out"][i][0] = _next_up(rec["out"][i][0])
+
+
+def _int_output(rec, m):
+    i = next(k for k, v in enumerate(rec["out"]) if v and type(v[0]) is float)
+    rec["out"][i][0] = int(rec["out"][i][0]) if float(rec["out"][i][0]).is_integer() else rec["out"][i][0] + 1
+
+
+def _score(rec, m):
+    r = rec["result"]
+    if "score" in r and r["score"] is not None:
+        r["score"] = float(r["score"]) if type(r["score"]) is int else r["score"] + 1
+    elif r.get("winner") is not None:
+        r["winner"] = "second" if r["winner"] != "second" else "first"
+
+
+def _sink(rec, m):
+    sink = rec["result"]["sink"]
+    if sink:
+        c = next(iter(sink))
+        sink[c] = _next_up(sink[c]) if type(sink[c]) is float else 0.5
+
+
+def _raw_int(rec, m):
+    r = rec["result"]
+    if r.get("raw") is not None:
+        r["raw"] = int(r["raw"]) if float(r["raw"]).is_integer() else r["raw"] * 2
+
+
+def _result_id(rec, m):
+    rec["result"]["id"] = 7 if rec["result"]["id"] != 7 else "7"
+
+
+def _no_reason(rec, m):
+    del rec["result"]["reason"]
+
+
+def _scale(rec, m):
+    if "scale" in rec["result"]:
+        rec["result"]["scale"] = [int(x) for x in rec["result"]["scale"]]
+
+
+def _invalid_judgment(rec, m):
+    cid = next(iter(rec.get("j") or {"x": 0}))
+    if rec.get("j"):
+        rec["j"][cid][0] = {"status": "invalid", "reason": "made invalid"}
+
+
+def _abstained(rec, m):
+    if rec.get("j"):
+        cid = next(iter(rec["j"]))
+        rec["j"][cid][0] = {"status": "abstained"}
+
+
+def _unsettled(rec, m):
+    rec["u"] = {"0": [True] * m}
+
+
+def _failed(rec, m):
+    rec["status"] = "failed"
+
+
+def _duplicate(rec, m):
+    rec["item"]["id"] = rec["result"]["id"] = "dup"
+
+
+def _candidates(rec, m):
+    rec["item"]["candidates"] = ["Z"] if m == 1 else ["A", "A"]
+
+
+ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
+               _abstained, _unsettled, _failed, _duplicate, _candidates]
+
+
+@pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("path", _examples_without_a_model()[:4], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_altered_traces_give_the_same_report(path, alter, tmp_path):
+    program, trace = _record(path, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    items = [k for k, line in enumerate(lines) if line.startswith('{"p"')]
+    m = 1 if default_mode(program) == "pointwise" else 2
+    for k in (items[1], items[len(items) // 2], items[-1]):
+        rec = json.loads(lines[k])
+        alter(rec, m)
+        lines[k] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_same_report(program, trace)
+    if alter in (_node_bit, _int_output, _sink, _result_id, _no_reason):
+        assert verify_columnar(str(trace), program).differences == 3
+
+
+def test_the_command_prints_the_same_outcome_either_way(tmp_path, capsys):
+    """`gsr replay` (columnar) and `gsr replay --out` (item by item), on a trace with one altered output."""
+    path = _examples_without_a_model()[0]
+    program, trace = _record(path, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    k = [k for k, line in enumerate(lines) if line.startswith('{"p"')][2]
+    rec = json.loads(lines[k])
+    _node_bit(rec, 1)
+    lines[k] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    outcomes = []
+    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+        code = gsr(["replay", str(trace), "--program", str(path), "-q", *extra])
+        outcomes.append((code, capsys.readouterr().err))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == 1 and "NOT reproduced: 1 of" in outcomes[0][1]
