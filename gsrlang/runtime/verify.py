@@ -28,7 +28,7 @@ from __future__ import annotations
 import gc
 import time
 from itertools import chain, repeat
-from operator import eq, is_, itemgetter
+from operator import contains, eq, is_, itemgetter
 
 import numpy as np
 
@@ -164,10 +164,10 @@ def _read(path, program: Program, plan: Plan, static: list):
                         raise TypeError
                     label_errors[k] = True
                 entry = (item["id"], item.get("line", 0), item["candidates"]) + fields(r)
-                for flat, v in zip(flats, out):
-                    flat.extend(v)
+                for _ in map(list.extend, flats, out):
+                    pass
                 js = rec.get("j")
-                if js:
+                if js and any(map(contains, chain.from_iterable(js.values()), repeat("status"))):
                     for cid, row in js.items():
                         for c, d in enumerate(row):
                             if d and "status" in d and d["status"] in _SPECIAL and c < m:
