@@ -28,7 +28,7 @@ from __future__ import annotations
 import gc
 import time
 from itertools import chain, repeat
-from operator import contains, eq, is_, itemgetter
+from operator import contains, eq, is_, itemgetter, ne
 
 import numpy as np
 
@@ -49,13 +49,6 @@ def _strict_equal(a: list, b: list) -> np.ndarray:
     same_value = np.fromiter(map(eq, a, b), bool, n)
     same_type = np.fromiter(map(is_, map(type, a), map(type, b)), bool, n)
     return same_value & same_type
-
-
-def _typed(values: list, kind: type, n: int) -> np.ndarray:
-    """Per position: the value is of type `kind` (one set() pass when they all are)."""
-    if set(map(type, values)) == {kind}:
-        return np.ones(n, bool)
-    return np.fromiter((type(v) is kind for v in values), bool, n)
 
 
 def verify_columnar(trace_path: str, program: Program, program_label: str = "the program") -> RunSummary | None:
@@ -203,13 +196,22 @@ def _differs(t, recorded: list, col, rows: int) -> np.ndarray:
     return wrong
 
 
+def _rows(fine: bool, test, values, n: int) -> np.ndarray:
+    """Per position, whether `test(value)` fails; all false at once when `fine` (a whole-list check) holds."""
+    if fine:
+        return np.zeros(n, bool)
+    return ~np.fromiter(map(test, values), bool, n)
+
+
 def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n) -> np.ndarray:
     """Items whose candidates, id, line, label or scale a column cannot vouch for."""
-    problem = np.fromiter((type(c) is not list or len(c) != m or len(set(c)) != m for c in cands), bool, n)
+    first = cands[0] if cands else None
+    problem = _rows(type(first) is list and len(first) == len(set(first)) == m and cands.count(first) == n,
+                    lambda c: type(c) is list and len(c) == len(set(c)) == m, cands, n)
     problem |= ~_strict_equal(list(rid), list(iid))
     problem |= ~_strict_equal(list(rline), list(iline))
-    problem |= ~np.fromiter((type(i) in (str, int) for i in iid), bool, n)
-    problem |= np.fromiter((lab != lab for lab in labels), bool, n)  # NaN: never the same as itself
+    problem |= _rows(set(map(type, iid)) <= {str, int}, lambda i: type(i) in (str, int), iid, n)
+    problem |= _rows(not any(map(ne, labels, labels)), lambda lab: lab == lab, labels, n)  # NaN: never the same
     if mode == "pointwise":
         p = program.readout.pointwise
         scale = [p.lo, p.hi]
@@ -220,34 +222,54 @@ def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, prog
             flat = list(chain.from_iterable(scales))
         except TypeError:
             flat = None
-        if flat is None or list(map(type, flat)) != kinds * n:
-            problem |= ~np.fromiter((type(s) is list and list(map(type, s)) == kinds for s in scales), bool, n)
+        problem |= _rows(flat is not None and list(map(type, flat)) == kinds * n,
+                         lambda s: type(s) is list and list(map(type, s)) == kinds, scales, n)
     return problem
+
+
+def _floats(values: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the values as float64, NaN where one is not a float; where one is not a float)."""
+    if set(map(type, values)) == {float}:
+        return np.array(values, np.float64), np.zeros(n, bool)
+    floats = np.fromiter((type(v) is float for v in values), bool, n)
+    return np.array([v if type(v) is float else np.nan for v in values], np.float64), ~floats
 
 
 def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int) -> np.ndarray:
     """Items whose recorded score, raw score or winner, or sink, is not the recomputed one."""
-    dicts = np.fromiter((type(s) is dict and len(s) == m for s in sinks), bool, n)
-    wrong = ~dicts
-    sinks = [s if ok else {} for s, ok in zip(sinks, dicts)]
-    cands = [c if type(c) is list and len(c) == m else [None] * m for c in cands]
+    wrong = _rows(set(map(type, sinks)) == {dict} and set(map(len, sinks)) == {m},
+                  lambda s: type(s) is dict and len(s) == m, sinks, n)
+    if wrong.any():
+        sinks = [{} if bad else s for s, bad in zip(sinks, wrong)]
+    if _rows(set(map(type, cands)) == {list} and set(map(len, cands)) == {m}, lambda c: type(c) is list
+             and len(c) == m, cands, n).any():
+        cands = [c if type(c) is list and len(c) == m else [None] * m for c in cands]
     for c in range(m):
-        got = [s.get(row[c]) if type(row[c]) is str else None for s, row in zip(sinks, cands)]
-        wrong |= ~_typed(got, float, n)
-        values = np.array([v if type(v) is float else np.nan for v in got], np.float64)
+        names = list(map(itemgetter(c), cands))
+        if set(map(type, names)) != {str}:
+            names = [x if type(x) is str else None for x in names]
+        values, bad = _floats(list(map(dict.get, sinks, names)), n)
+        wrong |= bad
         wrong |= values != ev.sink[:, c]
     if mode == "pointwise":
         scores, raws = readout[0], readout[1]
-        wrong |= ~_typed(scores, int if program.readout.pointwise.quantize != "none" else float, n)
-        values = np.array([float(s) if type(s) in (int, float) and abs(s) < 2 ** 53 else np.nan for s in scores])
+        if program.readout.pointwise.quantize != "none":
+            wrong |= _rows(set(map(type, scores)) == {int}, lambda x: type(x) is int, scores, n)
+            try:
+                values = np.array(scores, np.float64)
+            except (TypeError, ValueError, OverflowError):
+                values = np.array([float(x) if type(x) is int and abs(x) < 2 ** 53 else np.nan for x in scores])
+        else:
+            values, bad = _floats(scores, n)
+            wrong |= bad
         wrong |= values != ev.score
-        wrong |= ~_typed(raws, float, n)
-        values = np.array([v if type(v) is float else np.nan for v in raws], np.float64)
+        values, bad = _floats(raws, n)
+        wrong |= bad
         wrong |= values != ev.raw
     else:
         winners = readout[0]
         wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
-        wrong |= ~_typed(winners, str, n)
+        wrong |= _rows(set(map(type, winners)) == {str}, lambda w: type(w) is str, winners, n)
     return wrong
 
 
@@ -277,6 +299,16 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
                               program_label)
     slow = {int(k): r for k, r in zip(todo, replayed)}
     judged = len(plan.criteria) * m
+    if not slow and len(set(ids)) == len(ids):  # all reproduced, no id twice: counted at once
+        summary.items = summary.ok = len(ids)
+        summary.label_problems = len(label_errors)
+        summary.judgments = judged * len(ids)
+        summary.golds = [label for label in labels if label is not None]
+        summary.preds = [pred for pred, label in zip(preds, labels) if label is not None]
+        summary.labelled = len(summary.golds)
+        summary._ids.update(ids)
+        summary.seconds = time.perf_counter() - t0
+        return summary
     seen = summary._ids
     for k, item_id in enumerate(ids):
         got = slow.get(k)
