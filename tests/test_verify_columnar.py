@@ -165,3 +165,19 @@ def test_the_command_prints_the_same_outcome_either_way(tmp_path, capsys):
         outcomes.append((code, capsys.readouterr().err))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == 1 and "NOT reproduced: 1 of" in outcomes[0][1]
+
+
+def test_a_record_with_more_candidates_than_judgments_is_refused_in_one_line(tmp_path, capsys):
+    """Both paths reach the item-by-item replay, which names the trace line (it said 'internal error')."""
+    path = _examples_without_a_model()[0]
+    program, trace = _record(path, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    k = [k for k, line in enumerate(lines) if line.startswith('{"p"')][1]
+    rec = json.loads(lines[k])
+    rec["item"]["candidates"] = ["A"] * (len(rec["item"]["candidates"]) + 1)
+    lines[k] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+        assert gsr(["replay", str(trace), "--program", str(path), "-q", *extra]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"gsr replay: trace line {k + 1} is not a well-formed item record") and "\n" not in err

@@ -27,7 +27,7 @@ from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
-from gsrlang.runtime.trace import _unknown_flags, logical_record, node_static, result_line
+from gsrlang.runtime.trace import MALFORMED, _unknown_flags, logical_record, node_static, result_line
 from gsrlang.runtime.values import ABSTAIN, Unsettled
 
 __all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
@@ -212,6 +212,16 @@ class Stored:
         if pos is None:
             pos = self.header["_positions"] = {n["id"]: i for i, n in enumerate(self.header["nodes"])}
         return pos
+
+
+def _rebuilt(plan: Plan, record, line: int) -> ItemRun:
+    """`rebuild`, with a record whose parts do not fit each other (more candidates than judgments, ...) refused
+    as a ReplayError that names its trace line."""
+    try:
+        return rebuild(plan, record)
+    except MALFORMED as exc:
+        raise ReplayError(f"trace line {line} is not a well-formed item record: its parts do not fit each other "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
@@ -407,7 +417,7 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
                 raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
                                   "\n  - ".join(problems))
             compatible.add(header.get("hash"))
-        run = rebuild(plan, record)
+        run = _rebuilt(plan, record, line)
         result = result_line(run, program)
         if not verify:
             difference = None
@@ -454,7 +464,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
             entry = prepared[key] = (plan, nodes, structure_getters(nodes),
                                      _Static(plan, header.get("path"), header.get("index")))
         plan, nodes, getters, static = entry
-        run = rebuild(plan, record)
+        run = _rebuilt(plan, record, line)
         result = result_line(run, program, static.source)
         yield line, record, run, result, first_difference(plan, nodes, line, record, run, result, getters), static
 
