@@ -36,6 +36,21 @@ def _record(path: Path, tmp_path: Path) -> tuple:
     return program, trace
 
 
+def altered(path: Path, tmp_path: Path, alter, picks) -> tuple:
+    """(program, trace, the altered records' line indexes): the example's trace with `alter(record, m)` applied
+    to the item records that `picks(item record line indexes)` names."""
+    program, trace = _record(path, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    m = 1 if default_mode(program) == "pointwise" else 2
+    chosen = picks([k for k, line in enumerate(lines) if line.startswith('{"p"')])
+    for k in chosen:
+        rec = json.loads(lines[k])
+        alter(rec, m)
+        lines[k] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return program, trace, chosen
+
+
 def assert_same_report(program, trace: Path) -> None:
     fast = verify_columnar(str(trace), program)
     slow = replay_file(str(trace), program, True)
@@ -135,15 +150,7 @@ ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_
 @pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
 @pytest.mark.parametrize("path", _examples_without_a_model()[:4], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_altered_traces_give_the_same_report(path, alter, tmp_path):
-    program, trace = _record(path, tmp_path)
-    lines = trace.read_text(encoding="utf-8").splitlines()
-    items = [k for k, line in enumerate(lines) if line.startswith('{"p"')]
-    m = 1 if default_mode(program) == "pointwise" else 2
-    for k in (items[1], items[len(items) // 2], items[-1]):
-        rec = json.loads(lines[k])
-        alter(rec, m)
-        lines[k] = json.dumps(rec)
-    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
     assert_same_report(program, trace)
     if alter in (_node_bit, _int_output, _sink, _result_id, _no_reason):
         assert verify_columnar(str(trace), program).differences == 3
@@ -152,13 +159,7 @@ def test_altered_traces_give_the_same_report(path, alter, tmp_path):
 def test_the_command_prints_the_same_outcome_either_way(tmp_path, capsys):
     """`gsr replay` (columnar) and `gsr replay --out` (item by item), on a trace with one altered output."""
     path = _examples_without_a_model()[0]
-    program, trace = _record(path, tmp_path)
-    lines = trace.read_text(encoding="utf-8").splitlines()
-    k = [k for k, line in enumerate(lines) if line.startswith('{"p"')][2]
-    rec = json.loads(lines[k])
-    _node_bit(rec, 1)
-    lines[k] = json.dumps(rec)
-    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, trace, _ = altered(path, tmp_path, _node_bit, lambda items: items[2:3])
     outcomes = []
     for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
         code = gsr(["replay", str(trace), "--program", str(path), "-q", *extra])
@@ -169,14 +170,11 @@ def test_the_command_prints_the_same_outcome_either_way(tmp_path, capsys):
 
 def test_a_record_with_more_candidates_than_judgments_is_refused_in_one_line(tmp_path, capsys):
     """Both paths reach the item-by-item replay, which names the trace line (it said 'internal error')."""
+    def more(rec, m):
+        rec["item"]["candidates"] = ["A"] * (m + 1)
+
     path = _examples_without_a_model()[0]
-    program, trace = _record(path, tmp_path)
-    lines = trace.read_text(encoding="utf-8").splitlines()
-    k = [k for k, line in enumerate(lines) if line.startswith('{"p"')][1]
-    rec = json.loads(lines[k])
-    rec["item"]["candidates"] = ["A"] * (len(rec["item"]["candidates"]) + 1)
-    lines[k] = json.dumps(rec)
-    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, trace, (k,) = altered(path, tmp_path, more, lambda items: items[1:2])
     for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
         assert gsr(["replay", str(trace), "--program", str(path), "-q", *extra]) == 1
         err = capsys.readouterr().err.strip()
