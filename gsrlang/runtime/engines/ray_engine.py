@@ -90,6 +90,10 @@ class _CacheServer:
     def put(self, key: str, value: dict) -> None:
         self.cache.put(key, value)
 
+    def flush(self) -> None:
+        """Nothing: answered after every call the same caller sent before it (an actor runs one caller's
+        calls in order), so a caller that waits for it knows its puts are stored."""
+
 
 class _RemoteCache:
     """`JudgmentCache`'s get/put, answered by the `_CacheServer` actor (puts are not waited for: an actor's
@@ -131,6 +135,7 @@ class _BlockRunner:
         job, cache_server = setup
         self.plan = Plan(job.program)
         self.static = _Static(self.plan, job.program_path)
+        self.cache_server = cache_server
         self.registry = job.judges.build(_RemoteCache(cache_server) if cache_server is not None else None)
         self.labels = label_reader(job.program, job.mode, job.columns) if job.columns.label_field else None
         self.job = job
@@ -156,6 +161,8 @@ class _BlockRunner:
             results.append(dumps(line))
             if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
                 traces.append(dumps_line(item_record(item_run, self.static, 0, line)))
+        if self.cache_server is not None:  # the block's puts are stored before it counts as done: the driver
+            await self.cache_server.flush.remote()  # kills the cache server at the end, queued puts and all
         return {"index": index, "results": results, "trace": traces,
                 "usage": _add(self.registry.usage(), before, -1)}
 
