@@ -137,6 +137,18 @@ def test_gsr_tune_bad_input(tmp_path, capsys):
     assert "would overwrite an input" in capsys.readouterr().err
 
 
+def test_a_program_with_both_tasks_is_tuned_for_the_one_named_by_mode(tmp_path, capsys):
+    prog = tmp_path / "both.gsr"
+    prog.write_text(SYNTH.replace("task pointwise {", "task pairwise { epsilon = 0  on_tie = tie }\ntask pointwise {"))
+    data = tmp_path / "d.jsonl"
+    _write_data(data, synthetic(40))
+    assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--folds", "2"]) == 2
+    assert "both a pointwise and a pairwise task: choose one with --mode" in capsys.readouterr().err
+    assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--folds", "2", "--bootstrap", "10",
+                 "--mode", "pointwise"]) == 0
+    assert "2-fold cross-validation" in capsys.readouterr().out
+
+
 def test_a_trace_from_another_program_is_refused(tmp_path, capsys):
     from gsrlang.data import ColumnMap
     from gsrlang.judges.registry import default_registry

@@ -52,6 +52,8 @@ def add_arguments(p) -> None:
     p.add_argument("--objective", choices=("surrogate", "metric"), default="surrogate",
                    help="surrogate: least squares of the continuous score against the labels, then cut points "
                         "(default); metric: search the metric itself")
+    p.add_argument("--mode", choices=("pointwise", "pairwise"),
+                   help="the task to tune, for a program that declares both (default: its only task)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the folds and the search (default: 0)")
     p.add_argument("--shrink", default="0.01", metavar="L",
@@ -112,7 +114,7 @@ def run(args) -> int:
     program = load_program(args.program)
     if program is None:
         return 1
-    mode = choose_mode(program, None if program.readout.pointwise else "pairwise")
+    mode = choose_mode(program, args.mode)
     args.metric = args.metric or ("exact" if mode == "pointwise" else "accuracy")
     if (args.metric in PAIRWISE_METRICS) != (mode == "pairwise"):
         raise UsageError(f"--metric {args.metric} is not a metric of a {mode} program: choose one of "
