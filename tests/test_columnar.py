@@ -147,7 +147,10 @@ def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_re
         for i, (status, result, sink) in enumerate(interpreter(Plan(rebuilt), mode, items)):
             assert bool(ev.ok[i]) == (status == "ok"), (turn, i, status)
             if status == "ok":
-                assert preds[i] == result, (turn, i, preds[i], result)
+                if type(result) is float:  # an unquantized score: the sink on the scale, as close as the sinks
+                    assert abs(preds[i] - result) <= 8 * SINK_TOLERANCE, (turn, i, preds[i], result)
+                else:
+                    assert preds[i] == result, (turn, i, preds[i], result)
                 assert np.max(np.abs(ev.sink[i] - np.array(sink))) <= SINK_TOLERANCE
 
 
