@@ -579,11 +579,7 @@ class Evaluator:
         program, plan, cands = self._interpreter(table, params, thresholds)
         m = table.m
         for i in todo:
-            values = plan.new_values()
-            for k, node in plan.criteria:
-                col = table.criteria[node.id]
-                values[k] = tuple(unsettled(node.type, ((k, c, ""),)) if col.invalid[i * m + c]
-                                  else _decode(node.type, col, i * m + c) for c in range(m))
+            values = _row_values(plan, table, i, unsettled)
             settle(plan, values, m, lambda *_: "")
             sink = values[plan.sink_index]
             if any(type(x) is Unsettled for x in sink):
@@ -692,10 +688,7 @@ class Evaluator:
         program, plan, cands = self._interpreter(table, params, thresholds)
         m = table.m
         for i in near:
-            values = plan.new_values()
-            for k, node in plan.criteria:
-                col = table.criteria[node.id]
-                values[k] = tuple(_decode(node.type, col, i * m + c) for c in range(m))
+            values = _row_values(plan, table, i)
             try:
                 plan.compose(values, m)
             except CompositionError:  # pragma: no cover - the columns said the item is valid
@@ -707,6 +700,19 @@ class Evaluator:
                 ev.raw[i], ev.score[i] = raw, score
             else:
                 ev.winner[i] = read(program.readout, "pairwise", cands, dict(zip(cands, sink))).winner
+
+
+def _row_values(plan: Plan, table: Table, i: int, unsettled=None) -> list:
+    """The interpreter's value slots for item i, its criteria filled from the table's columns. An invalid cell
+    becomes `unsettled(type, ((slot, candidate, ""),))` where `unsettled` is given (settling); rows without
+    invalid cells need none."""
+    values = plan.new_values()
+    m = table.m
+    for k, node in plan.criteria:
+        col = table.criteria[node.id]
+        values[k] = tuple(unsettled(node.type, ((k, c, ""),)) if unsettled is not None and col.invalid[i * m + c]
+                          else _decode(node.type, col, i * m + c) for c in range(m))
+    return values
 
 
 def _decode(t: JType, col: Column, row: int):
