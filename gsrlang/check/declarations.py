@@ -6,6 +6,10 @@ from gsrlang.check.context import Context, Decl, declared_here
 from gsrlang.syntax import ast
 
 
+# the help of GSR107 where a file checked on its own is headed `fragment` yet declares a task or a sink
+_AS_PROGRAM = 'a file with a task and a sink is a program: head it `rubric NAME "..."`'
+
+
 def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
     """`modules` is the main module (path None) followed by the imported fragments."""
     for module, path in modules:
@@ -35,15 +39,13 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
             elif isinstance(item, ast.SinkDecl):
                 if fragment:
                     ctx.error("GSR107", "a fragment cannot declare a sink", item.span, path=path,
-                              help="the importing rubric declares the sink" if not is_main else
-                              "a file with a task and a sink is a program: head it `rubric NAME \"...\"`")
+                              help=_AS_PROGRAM if is_main else "the importing rubric declares the sink")
                     continue
                 ctx.sinks.append(item)
             elif isinstance(item, ast.TaskDecl):
                 if fragment:
                     ctx.error("GSR107", "a fragment cannot declare a task", item.span, path=path,
-                              help="the importing rubric declares the task" if not is_main else
-                              "a file with a task and a sink is a program: head it `rubric NAME \"...\"`")
+                              help=_AS_PROGRAM if is_main else "the importing rubric declares the task")
                     continue
                 mode = item.mode.name
                 if mode in ctx.tasks:

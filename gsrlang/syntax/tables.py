@@ -4,12 +4,12 @@ Building Lark's LALR tables from grammar/gsr.lark takes longer than the rest of 
 and Lark caches them only in the system temp folder, which a fresh CI container or a new user does
 not have. `_tables.py` is generated from the grammar and committed: Lark's own serialized parser
 (the data `Lark.save` pickles), pickled, zlib-compressed and base64-encoded into one string
-constant, with the SHA-256 of the grammar text and the Lark version it was made with. One string
-compiles in well under a millisecond and unpacks in about 5; the same data written as a Python
-literal took 115-156 ms to compile on every start where Python keeps no bytecode cache
-(PYTHONDONTWRITEBYTECODE, a read-only install), more than importing Lark itself. The pickle is
-this package's own constant, trusted as its code is. `load` returns None when
-either differs, so stale tables never parse: the parser is then built from the grammar.
+constant, with the SHA-256 of the grammar text and the Lark version it was made with. `load`
+returns None when either differs, so stale tables never parse: the parser is then built from the
+grammar. One string compiles in well under a millisecond and unpacks in about 5; the same data
+written as a Python literal took 115-156 ms to compile on every start where Python keeps no
+bytecode cache (PYTHONDONTWRITEBYTECODE, a read-only install), more than importing Lark itself.
+The pickle is this package's own constant, trusted as its code is.
 tests/test_tables.py fails while the committed tables are stale or differ from what the grammar
 gives. Regenerate them with `make tables` (`python -m gsrlang.syntax.tables`; `--check` only compares);
 never edit `_tables.py` by hand. Lark numbers the LALR states in an order that changes from run to
