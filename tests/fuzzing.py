@@ -288,28 +288,36 @@ def rows_target(data: bytes, suffix: str, folder: Path) -> str | None:
     return None
 
 
-def lsp_target(text: str, seed: int) -> str | None:
-    """The language server's features on one version of a document, at a few cursor positions."""
+def exercise_lsp(text: str, rnd: random.Random, offsets: int, files=None):
+    """The language server's model of `text`; unless building it failed inside (`internal_error`), every
+    feature is asked of it, at up to `offsets` cursor positions drawn from `rnd`. Exceptions propagate."""
     from gsrlang.lsp import completion, diagnostics, hover, navigation
     from gsrlang.lsp.model import DocumentModel, Files
     from gsrlang.lsp.positions import PositionMap
     from gsrlang.span import Span
 
-    rnd = random.Random(seed)
+    model = DocumentModel("file:///tmp/fuzz/doc.gsr", text, 1, None)
+    if model.internal_error is not None:
+        return model
+    positions, files = PositionMap(text), Files() if files is None else files
+    diagnostics.to_lsp(model, positions, files)
+    navigation.document_symbols(model, positions)
+    for offset in rnd.sample(range(len(text) + 1), min(offsets, len(text) + 1)):
+        hover.hover(model, offset, positions, files)
+        navigation.definition(model, offset, positions, files)
+        completion.complete(model, offset, positions, snippets=True)
+        diagnostics.code_actions(model, Span(offset, offset), positions, files)
+    return model
+
+
+def lsp_target(text: str, seed: int) -> str | None:
+    """The language server's features on one version of a document, at a few cursor positions."""
     try:
-        model = DocumentModel("file:///tmp/fuzz/doc.gsr", text, 1, None)
-        if model.internal_error is not None:
-            return "internal error: " + model.internal_error.strip().splitlines()[-1][:200]
-        positions, files = PositionMap(text), Files()
-        diagnostics.to_lsp(model, positions, files)
-        navigation.document_symbols(model, positions)
-        for offset in rnd.sample(range(len(text) + 1), min(3, len(text) + 1)):
-            hover.hover(model, offset, positions, files)
-            navigation.definition(model, offset, positions, files)
-            completion.complete(model, offset, positions, snippets=True)
-            diagnostics.code_actions(model, Span(offset, offset), positions, files)
+        model = exercise_lsp(text, random.Random(seed), 3)
     except Exception as exc:  # noqa: BLE001
         return _crash(exc)
+    if model.internal_error is not None:
+        return "internal error: " + model.internal_error.strip().splitlines()[-1][:200]
     return None
 
 

@@ -18,11 +18,12 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from gsrlang.lsp import completion, diagnostics, hover, navigation
-from gsrlang.lsp.model import DocumentModel, Files
+from gsrlang.lsp import completion
+from gsrlang.lsp.model import Files
 from gsrlang.lsp.positions import PositionMap
 from gsrlang.resources import stdlib_dir
-from gsrlang.span import Span
+
+from fuzzing import exercise_lsp
 
 SERVER = [sys.executable, "-m", "gsrlang.cli", "lsp"]
 lsp = pytest.mark.asyncio(loop_scope="module")  # every protocol test shares one server (module scope)
@@ -474,13 +475,5 @@ def test_every_feature_survives_a_fuzz_of_half_typed_documents(root: Path):
         for _ in range(12):
             cut = rnd.randrange(len(source) + 1)
             text = source[:cut] + source[cut + rnd.randint(0, 40):]
-            model = DocumentModel("file:///tmp/fuzz.gsr", text, 1, None)
+            model = exercise_lsp(text, rnd, 15, files)
             assert model.internal_error is None, model.internal_error
-            pm = PositionMap(text)
-            diagnostics.to_lsp(model, pm, files)
-            navigation.document_symbols(model, pm)
-            for offset in rnd.sample(range(len(text) + 1), min(15, len(text) + 1)):
-                hover.hover(model, offset, pm, files)
-                navigation.definition(model, offset, pm, files)
-                completion.complete(model, offset, pm, snippets=True)
-                diagnostics.code_actions(model, Span(offset, offset), pm, files)
