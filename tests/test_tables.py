@@ -1,7 +1,8 @@
-"""The parser tables shipped in the package (gsrlang/syntax/_tables.py) are those of grammar/gsr.lark.
+"""The parser shipped in the package (gsrlang/syntax/_standalone.py, Lark's standalone parser) is that of
+grammar/gsr.lark, and `gsr check` never imports Lark.
 
-When the grammar changes, the tables must be regenerated (`make tables`): the first test fails until
-they are, and stale tables are never used to parse (the parser is built from the grammar instead).
+When the grammar changes, the module must be regenerated (`make tables`): the first test fails until it is,
+and a stale module is never used to parse (the parser is generated from the grammar instead).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from pathlib import Path
 import lark
 
 from gsrlang.resources import grammar_path
-from gsrlang.syntax import _tables, tables
-from gsrlang.syntax.parser import _parser, parse
+from gsrlang.syntax import _standalone, parser, tables
+from gsrlang.syntax.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,54 +24,79 @@ def _grammar() -> str:
     return (ROOT / "grammar" / "gsr.lark").read_text(encoding="utf-8")
 
 
-def test_the_shipped_tables_are_those_of_the_grammar():
-    assert _tables.GRAMMAR_SHA256 == tables.digest(_grammar()), \
-        "grammar/gsr.lark changed: regenerate the parser tables with `make tables`"
-    assert _tables.LARK_VERSION == lark.__version__, \
-        f"Lark {lark.__version__} is installed, the tables are Lark {_tables.LARK_VERSION}'s: run `make tables`"
+def test_the_shipped_parser_is_that_of_the_grammar():
+    assert _standalone.GRAMMAR == _grammar(), \
+        "grammar/gsr.lark changed: regenerate the parser with `make tables`"
     check = subprocess.run([sys.executable, "-m", "gsrlang.syntax.tables", "--check"], capture_output=True,
                            text=True, cwd=ROOT)
-    assert check.returncode == 0, check.stderr + " (never edit gsrlang/syntax/_tables.py by hand)"
+    assert check.returncode == 0, check.stderr + " (never edit gsrlang/syntax/_standalone.py by hand)"
 
 
-def test_the_parser_in_use_is_read_from_the_shipped_tables():
+def test_the_shipped_parser_keeps_lark_s_license_header():
+    head = _standalone.__loader__.get_source(_standalone.__name__)[:2000]
+    assert "Lark Stand-alone Generator Tool" in head and "Mozilla Public License, v. 2.0" in head
+
+
+def test_the_parser_in_use_is_the_shipped_one():
     assert grammar_path().read_text(encoding="utf-8") == _grammar()
-    in_use = _parser().parser.parser.parser.parse_table.states
-    assert in_use == tables.load(_grammar()).parser.parser.parser.parse_table.states
+    assert parser._runtime() is _standalone
+    assert parser._parser().parser.parser.parser.parse_table.states == \
+        _standalone.Lark_StandAlone().parser.parser.parser.parse_table.states
 
 
-def test_the_shipped_parser_reads_every_program_like_one_built_from_the_grammar():
-    shipped, built = tables.load(_grammar()), tables.build(_grammar())
+def test_gsr_check_does_not_import_lark():
+    example = ROOT / "examples" / "helpsteer2" / "helpfulness.gsr"
+    code = ("import sys; from gsrlang.cli import main\n"
+            "try:\n    main(['check', '-q', sys.argv[1]])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert 'lark' not in sys.modules and 'interegular' not in sys.modules, sorted(sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+
+
+def _outcome(parse_with, unexpected, text):
+    """The parse tree, or the syntax error's kind, offset and expected tokens."""
+    try:
+        return parse_with(text)
+    except unexpected as exc:
+        return type(exc).__name__, exc.pos_in_stream, sorted(getattr(exc, "expected", ()))
+
+
+def test_the_shipped_parser_reads_every_program_like_lark_built_from_the_grammar():
+    """Lark's parse trees (the shipped module's and Lark's own classes differ, so trees are compared as text)."""
+    shipped = _standalone.Lark_StandAlone()
+    built = lark.Lark(_grammar(), **tables.OPTIONS)
     sources = sorted(ROOT.glob("examples/**/*.gsr")) + sorted(ROOT.glob("tests/cases/**/*.gsr")) + \
         sorted(ROOT.glob("stdlib/**/*.gsr"))
     assert len(sources) > 20
     for path in sources:
         text = path.read_text(encoding="utf-8")
         for variant in (text, text[: len(text) // 2]):  # whole, and cut in the middle (mostly a syntax error)
-            outcomes = []
-            for parser in (shipped, built):
-                try:
-                    outcomes.append(parser.parse(variant))
-                except lark.exceptions.UnexpectedInput as exc:
-                    outcomes.append((type(exc).__name__, exc.pos_in_stream, sorted(getattr(exc, "expected", ()))))
-            assert outcomes[0] == outcomes[1], path
+            ours = _outcome(shipped.parse, _standalone.UnexpectedInput, variant)
+            theirs = _outcome(built.parse, lark.exceptions.UnexpectedInput, variant)
+            assert (ours.pretty() if hasattr(ours, "pretty") else ours) == \
+                (theirs.pretty() if hasattr(theirs, "pretty") else theirs), path
 
 
-def test_stale_tables_are_never_used():
-    assert tables.load(_grammar() + "\n// an edit\n") is None
+def test_a_stale_module_is_never_used():
+    edited = _grammar() + "\n// an edit\n"
+    module = tables.load(edited)
+    assert module is not _standalone and module.GRAMMAR == edited
 
 
-def test_a_parser_built_from_the_grammar_builds_the_same_ast(monkeypatch):
-    """Where the tables are stale (an edited grammar, another Lark), the parser is built from the grammar;
-    it must build the same AST, spans included."""
-    text = (ROOT / "examples" / "helpsteer2" / "helpfulness.gsr").read_text(encoding="utf-8")
-    shipped = parse(text)
-    monkeypatch.setattr(tables, "load", lambda grammar, **options: None)
-    _parser.cache_clear()
+def test_a_parser_generated_from_the_grammar_builds_the_same_ast_and_errors(monkeypatch):
+    """Where the shipped module is stale (an edited grammar), the parser is generated from the grammar; it must
+    build the same AST, spans included, and report the same syntax errors."""
+    good = (ROOT / "examples" / "helpsteer2" / "helpfulness.gsr").read_text(encoding="utf-8")
+    bad = good.replace("criterion", "criterion (", 1) + "\nnode x = mean(items: [a, ]\n"
+    shipped = [parse(good), parse(bad)]
+    generated = tables.generate(_grammar())
+    monkeypatch.setattr(parser, "_runtime", lambda: generated)
+    parser._parser.cache_clear()
     try:
-        rebuilt = parse(text)
+        rebuilt = [parse(good), parse(bad)]
     finally:
-        _parser.cache_clear()
-    assert rebuilt.module == shipped.module and rebuilt.ok
+        parser._parser.cache_clear()
+    assert rebuilt[0].module == shipped[0].module and rebuilt[0].ok
     spans = lambda m: [(type(i).__name__, i.span) for i in m.items]  # noqa: E731
-    assert spans(rebuilt.module) == spans(shipped.module)
+    assert spans(rebuilt[0].module) == spans(shipped[0].module)
+    assert rebuilt[1].diagnostics == shipped[1].diagnostics and len(shipped[1].diagnostics) == 2

@@ -23,7 +23,6 @@ import re
 import threading
 
 import attrs
-from lark import Token
 
 from gsrlang.diagnostics import Diagnostic, error
 from gsrlang.span import Span
@@ -53,7 +52,7 @@ class _State(threading.local):
 state = _State()
 
 
-def on_comment(token: Token) -> Token:
+def on_comment(token):
     """Lark's lexer callback for COMMENT tokens (ignored by the grammar, kept for the formatter and docs)."""
     if state.comments is not None:
         state.comments.append(token)
@@ -74,22 +73,23 @@ class _Part:
 
 
 def _lo(value, base: int) -> int:
-    """Where a reduced value starts in the file: a token (relative to the parsed text), a _Part or a node."""
+    """Where a reduced value starts in the file: a token (relative to the parsed text; tokens are the only strings
+    reduced), a _Part or a node."""
     cls = value.__class__
-    return value.start_pos + base if cls is Token else value.lo if cls is _Part else value.span.start
+    return value.lo if cls is _Part else value.start_pos + base if isinstance(value, str) else value.span.start
 
 
 def _hi(value, base: int) -> int:
     cls = value.__class__
-    return value.end_pos + base if cls is Token else value.hi if cls is _Part else value.span.end
+    return value.hi if cls is _Part else value.end_pos + base if isinstance(value, str) else value.span.end
 
 
 # ---- callbacks ---------------------------------------------------------------------------------------------
 def callbacks(parse_table) -> dict:
     """The callback of every rule the parse table reduces, keyed by the table's own `Rule` objects (found by
-    identity: Lark looks one up per reduction)."""
+    identity: Lark looks one up per reduction). A reduction's argument is its rule, a shift's the next state."""
     rules = {arg for actions in parse_table.states.values() for action, arg in actions.values()
-             if action.name == "Reduce"}
+             if not isinstance(arg, int)}
     return {rule: _callback(rule) for rule in rules}
 
 
@@ -193,22 +193,22 @@ def _on(*names):
     return register
 
 
-def _t(tok: Token) -> Span:
+def _t(tok) -> Span:
     base = state.base
     return Span(tok.start_pos + base, tok.end_pos + base)
 
 
-def _ident(tok: Token) -> ast.Ident:
+def _ident(tok) -> ast.Ident:
     return ast.Ident(str(tok), span=_t(tok))
 
 
-def _string(tok: Token | None) -> ast.String | None:
+def _string(tok) -> ast.String | None:
     if tok is None:
         return None
     return ast.String(_unescape(str(tok)), span=_t(tok))
 
 
-def _number(tok: Token) -> ast.Number:
+def _number(tok) -> ast.Number:
     span = _t(tok)
     return ast.Number(number_value(str(tok), span), span=span)
 

@@ -1,7 +1,8 @@
-"""Text in, typed AST and diagnostics out (with build.py and tables.py, the only modules that touch Lark).
+"""Text in, typed AST and diagnostics out (with build.py and tables.py, the only modules that touch the parser).
 
-One LALR parser is loaded once, from the tables shipped in the package (tables.py), and
-builds the AST as it parses (build.py). Syntax errors are collected, several per file:
+One LALR parser is loaded once, from the standalone parser module shipped in the package
+(tables.py: Lark's generated parser, so Lark itself is not imported), and builds the AST
+as it parses (build.py). Syntax errors are collected, several per file:
 when the whole file does not parse, it is cut at each top-level declaration keyword and
 every piece is parsed on its own (panic-mode recovery), so one broken declaration does
 not hide the next.
@@ -15,9 +16,6 @@ import re
 from functools import cache
 
 import attrs
-import lark
-from lark import Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from gsrlang.diagnostics import Diagnostic, Label, error
 from gsrlang.resources import grammar_path
@@ -30,13 +28,18 @@ MAX_NESTING = 64
 
 
 @cache
-def _parser() -> lark.Lark:
-    """The parser: from the shipped tables, or built from the grammar when they are stale (tables.py); either way
-    its reductions call build.py's callbacks instead of building a parse tree."""
-    grammar = grammar_path().read_text(encoding="utf-8")
-    options = dict(lexer_callbacks={"COMMENT": build.on_comment})
-    parser = tables.load(grammar, **options) or tables.build(grammar, **options)
-    driver = parser.parser.parser.parser  # Lark's LALR driver (lark.parsers.lalr_parser._Parser)
+def _runtime():
+    """The parser module: the shipped one, or one generated from the grammar when that is stale (tables.py).
+    Its exception and token classes are its own (never Lark's)."""
+    return tables.load(grammar_path().read_text(encoding="utf-8"))
+
+
+@cache
+def _parser():
+    """The parser (a `Lark` of the parser module); its reductions call build.py's callbacks instead of building a
+    parse tree."""
+    parser = _runtime().Lark_StandAlone(lexer_callbacks={"COMMENT": build.on_comment})
+    driver = parser.parser.parser.parser  # Lark's LALR driver (`_Parser` of lalr_parser.py)
     driver.callbacks = build.callbacks(driver.parse_table)
     return parser
 
@@ -103,7 +106,7 @@ def _parse(text: str) -> ParseResult:
     try:
         module = _parse_piece(text, 0)
         return ParseResult(module, ())
-    except (UnexpectedInput, BadLiteral):
+    except (_runtime().UnexpectedInput, BadLiteral):
         pass
     return _parse_with_recovery(text)
 
@@ -118,12 +121,13 @@ def _parse_with_recovery(text: str) -> ParseResult:
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     items, comments, diagnostics = [], [], []
+    unexpected = _runtime().UnexpectedInput
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(text)
         piece = text[start:end]
         try:
             module = _parse_piece(piece, start)
-        except UnexpectedInput as exc:
+        except unexpected as exc:
             diagnostics.append(_syntax_diagnostic(exc, text, start, end))
             continue
         except BadLiteral as exc:
@@ -137,7 +141,7 @@ def _parse_with_recovery(text: str) -> ParseResult:
 def _parse_piece(text: str, base: int) -> ast.Module:
     """The module of text (a file, or one declaration of it that starts at offset `base`); raises Lark's
     UnexpectedInput for a syntax error, then BadLiteral for a number out of range."""
-    found: list[Token] = []
+    found: list = []  # the COMMENT tokens
     state = build.state
     state.base, state.comments, state.bad = base, found, None
     try:
@@ -225,7 +229,7 @@ def _describe_expected(names) -> str:
     return ordered[0] if ordered else "something else"
 
 
-def _describe_token(tok: Token) -> str:
+def _describe_token(tok) -> str:
     if tok.type == "$END":
         return "end of file"
     value = str(tok)
@@ -251,10 +255,11 @@ def _unclosed_bracket(text: str, start: int, end: int) -> int | None:
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
 
 
-def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int, end: int | None = None) -> Diagnostic:
-    """A diagnostic for a syntax error in the declaration text[base:end]."""
+def _syntax_diagnostic(exc, text: str, base: int, end: int | None = None) -> Diagnostic:
+    """A diagnostic for a syntax error (the parser module's UnexpectedInput) in the declaration text[base:end]."""
     end = len(text) if end is None else end
-    if isinstance(exc, UnexpectedCharacters):
+    runtime = _runtime()
+    if isinstance(exc, runtime.UnexpectedCharacters):
         at = exc.pos_in_stream + base
         ch = text[at] if at < len(text) else ""
         if ch == '"':
@@ -264,7 +269,7 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int, end: int | No
                          help='close it with `"` on the same line, or use a """triple-quoted""" string')
         return error("GSR002", f"unexpected character {ch!r}", Span(at, at + 1), "not part of the language",
                      help=_char_help(ch))
-    if isinstance(exc, UnexpectedToken):
+    if isinstance(exc, runtime.UnexpectedToken):
         tok = exc.token
         expected = _describe_expected(exc.expected)
         if tok.type == "$END":
@@ -282,7 +287,7 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, base: int, end: int | No
         start = tok.start_pos + base
         return error("GSR001", f"expected {expected}, found {_describe_token(tok)}",
                      Span(start, start + max(1, len(str(tok)))), f"unexpected {_describe_token(tok)}")
-    if isinstance(exc, UnexpectedEOF):
+    if isinstance(exc, runtime.UnexpectedEOF):
         at = len(text)
         return error("GSR001", "unexpected end of file", Span(at, at), "file ends here")
     return error("GSR001", "syntax error", Span(base, base), str(exc).splitlines()[0])  # pragma: no cover
