@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from gsrlang import __version__
+from gsrlang import __version__, records
 from gsrlang.span import Span
 from gsrlang.syntax import ast
 from gsrlang.syntax.literals import Symbol, format_literal, literal_value
@@ -44,7 +44,7 @@ class CatalogError(Exception):
     """The stdlib itself is broken: a tool failure, not a user's mistake."""
 
 
-@attrs.frozen
+@records.frozen
 class PortSig:
     name: str
     pattern: Pattern
@@ -58,7 +58,7 @@ class PortSig:
         return self.pattern.element if self.pattern.is_list else self.pattern
 
 
-@attrs.frozen
+@records.frozen
 class ParamSig:
     name: str
     pattern: Pattern
@@ -89,7 +89,7 @@ class _Signature:
         return next((line[5:] for line in self.doc.splitlines() if line.startswith("e.g. ")), None)
 
 
-@attrs.frozen
+@records.frozen
 class OperatorSig(_Signature):
     kind: str  # transform | reduce | gate
     name: str
@@ -112,7 +112,7 @@ class OperatorSig(_Signature):
         return f"{self.kind} {self.name}{tp}({inside}) -> {self.result}"
 
 
-@attrs.frozen
+@records.frozen
 class JudgeSig(_Signature):
     """A judge kind's signature (stdlib/judges.gsr): its parameters and documentation."""
 
@@ -126,7 +126,7 @@ class JudgeSig(_Signature):
         return f"judge {self.name}({', '.join(param_text(p) for p in self.params)})"
 
 
-@attrs.frozen
+@records.frozen
 class RuleSig(JudgeSig):
     """A rule's signature (stdlib/rules.gsr): a judge kind's, plus the type it gives."""
 
@@ -136,14 +136,14 @@ class RuleSig(JudgeSig):
         return f"rule {self.name}({', '.join(param_text(p) for p in self.params)}) -> {self.result}"
 
 
-@attrs.frozen
+@records.frozen
 class EnumSig:
     name: str
     members: tuple[str, ...]
     doc: str
 
 
-@attrs.frozen
+@records.frozen
 class Catalog:
     operators: dict[str, OperatorSig]
     rules: dict[str, RuleSig]

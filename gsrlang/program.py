@@ -15,6 +15,7 @@ from typing import Iterator
 
 import attrs
 
+from gsrlang import records
 from gsrlang.catalog import Symbol
 from gsrlang.span import Span
 from gsrlang.types import JType
@@ -22,7 +23,7 @@ from gsrlang.types import JType
 JSON_FORMAT_VERSION = 1
 
 
-@attrs.frozen
+@records.frozen
 class Input:
     """An edge: the output of node `source` enters port `port` (at `slot` for a list port)."""
 
@@ -31,21 +32,21 @@ class Input:
     slot: int | None = None
 
 
-@attrs.frozen
+@records.frozen
 class LevelSpec:
     key: str
     text: str
     value: float | None  # the level's value in [0, 1] (None for Nominal labels)
 
 
-@attrs.frozen
+@records.frozen
 class ExampleSpec:
     text: str
     verdict: object
     reason: str | None = None
 
 
-@attrs.frozen
+@records.frozen
 class ProcedureSpec:
     kind: str  # a judge kind (stdlib/judges.gsr): "llm" | "rule" | "human" | "verifier" | ...
     name: str  # the rule's name, a kind's positional argument (a verifier's name), or ""
@@ -65,14 +66,14 @@ class ProcedureSpec:
         return head + "(" + ", ".join(f"{k}: {format_literal(v)}" for k, v in self.args.items()) + ")"
 
 
-@attrs.frozen
+@records.frozen
 class EnsembleSpec:
     judges: tuple[ProcedureSpec, ...]  # one per vote (a sample count repeats the procedure)
     aggregate: str
     args: dict = attrs.field(factory=dict, hash=False)
 
 
-@attrs.frozen
+@records.frozen
 class CriterionSpec:
     ask: str
     levels: tuple[LevelSpec, ...]
@@ -81,7 +82,7 @@ class CriterionSpec:
     ensemble: EnsembleSpec | None = None
 
 
-@attrs.frozen
+@records.frozen
 class Node:
     id: str
     kind: str  # "criterion" | "transform" | "reduce" | "gate" | "const"
@@ -103,7 +104,7 @@ class Node:
         return [i for i in self.inputs if i.port == port]
 
 
-@attrs.frozen
+@records.frozen
 class PointwiseReadout:
     lo: float
     hi: float
@@ -113,19 +114,19 @@ class PointwiseReadout:
     spans: tuple = attrs.field(default=(), eq=False, repr=False)  # where each cut point was written
 
 
-@attrs.frozen
+@records.frozen
 class PairwiseReadout:
     epsilon: float = 0.0
     on_tie: str = "tie"  # "tie" | "abstain" | "first" | "second"
 
 
-@attrs.frozen
+@records.frozen
 class Readout:
     pointwise: PointwiseReadout | None = None
     pairwise: PairwiseReadout | None = None
 
 
-@attrs.frozen
+@records.frozen
 class Program:
     name: str
     description: str

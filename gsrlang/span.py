@@ -11,8 +11,10 @@ import bisect
 
 import attrs
 
+from gsrlang import records
 
-@attrs.frozen(order=True)
+
+@records.frozen(order=True)
 class Span:
     start: int
     end: int
@@ -28,7 +30,7 @@ class Span:
         return self.start <= offset <= self.end
 
 
-@attrs.frozen
+@records.frozen
 class SourceText:
     """A source file's text with a line index for converting offsets to positions."""
 

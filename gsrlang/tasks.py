@@ -9,12 +9,13 @@ one entry below, plus what it means to the readout (runtime/readout.py).
 
 from __future__ import annotations
 
-import attrs
+from gsrlang import records
+
 
 __all__ = ["MODES", "ON_TIE", "QUANTIZE", "SETTINGS", "Setting", "keys_of", "values_of"]
 
 
-@attrs.frozen
+@records.frozen
 class Setting:
     name: str
     mode: str  # the task it belongs to: "pointwise" | "pairwise"

@@ -12,12 +12,14 @@ import math
 
 import attrs
 
+from gsrlang import records
+
 
 def _fmt_num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(float(x))  # 1e308, not 309 digits
 
 
-@attrs.frozen
+@records.frozen
 class JType:
     kind: str  # "bool" | "score" | "ordinal" | "nominal"
     lo: float = 0.0
@@ -81,7 +83,7 @@ def ordinal(labels, values=None, numbered=False) -> JType:
 
 
 # ---- signature patterns ------------------------------------------------------------------------
-@attrs.frozen
+@records.frozen
 class Pattern:
     """A type in a stdlib signature.
 

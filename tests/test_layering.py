@@ -3,7 +3,8 @@
 Read from the source (every `import`, including the ones inside functions), so a lazy import
 that hides a back-arrow is caught too. Lowest first:
 
-    span, types, tasks (the task settings), judgment (Judgment, ABSTAIN), diagnostics
+    records (attrs classes with a shared repr), span, types, tasks (the task settings), judgment (Judgment,
+    ABSTAIN), diagnostics
     syntax -> catalog -> program (the checked program's data model) -> check
     -> runtime -> judges -> commands -> cli
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "gsrlang"
 
-LAYERS = ["span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
+LAYERS = ["records", "span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
           "judges", "commands", "cli"]
 
 

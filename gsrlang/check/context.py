@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 
+from gsrlang import records
 from gsrlang.catalog import Catalog
 from gsrlang.diagnostics import Diagnostic, Label, error, warning
 from gsrlang.span import Span
@@ -12,7 +13,7 @@ from gsrlang.syntax import ast
 from gsrlang.types import JType
 
 
-@attrs.define
+@records.define
 class Decl:
     """A criterion or node declaration, with the file it came from (None: the file being checked)."""
 
@@ -24,7 +25,7 @@ class Decl:
         return self.item.name.name
 
 
-@attrs.define
+@records.define
 class GNode:
     """A node while the graph is being built and checked (see `gsrlang.program.Node` for the result)."""
 
@@ -43,7 +44,7 @@ class GNode:
     call: ast.Call | None = None
 
 
-@attrs.define
+@records.define
 class Context:
     catalog: Catalog
     diagnostics: list[Diagnostic] = attrs.Factory(list)

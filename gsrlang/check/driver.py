@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import attrs
-
+from gsrlang import records
 from gsrlang.catalog import Catalog, default_catalog
 from gsrlang.check import criteria, cycles, declarations, imports, lints, ports, sink, tunable, typecheck
 from gsrlang.check.context import Context
@@ -26,7 +25,7 @@ from gsrlang.syntax.parser import decode_source, gc_paused, lossy_text, parse
 _CASCADES_OF_SYNTAX_ERRORS = frozenset({"GSR101", "GSR402", "GSR501", "GSR504", "GSR701", "GSR702", "GSR703", "GSR704"})
 
 
-@attrs.frozen
+@records.frozen
 class Analysis:
     program: Program | None
     diagnostics: tuple[Diagnostic, ...]

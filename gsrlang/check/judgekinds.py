@@ -21,8 +21,7 @@ import importlib
 import re
 from typing import ClassVar
 
-import attrs
-
+from gsrlang import records
 from gsrlang.catalog import Catalog, JudgeSig
 from gsrlang.syntax import ast
 from gsrlang.syntax.literals import Symbol
@@ -35,7 +34,7 @@ DEFAULT_KIND = "llm"  # the kind of a criterion that names no procedure
 _REGISTERED: dict[str, type["JudgeKind"]] = {}
 
 
-@attrs.define
+@records.define
 class KindUse:
     """One use of a kind in a criterion, as its static checks see it."""
 

@@ -7,10 +7,10 @@ values, 4xx graph shape, 5xx sink and readout, 6xx criterion procedures, 7xx war
 
 from __future__ import annotations
 
-import attrs
+from gsrlang import records
 
 
-@attrs.frozen
+@records.frozen
 class CodeInfo:
     code: str
     title: str

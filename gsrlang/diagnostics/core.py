@@ -10,6 +10,7 @@ import enum
 
 import attrs
 
+from gsrlang import records
 from gsrlang.span import Span
 
 
@@ -21,7 +22,7 @@ class Severity(str, enum.Enum):
         return self.value
 
 
-@attrs.frozen
+@records.frozen
 class Label:
     """A span with a short message. `path` is None for the file being checked."""
 
@@ -33,7 +34,7 @@ class Label:
 APPLICABILITY = ("safe", "unsafe")
 
 
-@attrs.frozen
+@records.frozen
 class Fix:
     """A machine-applicable edit: replace `span` (in the primary file) by `replacement`.
 
@@ -53,7 +54,7 @@ class Fix:
         return self.applicability == "safe"
 
 
-@attrs.frozen
+@records.frozen
 class Diagnostic:
     code: str
     severity: Severity

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import attrs
 from lsprotocol import types
 
+from gsrlang import records
 from gsrlang.catalog import OperatorSig, ParamSig, PortSig
 from gsrlang import tasks
 from gsrlang.lsp import knowledge
@@ -42,7 +42,7 @@ _OPEN, _CLOSE = "([{", ")]}"
 _DECL_KEYWORDS = ("rubric", "fragment", "import", "task", "criterion", "node", "sink")
 
 
-@attrs.frozen
+@records.frozen
 class Tok:
     kind: str  # name | number | string | punct
     text: str

@@ -20,6 +20,7 @@ from typing import Iterator
 
 import attrs
 
+from gsrlang import records
 from gsrlang.catalog import Catalog, OperatorSig, ParamSig, PortSig, RuleSig, default_catalog
 from gsrlang.check.driver import Analysis, analyze
 from gsrlang.span import Span
@@ -29,7 +30,7 @@ from gsrlang.types import JType
 _DECL_TEXT = re.compile(r"^[ \t]*(criterion|node)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
 
-@attrs.frozen
+@records.frozen
 class DeclInfo:
     """A criterion or node declaration, where it is (path None: this document) and what the checker knows."""
 
@@ -40,7 +41,7 @@ class DeclInfo:
     path: str | None
 
 
-@attrs.frozen
+@records.frozen
 class Target:
     """What the cursor is on.
 

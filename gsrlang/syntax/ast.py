@@ -11,13 +11,14 @@ from typing import Union
 
 import attrs
 
+from gsrlang import records
 from gsrlang.span import Span
 
 _span = lambda: attrs.field(eq=False, kw_only=True, repr=False)  # noqa: E731
 
 
 def node(cls):
-    return attrs.frozen(cls)
+    return records.frozen(cls)
 
 
 def key_text(key) -> str:

@@ -53,8 +53,7 @@ import bisect
 from collections import defaultdict
 from typing import Callable, Sequence
 
-import attrs
-
+from gsrlang import records
 from gsrlang.diagnostics import Diagnostic
 from gsrlang.syntax import ast
 from gsrlang.syntax.literals import format_literal
@@ -92,7 +91,7 @@ def format_module(module: ast.Module, source: str) -> str:
 
 
 # ---- where comments go ---------------------------------------------------------------------------------
-@attrs.frozen
+@records.frozen
 class _Box:
     """A bracketed group whose elements may go one per line: call arguments, list items, a body..."""
 

@@ -6,14 +6,13 @@ parameter defaults from the stdlib) can use them without importing each other.
 
 from __future__ import annotations
 
-import attrs
-
+from gsrlang import records
 from gsrlang.syntax import ast
 
 __all__ = ["Symbol", "format_literal", "literal_value"]
 
 
-@attrs.frozen
+@records.frozen
 class Symbol:
     """A bare name used as a value in a parameter: an enum member such as `skip` or `round`."""
 

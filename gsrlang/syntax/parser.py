@@ -17,6 +17,7 @@ from functools import cache
 
 import attrs
 
+from gsrlang import records
 from gsrlang.diagnostics import Diagnostic, Label, error
 from gsrlang.resources import grammar_path
 from gsrlang.span import SourceText, Span
@@ -44,7 +45,7 @@ def _parser():
     return parser
 
 
-@attrs.frozen
+@records.frozen
 class ParseResult:
     module: ast.Module
     diagnostics: tuple[Diagnostic, ...]
