@@ -12,10 +12,8 @@ import hmac
 import io
 import os
 import pickle
-import secrets
 import stat
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -319,6 +317,8 @@ def _cache_key(folder: Path) -> bytes | None:
     path = folder / "catalog.key"
     data = _open_private(path)
     if data is None and not path.exists():
+        import secrets  # made once per user: kept off the start-up of every later `gsr check`
+
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
@@ -356,6 +356,8 @@ def _load_verified(path: Path, secret: bytes) -> Catalog | None:
 
 
 def _store(path: Path, secret: bytes, catalog: Catalog) -> None:
+    import tempfile  # only where the cache is written, not on every start
+
     payload = pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=path.parent)  # mode 0600

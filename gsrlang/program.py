@@ -9,8 +9,6 @@ meaning, not its layout: reformatting or re-commenting a file keeps the hash.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Iterator
 
 import attrs
@@ -176,6 +174,9 @@ class Program:
         """The hash of the JSON form without the tuning ranges: they say what may move, not what the program does.
         Computed once per program: a run names its program on every result line."""
         if self._hash is None:  # frozen, so the hash never changes
+            import hashlib  # here, not at the top: `gsr check` needs no hash
+            import json
+
             canonical = json.dumps(_without_tune(self.to_json()), sort_keys=True, separators=(",", ":"),
                                    ensure_ascii=False)
             object.__setattr__(self, "_hash", "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest())

@@ -17,7 +17,6 @@ the old file or the new one, never half of one.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -88,6 +87,8 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    import tempfile  # here, not at the top: the CLI imports this module on every start (PathClash)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -6,7 +6,6 @@ offsets at this edge only.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -193,6 +192,8 @@ def render_json(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]],
                 internal: Sequence[tuple[str | None, str]] = ()) -> str:
     """The diagnostics as a JSON array; `internal` ((path, message) of each failure of gsr itself) adds
     entries of severity `internal-error`, so a failing run still prints a valid document."""
+    import json  # here, not at the top: the default format needs no JSON, and `gsr check` starts faster
+
     items = [diagnostic_json(d, sources) for sources, ds in batches for d in ds]
     items += [internal_error_json(path, message) for path, message in internal]
     return json.dumps(items, indent=2, ensure_ascii=False) + "\n"
@@ -202,6 +203,8 @@ def render_sarif(batches: Iterable[tuple[Sources, Sequence[Diagnostic]]], versio
                  internal: Sequence[tuple[str | None, str]] = ()) -> str:
     """A SARIF 2.1.0 log; failures of gsr itself (`internal`) are tool execution notifications of an
     invocation that did not succeed, which is where SARIF consumers look for them."""
+    import json
+
     results, used = [], set()
     for sources, ds in batches:
         for d in ds:
