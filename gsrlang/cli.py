@@ -10,6 +10,7 @@ import what they need), so `gsr check` starts fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -66,8 +67,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose process only reads files and prints: it may skip the cyclic garbage collection of everything
+# it built when it exits (see `main`).
+_QUICK_EXIT = frozenset({"check"})
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run `gsr` with `argv` (the process's own arguments when None, as the `gsr` script calls it)."""
+    code = _main(sys.argv[1:] if argv is None else argv)
+    if argv is None and sys.argv[1:2] and sys.argv[1] in _QUICK_EXIT:
+        # The process ends next. Interpreter shutdown runs the cyclic garbage collector over every object still
+        # alive (the parser's tables, the AST, the classes): ~15 ms of a ~140 ms `gsr check`. Freezing moves
+        # them out of its reach; they are still freed, by reference counting, and atexit handlers still run.
+        # Only garbage in reference cycles is left unfinalized, which a command that writes no file can afford.
+        gc.freeze()
+    return code
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
