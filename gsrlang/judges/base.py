@@ -27,6 +27,12 @@ Optional parts of the protocol (looked up with `getattr`):
 - `inline: bool`: True for judges that do no I/O and answer at once (rules, human
   annotations): the executor awaits them in sequence instead of scheduling a task
   per call, which makes runs over 100k items several times faster.
+- `judge_many(node, items, c) -> list[Judgment]`: an inline judge's answers for
+  candidate `c` (an index) of every item of a list, in one plain call: what `judge`
+  would give each, in order. `gsr run` then judges a program whose judges all have
+  it a chunk of items at a time (gsrlang.runtime.columnrun). Only for judges whose
+  answers do not depend on the order of the calls; if it raises, the chunk's
+  judgments of that criterion are asked of `judge` one by one.
 - `async aclose()`: called once when the run ends (close HTTP clients, caches).
 
 Values: a `Judgment.value` is a Python value of the criterion's declared type:

@@ -139,10 +139,14 @@ def repeats_phrase(response: str, /, *, words: int = 5) -> tuple[bool, str]:
     return False, f"no run of {n} words occurs twice"
 
 
+def _given(args: dict) -> dict:
+    """A rule's parameters as its function takes them: None means "not given"."""
+    return {k: v for k, v in args.items() if v is not None}
+
+
 def run_rule(name: str, response: str, args: dict) -> tuple[bool, str]:
     """Apply rule `name` with its parameters (None meaning "not given") to a response."""
-    fn = RULES[name]
-    return fn(response, **{k: v for k, v in args.items() if v is not None})
+    return RULES[name](response, **_given(args))
 
 
 class RuleJudge:
@@ -165,13 +169,29 @@ class RuleJudge:
 
     async def judge(self, node, item, candidate) -> Judgment:
         proc = node.criterion.procedure
+        return self._judge(proc.name, RULES[proc.name], _given(proc.args), candidate.text)
+
+    def judge_many(self, node, items, c: int) -> list[Judgment]:
+        """`judge` for candidate `c` of every item, in one call (the columnar run path; see
+        gsrlang.judges.base): the rule and its parameters are looked up once, not once per item."""
+        proc = node.criterion.procedure
+        name, fn, args, judge = proc.name, RULES[proc.name], _given(proc.args), self._judge
+        known: dict = {}  # (value, reason) -> its Judgment, made once (they are frozen)
+        return [judge(name, fn, args, item.candidates[c].text, known) for item in items]
+
+    def _judge(self, name: str, fn, args: dict, text: str, known: dict | None = None) -> Judgment:
         started = time.perf_counter()
         try:
-            value, reason = run_rule(proc.name, candidate.text, proc.args)
+            value, reason = fn(text, **args)
         except PatternError as exc:
             return Judgment.invalid(f"invalid regular expression: {exc}")
         took = time.perf_counter() - started
         if took > self.time_limit:
-            return Judgment.invalid(f"rule.{proc.name} took {took:.1f} s, over the time limit of "
+            return Judgment.invalid(f"rule.{name} took {took:.1f} s, over the time limit of "
                                     f"{self.time_limit:g} s per judgment")
-        return Judgment.ok(value, reason)  # the trace node names the procedure; nothing else to record
+        if known is None:
+            return Judgment.ok(value, reason)  # the trace node names the procedure; nothing else to record
+        j = known.get((type(value), value, reason))
+        if j is None:
+            j = known[(type(value), value, reason)] = Judgment.ok(value, reason)
+        return j
