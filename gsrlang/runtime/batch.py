@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from pathlib import Path
 from typing import Callable, TextIO
@@ -23,6 +24,7 @@ import attrs
 from gsrlang.data import ColumnMap, Item, read_items
 from gsrlang.metrics import metrics_with_confidence
 from gsrlang.program import Program
+from gsrlang.runtime.columnrun import ColumnRunner, columnar_judges
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
@@ -81,12 +83,9 @@ class RunSummary:
             self.failed += 1
         if run.label_error:
             self.label_problems += 1
-        for row in run.judgments.values():
-            for j in row:
-                if j.status == "skipped":
-                    self.skipped += 1
-                else:
-                    self.judgments += 1
+        made, skipped = run.judgment_counts()
+        self.judgments += made
+        self.skipped += skipped
         if run.label is not None:
             self.labelled += 1
             if keep_pairs:
@@ -150,26 +149,28 @@ def open_results(path: str | None, mode: str):
     return _JsonResults(handle) if handle is not None else None
 
 
-async def _write_runs(stream, out: str | None, trace: str | None, registry, summary: RunSummary, on_item,
-                      keep_pairs: bool, t0: float, run_info: Callable[[], dict], static=None) -> None:
-    """Write each run of the stream (ItemRun, with `static`: one program; else (ItemRun, static) pairs): its
-    result line and trace record; count it; end the trace with the run summary when the stream is done.
-    Closes the files and the judges."""
+async def _write_runs(batches, out: str | None, trace: str | None, registry, summary: RunSummary, on_item,
+                      keep_pairs: bool, t0: float, run_info: Callable[[], dict]) -> None:
+    """Write each run of the stream (lists of (ItemRun, its program's `_Static` or `NotRun`, its result line or
+    None, its trace record or None: made here from the run)): its result line and trace record; count it; end
+    the trace with the run summary when the stream is done. Closes the files and the judges."""
     out_f, trace_f = open_results(out, summary.mode), _open(trace)
     writer = TraceWriter(trace_f) if trace_f else None
-    pairs = static is None
     try:
-        async for run in stream:
-            if pairs:
-                run, static = run
-            line = result_line(run, static.program, static.source)
-            if out_f:
-                out_f.write(line)
-            if writer:
-                writer.write(run, static, line)
-            summary.count(run, line, keep_pairs)
-            if on_item:
-                on_item(run, line)
+        async for batch in batches:
+            for run, static, line, record in batch:
+                if line is None:
+                    line = result_line(run, static.program, static.source)
+                if out_f:
+                    out_f.write(line)
+                if writer:
+                    if record is None:
+                        writer.write(run, static, line)
+                    else:
+                        writer.write_record(record, static)
+                summary.count(run, line, keep_pairs)
+                if on_item:
+                    on_item(run, line)
         if writer:
             writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
         end_results(out_f, summary)
@@ -208,12 +209,24 @@ def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: d
                           short_circuit={"judgments": summary.judgments, "skipped": summary.skipped})
 
 
+def columnar_wanted(columnar: bool | None = None) -> bool:
+    """Whether runs take the columnar path where they can: `columnar`, or unless the environment variable
+    GSR_COLUMNAR_RUN is 0 (the item-at-a-time path, for comparison; see docs/running.md)."""
+    if columnar is not None:
+        return columnar
+    return os.environ.get("GSR_COLUMNAR_RUN", "1").strip() != "0"
+
+
 def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str, out: str | None = None,
              trace: str | None = None, concurrency: int = 8, limit: int | None = None,
              program_path: str | None = None, on_item: Callable[[ItemRun, dict], None] | None = None,
-             keep_pairs: bool = True, short_circuit: bool = True) -> RunSummary:
+             keep_pairs: bool = True, short_circuit: bool = True, columnar: bool | None = None) -> RunSummary:
     """Run `program` over every row of `data`; raises DataError when the file cannot be read at all, PathClash
-    when `out` or `trace` is an input or the other output."""
+    when `out` or `trace` is an input or the other output.
+
+    A program whose judges all answer a column at once (rules, human fields) runs a chunk of items at a time
+    (gsrlang.runtime.columnrun), with the same results and trace, byte for byte; `columnar=False` (or
+    GSR_COLUMNAR_RUN=0) runs it item by item."""
     path = program_path if program_path is not None else program.path
     _guard([("the data file", data), ("the program", path)], out, trace)
     items = read_items(data, columns)
@@ -225,19 +238,29 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
     async def go():
         plan = Plan(program)
         labels = label_reader(program, mode, columns) if columns.label_field else None
-        runs = run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
-                         short_circuit=short_circuit)
+        static = _Static(plan, path)
+        if columnar_wanted(columnar) and columnar_judges(plan, registry):
+            batches = ColumnRunner(plan, registry, mode, labels, static).batches(items)
+        else:
+            batches = _singles(run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
+                                         short_circuit=short_circuit), static)
 
         def info() -> dict:
             return {"program": {"name": program.name, "hash": program.content_hash, "path": path}}
 
-        await _write_runs(runs, out, trace, registry, summary, on_item, keep_pairs, t0, info, _Static(plan, path))
+        await _write_runs(batches, out, trace, registry, summary, on_item, keep_pairs, t0, info)
 
     try:
         asyncio.run(go())
     finally:
         summary.seconds = time.perf_counter() - t0
     return summary
+
+
+async def _singles(runs, static):
+    """The item path's runs as batches of one (for `_write_runs`)."""
+    async for run in runs:
+        yield ((run, static, None, None),)
 
 
 def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out: str | None = None,
@@ -266,7 +289,7 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
         async def stream():
             async for run, ref in run_items_each(programs.resolve, items, registry, mode, concurrency,
                                                   short_circuit=short_circuit):
-                yield run, (ref.static if ref is not None else failed_row)
+                yield ((run, ref.static if ref is not None else failed_row, None, None),)
 
         def info() -> dict:
             return {"programs": {"index": programs.index, "checked": programs.checked,

@@ -70,6 +70,17 @@ class ItemRun:
     label_error: str | None = None
     failed_node: str | None = None  # the operator node that failed, if any
 
+    def judgment_counts(self) -> tuple[int, int]:
+        """(judgments made, judgments skipped) for the run summary."""
+        made = skipped = 0
+        for row in self.judgments.values():
+            for j in row:
+                if j.status == "skipped":
+                    skipped += 1
+                else:
+                    made += 1
+        return made, skipped
+
 
 def default_mode(program: Program) -> str | None:
     """The program's only task, or None when it declares both."""
@@ -380,11 +391,9 @@ async def execute(program: Program | Plan, item: Item, registry, mode: str | Non
         raise ValueError("the program declares both tasks: say which mode to run")
     candidates = tuple(c.id for c in item.candidates)
     label, label_error = labels(item) if labels else (None, None)
-    need = 1 if mode == "pointwise" else 2
-    if len(candidates) != need:
-        return ItemRun(item.id, item.line, mode, candidates, "failed",
-                       f"a {mode} item needs {need} candidate{'s' if need > 1 else ''}, got {len(candidates)}",
-                       label=label, label_error=label_error)
+    wrong = wrong_count(item, mode, candidates, label, label_error)
+    if wrong is not None:
+        return wrong
     if schedule is None and short_circuit:
         schedule = Schedule.of(plan, registry)
     if short_circuit and schedule.worth:
@@ -393,6 +402,16 @@ async def execute(program: Program | Plan, item: Item, registry, mode: str | Non
         judgments = await judge_item(plan, item, registry, limiter)
     values, checked, reason = check_judgments(plan, judgments, candidates)
     return finish(plan, mode, item.id, item.line, candidates, values, checked, reason, label, label_error)
+
+
+def wrong_count(item: Item, mode: str, candidates: tuple, label, label_error) -> ItemRun | None:
+    """The failed run of an item with the wrong number of candidates for `mode`; None when it has the right one."""
+    need = 1 if mode == "pointwise" else 2
+    if len(candidates) == need:
+        return None
+    return ItemRun(item.id, item.line, mode, candidates, "failed",
+                   f"a {mode} item needs {need} candidate{'s' if need > 1 else ''}, got {len(candidates)}",
+                   label=label, label_error=label_error)
 
 
 def all_inline(plan: Plan, registry) -> bool:

@@ -30,7 +30,7 @@ import attrs
 
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
 
-__all__ = ["ReadoutResult", "SNAP_DECIMALS", "quantize", "read", "read_pairwise", "read_pointwise"]
+__all__ = ["ReadoutResult", "SNAP_DECIMALS", "quantize", "read", "read_pairwise", "read_pointwise", "verdict"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
@@ -112,13 +112,16 @@ def read_pairwise(r: PairwiseReadout, candidates: Sequence[str], sink: Mapping[s
     if problem:
         return ReadoutResult("pairwise", "invalid", dict(sink), problem)
     a, b = float(sink[candidates[0]]), float(sink[candidates[1]])
+    return ReadoutResult("pairwise", "ok", dict(sink), None, winner=verdict(r, a, b))
+
+
+def verdict(r: PairwiseReadout, a: float, b: float) -> str:
+    """The winner for checked sink scores `a` (first) and `b` (second)."""
     if a > b + r.epsilon:
-        winner = "first"
-    elif b > a + r.epsilon:
-        winner = "second"
-    else:
-        winner = r.on_tie  # "tie" | "abstain" | "first" | "second"
-    return ReadoutResult("pairwise", "ok", dict(sink), None, winner=winner)
+        return "first"
+    if b > a + r.epsilon:
+        return "second"
+    return r.on_tie  # "tie" | "abstain" | "first" | "second"
 
 
 def read(readout: Readout, mode: str, candidates: Sequence[str], sink: Mapping[str, float]) -> ReadoutResult:

@@ -344,7 +344,8 @@ class TraceWriter:
         self._keys: OrderedDict = OrderedDict()  # static -> header key
         self._next = 0
 
-    def _key(self, static) -> int:
+    def key(self, static) -> int:
+        """The header key of a program (`static`), its header written first if it has none yet."""
         key = self._keys.get(static)
         if key is not None:
             self._keys.move_to_end(static)
@@ -359,7 +360,12 @@ class TraceWriter:
     def write(self, run: ItemRun, static: _Static | NotRun | None = None, result: dict | None = None) -> None:
         """Write one item's record (`result`: its result line, when the caller has it already)."""
         static = static or self.static
-        self.handle.write(dumps_line(item_record(run, static, self._key(static), result)) + "\n")
+        self.handle.write(dumps_line(item_record(run, static, self.key(static), result)) + "\n")
+
+    def write_record(self, record: dict, static) -> None:
+        """Write an item record made elsewhere (`item_record`'s form, its `p` left to fill in here)."""
+        record["p"] = self.key(static)
+        self.handle.write(dumps_line(record) + "\n")
 
     def write_summary(self, record: dict) -> None:
         self.handle.write(dumps_line(record) + "\n")
