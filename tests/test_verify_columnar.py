@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gsrlang.check.driver import analyze_file
 from gsrlang.cli import main as gsr
@@ -20,6 +22,7 @@ from gsrlang.data import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import replay_file, run_file
 from gsrlang.runtime.executor import default_mode
+from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.verify import verify_columnar
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
 
@@ -52,8 +55,15 @@ def altered(path: Path, tmp_path: Path, alter, picks) -> tuple:
 
 
 def assert_same_report(program, trace: Path) -> None:
+    """Same summary fields, or the same refusal (a record whose parts do not fit each other)."""
+    try:
+        slow = replay_file(str(trace), program, True)
+    except ReplayError as exc:
+        with pytest.raises(ReplayError) as fast:
+            verify_columnar(str(trace), program)
+        assert str(fast.value) == str(exc)
+        return
     fast = verify_columnar(str(trace), program)
-    slow = replay_file(str(trace), program, True)
     assert fast is not None
     for field in FIELDS:
         assert getattr(fast, field) == getattr(slow, field), field
@@ -143,8 +153,44 @@ def _candidates(rec, m):
     rec["item"]["candidates"] = ["Z"] if m == 1 else ["A", "A"]
 
 
+def _extra_key(rec, m):
+    rec["result"]["extra"] = 1
+
+
+def _label_error(rec, m):
+    rec["result"]["label_error"] = "not a number"
+
+
+def _empty_label_error(rec, m):
+    rec["result"]["label_error"] = ""
+
+
+def _no_item_line(rec, m):
+    del rec["item"]["line"]
+
+
+def _item_not_a_dict(rec, m):
+    rec["item"] = [rec["item"]["id"]]
+
+
+def _short_output(rec, m):
+    rec["out"][-1] = rec["out"][-1][:-1]
+
+
+def _judgments_missing(rec, m):
+    rec.pop("j", None)
+
+
+def _judgment_not_a_dict(rec, m):
+    if rec.get("j"):
+        cid = next(iter(rec["j"]))
+        rec["j"][cid][0] = "ok"
+
+
 ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
-               _abstained, _unsettled, _failed, _duplicate, _candidates]
+               _abstained, _unsettled, _failed, _duplicate, _candidates, _extra_key, _label_error,
+               _empty_label_error, _no_item_line, _item_not_a_dict, _short_output, _judgments_missing,
+               _judgment_not_a_dict]
 
 
 @pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
@@ -179,3 +225,51 @@ def test_a_record_with_more_candidates_than_judgments_is_refused_in_one_line(tmp
         assert gsr(["replay", str(trace), "--program", str(path), "-q", *extra]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"gsr replay: trace line {k + 1} is not a well-formed item record") and "\n" not in err
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.lists(st.tuples(st.sampled_from(ALTERATIONS), st.integers(0, 10 ** 6)), min_size=1, max_size=6),
+       which=st.integers(0, 3))
+def test_any_mix_of_alterations_gives_the_same_report(changes, which, tmp_path_factory):
+    """Several alterations, on records chosen at random (one record may get more than one)."""
+    path = _examples_without_a_model()[which]
+    tmp = tmp_path_factory.mktemp("mix")
+    program, trace = _recorded(path, tmp)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    m = 1 if default_mode(program) == "pointwise" else 2
+    items = [k for k, line in enumerate(lines) if line.startswith('{"p"')]
+    for alter, pick in changes:
+        k = items[pick % len(items)]
+        rec = json.loads(lines[k])
+        try:
+            alter(rec, m)
+        except (TypeError, KeyError, IndexError, AttributeError, StopIteration, ValueError):
+            continue  # an earlier alteration took away what this one changes
+        lines[k] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_same_report(program, trace)
+
+
+_RECORDED: dict = {}
+
+
+def _recorded(path: Path, tmp: Path) -> tuple:
+    """`_record`'s (program, trace), recorded once per example and copied to `tmp` (hypothesis alters copies)."""
+    if path not in _RECORDED:
+        _RECORDED[path] = _record(path, tmp)
+    program, trace = _RECORDED[path]
+    copy = tmp / "copy.jsonl"
+    copy.write_bytes(trace.read_bytes())
+    return program, copy
+
+
+def test_blank_lines_are_skipped_and_lines_keep_their_numbers(tmp_path):
+    """Blank and whitespace-only lines (as `read_records` skips them), then an altered record: the first
+    difference names the altered record's line in the file as it is."""
+    path = _examples_without_a_model()[0]
+    program, trace, (k,) = altered(path, tmp_path, _node_bit, lambda items: items[3:4])
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    lines[2:2] = ["", "   ", "\f"]
+    trace.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    assert_same_report(program, trace)
+    assert verify_columnar(str(trace), program).first_difference.trace_line == k + 1 + 3

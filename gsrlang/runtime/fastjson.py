@@ -37,8 +37,7 @@ if orjson is not None:
         except TypeError:  # e.g. an int beyond 64 bits
             return _std(obj)
 
-    def loads(data: bytes | str):
-        return _loads(data)
+    loads = _loads  # itself: no Python call around each line's decoding
 else:
     dumps_line = _std
 

@@ -416,11 +416,11 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
     headers: dict = {}
     with path.open("rb") as handle:
         for line, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
             try:
                 record = loads(raw)
             except DecodeError as exc:
+                if not raw.strip():  # a blank line (looked for only here: most lines are not)
+                    continue
                 raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
             if not isinstance(record, dict):
                 raise TraceError(f"{path}: line {line} is not a trace record")

@@ -27,7 +27,7 @@ judgments):
 from __future__ import annotations
 
 from itertools import repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 
 import numpy as np
 
@@ -91,11 +91,13 @@ class _Positions:
         return tuple(out[i] if i < len(out) else None for i in self.where)
 
 
-def _decode(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, recorded null, does not fit `t`) of raw JSON values, as `value_from_json` reads each one."""
+def _decode(t: JType, raw: list, kinds: set | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, recorded null, does not fit `t`) of raw JSON values, as `value_from_json` reads each one
+    (`kinds`: their types, where the caller has them already)."""
     n = len(raw)
-    kinds = set(map(type, raw))
-    nulls = raw.count(None)
+    if kinds is None:
+        kinds = set(map(type, raw))
+    nulls = raw.count(None) if type(None) in kinds else 0
     if t.kind == "score" and kinds <= {float, int, type(None)}:
         values = np.array(raw, np.float64) if n else np.zeros(0)  # null becomes NaN
         nan = np.isnan(values)
@@ -105,7 +107,7 @@ def _decode(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             return values, nan, bad
     elif t.kind == "bool" and kinds <= {bool, type(None)}:
         values = np.array(raw, bool) if n else np.zeros(0, bool)  # null becomes false
-        absent = np.array([x is None for x in raw], bool) if nulls else np.zeros(n, bool)
+        absent = np.fromiter(map(is_, raw, repeat(None)), bool, n) if nulls else np.zeros(n, bool)
         return values, absent, np.zeros(n, bool)
     elif t.kind in ("ordinal", "nominal") and kinds <= {str, type(None)}:
         code = {label: i for i, label in enumerate(t.labels)}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import time
+from functools import partial
 from itertools import chain, repeat
 from operator import contains, eq, is_, itemgetter, ne
 
@@ -41,11 +42,15 @@ from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
 __all__ = ["verify_columnar"]
 
 _KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
+_FIRST = object()  # the header "before" the first record: no header (nor None) is it
 
 
 def _strict_equal(a: list, b: list) -> np.ndarray:
     """Per position: same type and equal (JSON scalars)."""
     n = len(a)
+    types = list(map(type, a))
+    if set(types) <= {str, int} and types == list(map(type, b)) and a == b:  # no NaN: list equality is exact
+        return np.ones(n, bool)
     same_value = np.fromiter(map(eq, a, b), bool, n)
     same_type = np.fromiter(map(is_, map(type, a), map(type, b)), bool, n)
     return same_value & same_type
@@ -70,10 +75,11 @@ def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary
     read = _read(trace_path, program, plan, static)
     if read is None:
         return None
-    mode, m, lines, entries, flats, crits, odd, label_errors, recorded = read
+    mode, m, lines, items, results, flats, crits, odd, label_errors, recorded = read
     n = len(lines)
     rows = n * m
-    iid, iline, cands, rid, rline, labels, sinks, *readout = zip(*entries) if entries else [()] * 10
+    iid, iline, cands = map(list, zip(*items))
+    rid, rline, labels, sinks, *readout = map(list, zip(*results))
     suspect = np.zeros(n, bool)
     if odd:
         suspect[list(odd)] = True
@@ -102,10 +108,13 @@ def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary
 
 
 def _read(path, program: Program, plan: Plan, static: list):
-    """One pass over the trace: (mode, m, trace lines, per item (item id, line, candidates, then the result's
-    id, line, label, sink, score, raw, scale or its winner), per node its flat outputs, the criteria with their
-    judgment statuses, {item: record} of those a column cannot take, {item: label error}, run summary), or
-    None when the trace is not for this path."""
+    """One pass over the trace: (mode, m, trace lines, per item its (item id, line, candidates), per item its
+    result's (id, line, label, sink, score, raw, scale or winner), per node its flat outputs, the criteria with
+    their judgment statuses, {item: record} of those a column cannot take, {item: label error}, run summary), or
+    None when the trace is not for this path.
+
+    The loop does per record only what must look at it whole (its shape, the fixed fields it must hold, its
+    outputs into the node lists); the rest is done a column at a time afterwards."""
     digest = program.content_hash
     mode = None
     m = 1
@@ -114,69 +123,76 @@ def _read(path, program: Program, plan: Plan, static: list):
     crits = {node.id: _Criterion(node.id, node.type) for _, node in plan.criteria}
     statuses = {cid: c.status for cid, c in crits.items()}
     lines: list = []
-    entries: list = []
+    items: list = []
+    results: list = []
     odd: dict = {}
     label_errors: dict = {}
     recorded = None
+    last = _FIRST
     headers: set = set()
-    expected = keys = keys_le = fields = placeholder = shape = None
+    item_fields = itemgetter("id", "line", "candidates")
+    size = fields = placeholder = shape = judged = source = None
+    cids = crits.keys()
     try:
         for line, header, rec in read_records(path):
-            if header is None:
-                if is_summary(rec):
-                    recorded = rec
-                    continue
-                return None  # version 1: item by item
-            if id(header) not in headers:
-                if header["program"].get("hash") != digest or header["nodes"] != static:
-                    return None
-                headers.add(id(header))
+            if header is not last:
+                if header is None:
+                    if is_summary(rec):
+                        recorded = rec
+                        continue
+                    return None  # version 1: item by item
+                if id(header) not in headers:
+                    if header["program"].get("hash") != digest or header["nodes"] != static:
+                        return None
+                    headers.add(id(header))
+                last = header
             if mode is None:
                 mode = rec.get("mode")
                 if mode not in ("pointwise", "pairwise") or getattr(program.readout, mode) is None:
                     return None
                 m = 1 if mode == "pointwise" else 2
                 shape = [m] * n_nodes
-                expected = ("ok", mode, {"name": program.name, "hash": digest}, None)
+                judged = [m] * len(crits)
+                source = {"name": program.name, "hash": digest}
                 names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
                 fields = itemgetter("id", "line", "label", "sink", *names)
-                keys = {"id", "line", "status", "mode", "program", "sink", "label", "reason", *names}
-                keys_le = keys | {"label_error"}
-                placeholder = (None, 0, None, None, 0, None, None) + (None,) * len(names)
+                size = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
+                placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
             k = len(lines)
             lines.append(line)
-            base = k * m
             try:
-                item, r, out = rec["item"], rec["result"], rec["out"]
+                r, out = rec["result"], rec["out"]
                 if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
-                        or list(map(len, out)) != shape or (r["status"], r["mode"], r["program"], r["reason"]) \
-                        != expected:
+                        or list(map(len, out)) != shape or r["status"] != "ok" or r["mode"] != mode \
+                        or r["program"] != source or r["reason"] is not None:
                     raise TypeError
-                if r.keys() != keys:
-                    if r.keys() != keys_le or not r["label_error"]:
+                entry = item_fields(rec["item"]), fields(r)  # with the four above, every key it must have
+                if len(r) != size:
+                    if len(r) != size + 1 or not r["label_error"]:
                         raise TypeError
                     label_errors[k] = True
-                entry = (item["id"], item.get("line", 0), item["candidates"]) + fields(r)
-                for _ in map(list.extend, flats, out):
-                    pass
-                js = rec.get("j")
-                if js and any(map(contains, chain.from_iterable(js.values()), repeat("status"))):
+                js = rec["j"]  # every criterion's judgments: m dicts (not one a string or a list)
+                if js.keys() != cids or list(map(len, js.values())) != judged:
+                    raise TypeError
+                if any(map(dict.__contains__, chain.from_iterable(js.values()), repeat("status"))):
+                    base = k * m
                     for cid, row in js.items():
                         for c, d in enumerate(row):
-                            if d and "status" in d and d["status"] in _SPECIAL and c < m:
+                            if "status" in d and d["status"] in _SPECIAL:
                                 statuses[cid].append((base + c, d["status"]))
             except (TypeError, AttributeError, KeyError, IndexError):
                 odd[k] = (line, header, rec)
                 entry = placeholder
-                for flat in flats:
-                    del flat[base:]
-                    flat.extend([None] * m)
-            entries.append(entry)
+                out = [[None] * m] * n_nodes
+            for _ in map(list.extend, flats, out):
+                pass
+            items.append(entry[0])
+            results.append(entry[1])
     except (TraceError, *MALFORMED):
         return None
     if mode is None:
         return None
-    return mode, m, lines, entries, flats, crits, odd, label_errors, recorded
+    return mode, m, lines, items, results, flats, crits, odd, label_errors, recorded
 
 
 def _differs(t, recorded: list, col, rows: int) -> np.ndarray:
@@ -186,13 +202,12 @@ def _differs(t, recorded: list, col, rows: int) -> np.ndarray:
     if not types <= {kind, type(None)}:
         wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
         recorded = [v if type(v) is kind else None for v in recorded]
+        types = (types & {kind}) | {type(None)}
     else:
         wrong = np.zeros(rows, bool)
-    values, null, bad = _decode(t, recorded)
+    values, null, bad = _decode(t, recorded, types)
     wrong |= null != col.abstain
-    wrong |= bad & ~null
-    live = ~null
-    wrong[live] |= values[live] != col.values[live]
+    wrong |= (bad | (values != col.values)) & ~null
     return wrong
 
 
@@ -208,15 +223,15 @@ def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, prog
     first = cands[0] if cands else None
     problem = _rows(type(first) is list and len(first) == len(set(first)) == m and cands.count(first) == n,
                     lambda c: type(c) is list and len(c) == len(set(c)) == m, cands, n)
-    problem |= ~_strict_equal(list(rid), list(iid))
-    problem |= ~_strict_equal(list(rline), list(iline))
+    problem |= ~_strict_equal(rid, iid)
+    problem |= ~_strict_equal(rline, iline)
     problem |= _rows(set(map(type, iid)) <= {str, int}, lambda i: type(i) in (str, int), iid, n)
     problem |= _rows(not any(map(ne, labels, labels)), lambda lab: lab == lab, labels, n)  # NaN: never the same
     if mode == "pointwise":
         p = program.readout.pointwise
         scale = [p.lo, p.hi]
         scales = readout[2]
-        problem |= ~np.fromiter(map(eq, scales, repeat(scale)), bool, n)
+        problem |= _rows(scales.count(scale) == n, partial(eq, scale), scales, n)
         kinds = [type(p.lo), type(p.hi)]
         try:
             flat = list(chain.from_iterable(scales))
@@ -299,14 +314,18 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
                               program_label)
     slow = {int(k): r for k, r in zip(todo, replayed)}
     judged = len(plan.criteria) * m
-    if not slow and len(set(ids)) == len(ids):  # all reproduced, no id twice: counted at once
+    distinct = set(ids) if not slow else ()
+    if len(distinct) == len(ids):  # all reproduced, no id twice: counted at once
         summary.items = summary.ok = len(ids)
         summary.label_problems = len(label_errors)
         summary.judgments = judged * len(ids)
-        summary.golds = [label for label in labels if label is not None]
-        summary.preds = [pred for pred, label in zip(preds, labels) if label is not None]
+        if None in labels:
+            summary.golds = [label for label in labels if label is not None]
+            summary.preds = [pred for pred, label in zip(preds, labels) if label is not None]
+        else:
+            summary.golds, summary.preds = list(labels), list(preds)
         summary.labelled = len(summary.golds)
-        summary._ids.update(ids)
+        summary._ids = distinct
         summary.seconds = time.perf_counter() - t0
         return summary
     seen = summary._ids
