@@ -6,8 +6,9 @@
     that the two results files are identical.
 (2) Identical requests merged in flight: a program that asks one question under two names (compiled
     rubrics do), no judgment cache: calls merged out of the calls made.
-(3) `gsr check` start-up, cold (fresh temp and cache folders: no Lark grammar cache and no stdlib catalogue
-    cache, as on a new CI container) and warm, against a bare `python -c "import lark"` process, alternating,
+(3) `gsr check` start-up, cold (fresh temp and cache folders, as on a new CI container; `gsr check` keeps
+    nothing in them any more, so this guards against a cache coming back) and warm (the same process again),
+    against a bare `python -c "import lark"` process, alternating,
     median / min / max of 5.
 (4) `analyze` (parse and check) of a generated 10,000-node program, against Lark's bare LALR parse of the
     same text (a parse tree, no positions, no AST), alternating, CPU time, median / min / max of 5.
@@ -118,7 +119,7 @@ def startup(repeats: int = 7) -> None:
         r1, t1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         return t1 - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 
-    timed(check), timed(anchor)  # warm the OS cache, the bytecode, Lark's grammar cache and the catalogue cache
+    timed(check), timed(anchor)  # warm the OS cache and the bytecode
     ratios = {("cold", 0): [], ("cold", 1): [], ("warm", 0): [], ("warm", 1): []}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as fresh:

@@ -7,26 +7,22 @@ the language server all read it from here.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import io
-import os
-import pickle
-import stat
-import sys
+import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 import attrs
 
-from gsrlang import __version__, records
+from gsrlang import records
 from gsrlang.span import Span
 from gsrlang.syntax import ast
 from gsrlang.syntax.literals import Symbol, format_literal, literal_value
 from gsrlang.types import Pattern
 
+
 class _Required:
-    """The default of a parameter without one; a singleton that survives pickling (the catalogue cache)."""
+    """The default of a parameter without one; a singleton that survives pickling."""
 
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -143,10 +139,10 @@ class EnumSig:
 
 @records.frozen
 class Catalog:
-    operators: dict[str, OperatorSig]
-    rules: dict[str, RuleSig]
-    enums: dict[str, EnumSig]
-    judges: dict[str, JudgeSig] = attrs.field(factory=dict)
+    operators: Mapping[str, OperatorSig]
+    rules: Mapping[str, RuleSig]
+    enums: Mapping[str, EnumSig]
+    judges: Mapping[str, JudgeSig] = attrs.field(factory=dict)
 
     def operator(self, name: str) -> OperatorSig | None:
         return self.operators.get(name)
@@ -203,174 +199,109 @@ def _params(decls, type_vars, enums) -> tuple[ParamSig, ...]:
 
 
 def load_catalog(folder: Path, extra_sources: dict[str, str] | None = None) -> Catalog:
-    """Read every `*.gsr` signature file directly in `folder` (fragments/ holds rubric fragments)."""
-    from gsrlang.syntax.parser import parse
-
+    """The catalogue of the `*.gsr` signature files directly in `folder` (fragments/ holds rubric fragments) and of
+    `extra_sources` ({path: text}). Each declaration is parsed when it is first asked for (see `_Declarations`)."""
     sources = {str(p): p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.gsr"))}
     sources.update(extra_sources or {})
-    modules = []
+    found: dict[str, dict[str, tuple[str, str, int]]] = {"op": {}, "rule": {}, "judge": {}, "enum": {}}
     for path, text in sources.items():
-        result = parse(text)
-        if result.diagnostics:
-            d = result.diagnostics[0]
-            raise CatalogError(f"{path}: {d.code} {d.message}")
-        modules.append((path, result.module))
-    enums = {}
-    for path, module in modules:
-        for item in module.items:
-            if isinstance(item, ast.EnumDecl):
-                enums[item.name.name] = EnumSig(item.name.name, tuple(m.name for m in item.members), item.doc)
-    operators, rules, judges = {}, {}, {}
-    for path, module in modules:
-        for item in module.items:
-            if isinstance(item, ast.OpDecl):
-                tv = tuple(t.name for t in item.type_params)
-                if item.name.name in operators:
-                    raise CatalogError(f"{path}: operator {item.name.name!r} declared twice")
-                operators[item.name.name] = OperatorSig(
-                    item.kind, item.name.name, tv,
-                    tuple(PortSig(p.name.name, pattern_of(p.type, tv, enums)) for p in item.ports),
-                    _params(item.params, tv, enums), pattern_of(item.result, tv, enums), item.doc, path,
-                    item.span)
-            elif isinstance(item, ast.RuleDecl):
-                rules[item.name.name] = RuleSig(item.name.name, _params(item.params, (), enums), item.doc, path,
-                                                item.span, pattern_of(item.result, (), enums))
-            elif isinstance(item, ast.JudgeDecl):
-                if item.name.name in judges:
-                    raise CatalogError(f"{path}: judge kind {item.name.name!r} declared twice")
-                judges[item.name.name] = JudgeSig(item.name.name, _params(item.params, (), enums), item.doc, path,
-                                                  item.span)
-    return Catalog(operators, rules, enums, judges)
-
-
-# The modules whose classes a cached catalogue holds: their source is part of the cache key, and
-# unpickling may build instances of their classes and nothing else.
-_PICKLED = ("catalog.py", "types.py", "span.py", "syntax/literals.py")
-_MAGIC = b"gsr-catalog-1\n"
+        starts = [(m.start(), m.group(1), m.group(2)) for m in _DECLARATION.finditer(text)]
+        for i, (start, keyword, name) in enumerate(starts):
+            kind = "op" if keyword in ("transform", "reduce", "gate") else keyword
+            if name in found[kind] and kind in ("op", "judge"):
+                what = "operator" if kind == "op" else "judge kind"
+                raise CatalogError(f"{path}: {what} {name!r} declared twice")
+            # from the comment lines above it (its documentation) to the next declaration's
+            begin = _doc_start(text, start) if i else 0
+            end = _doc_start(text, starts[i + 1][0]) if i + 1 < len(starts) else len(text)
+            found[kind][name] = (path, text[begin:end], begin)
+    enums = frozenset(found["enum"])
+    return Catalog(_Declarations(found["op"], enums, _operator), _Declarations(found["rule"], enums, _rule),
+                   _Declarations(found["enum"], enums, _enum), _Declarations(found["judge"], enums, _judge))
 
 
 @cache
 def default_catalog() -> Catalog:
-    """The stdlib's catalogue; kept in a per-user cache keyed by the stdlib's folder and text, so start-up skips parsing it.
-
-    The cache is a pickle, so it is verified before it is loaded: the folder and the file
-    must belong to this user and be writable by no one else, the file must carry an
-    HMAC-SHA256 made with this user's key (``catalog.key`` beside it, mode 0600), and
-    unpickling may only build the catalogue's own classes. A cache that fails any check
-    is ignored and rebuilt: whoever can write the folder cannot make `gsr check` run code.
-    """
+    """The stdlib's catalogue."""
     from gsrlang.resources import stdlib_dir
 
-    folder = stdlib_dir()
-    sources = sorted(folder.glob("*.gsr"))
-    # the stdlib's folder is part of the key: the catalogue holds spans naming its files, so two
-    # checkouts with the same stdlib text (a clone beside a working copy) never share an entry
-    key = hashlib.sha256(f"{__version__} {sys.version} {folder.resolve()}".encode())
-    # the classes being pickled are part of the key too, so an edited catalog.py, types.py or
-    # syntax/literals.py never loads stale objects
-    here = Path(__file__).parent
-    for path in (*sources, *(here / name for name in _PICKLED)):
-        key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    cache_dir = _private_cache_dir()
-    secret = _cache_key(cache_dir) if cache_dir is not None else None
-    if secret is None:  # no private folder for a cache: parse the stdlib on every start
-        return load_catalog(folder)
-    cached = cache_dir / f"catalog-{key.hexdigest()[:32]}.pickle"
-    catalog = _load_verified(cached, secret)
-    if catalog is not None:
-        return catalog
-    catalog = load_catalog(folder)
-    _store(cached, secret, catalog)
-    return catalog
+    return load_catalog(stdlib_dir())
 
 
-def _private(st: os.stat_result) -> bool:
-    """Owned by this user and writable by no one else (always true where there are no owners)."""
-    owner = getattr(os, "getuid", None)
-    return (owner is None or st.st_uid == owner()) and not st.st_mode & 0o022
+# A signature declaration starts a line: its keyword and name.
+_DECLARATION = re.compile(r"^(transform|reduce|gate|rule|judge|enum)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
 
-def _private_cache_dir() -> Path | None:
-    folder = _cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return folder if _private(os.stat(folder)) else None
-    except OSError:
-        return None
+def _doc_start(text: str, start: int) -> int:
+    """Where the comment lines directly above offset `start` (a line start) begin; `start` when there are none."""
+    while start > 0:
+        above = text.rfind("\n", 0, start - 1) + 1
+        if not text[above:start].lstrip(" \t").startswith("#"):
+            break
+        start = above
+    return start
 
 
-def _open_private(path: Path) -> bytes | None:
-    """The file's bytes if it is a regular file that passes `_private` (symlinks not followed), else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or not _private(st):
-            return None
-        return fh.read()
+class _Declarations(Mapping):
+    """One kind of declaration of the signature files, by name: each is parsed (on its own, spans still in its
+    file's offsets) and made into its signature the first time it is asked for. A `gsr check` asks for a few of
+    the stdlib's ~40 (its program's operators and rules, the judge kinds): parsing them all took ~9 ms of a
+    ~140 ms check where no cached catalogue was at hand (a fresh machine), and reading the cache (a pickle,
+    verified with an HMAC) ~4 ms where one was."""
+
+    def __init__(self, found: dict[str, tuple[str, str, int]], enums: frozenset[str], make):
+        self._found, self._enums, self._make = found, enums, make
+        self._made: dict = {}
+
+    def __getitem__(self, name: str):
+        sig = self._made.get(name)
+        if sig is None:
+            path, text, base = self._found[name]  # KeyError: no such declaration
+            sig = self._made[name] = self._make(_declaration(path, text, base), path, self._enums)
+        return sig
+
+    def __contains__(self, name) -> bool:
+        return name in self._found
+
+    def __iter__(self):
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self):  # pickled as the plain mapping it stands for
+        return dict, (dict(self),)
 
 
-def _cache_key(folder: Path) -> bytes | None:
-    """This user's HMAC key for catalogue caches (made on first use, mode 0600), or None when unusable."""
-    path = folder / "catalog.key"
-    data = _open_private(path)
-    if data is None and not path.exists():
-        import secrets  # made once per user: kept off the start-up of every later `gsr check`
+def _declaration(path: str, text: str, base: int):
+    from gsrlang.syntax.parser import parse_declaration
 
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(secrets.token_bytes(32))
-        except OSError:
-            pass  # another process made it first, or the folder is read-only
-        data = _open_private(path)
-    return data if data is not None and len(data) == 32 else None
+    result = parse_declaration(text, base)
+    if result.diagnostics:
+        d = result.diagnostics[0]
+        raise CatalogError(f"{path}: {d.code} {d.message}")
+    return next(item for item in result.module.items
+                if isinstance(item, (ast.OpDecl, ast.RuleDecl, ast.JudgeDecl, ast.EnumDecl)))
 
 
-class _CatalogUnpickler(pickle.Unpickler):
-    """Builds only the classes of the catalogue's own modules: a forged pickle cannot reach os.system."""
-
-    def find_class(self, module: str, name: str):
-        allowed = {"gsrlang." + m[:-3].replace("/", ".") for m in _PICKLED}
-        if module in allowed and "." not in name:
-            obj = getattr(sys.modules.get(module), name, None)
-            if obj is not None and (isinstance(obj, type) or not callable(obj)):
-                return obj
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a catalogue")
+def _operator(item: ast.OpDecl, path: str, enums) -> OperatorSig:
+    tv = tuple(t.name for t in item.type_params)
+    return OperatorSig(item.kind, item.name.name, tv, tuple(PortSig(p.name.name, pattern_of(p.type, tv, enums))
+                                                            for p in item.ports),
+                       _params(item.params, tv, enums), pattern_of(item.result, tv, enums), item.doc, path, item.span)
 
 
-def _load_verified(path: Path, secret: bytes) -> Catalog | None:
-    data = _open_private(path)
-    if data is None or not data.startswith(_MAGIC):
-        return None
-    mac, payload = data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
-    if not hmac.compare_digest(mac, hmac.new(secret, payload, hashlib.sha256).digest()):
-        return None
-    try:
-        catalog = _CatalogUnpickler(io.BytesIO(payload)).load()
-    except Exception:  # from another layout: rebuild it
-        return None
-    return catalog if isinstance(catalog, Catalog) else None
+def _rule(item: ast.RuleDecl, path: str, enums) -> RuleSig:
+    return RuleSig(item.name.name, _params(item.params, (), enums), item.doc, path, item.span,
+                   pattern_of(item.result, (), enums))
 
 
-def _store(path: Path, secret: bytes, catalog: Catalog) -> None:
-    import tempfile  # only where the cache is written, not on every start
-
-    payload = pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=path.parent)  # mode 0600
-    except OSError:
-        return  # a read-only cache: parse the stdlib on every start instead
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC + hmac.new(secret, payload, hashlib.sha256).digest() + payload)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+def _judge(item: ast.JudgeDecl, path: str, enums) -> JudgeSig:
+    return JudgeSig(item.name.name, _params(item.params, (), enums), item.doc, path, item.span)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gsrlang"
+def _enum(item: ast.EnumDecl, path: str, enums) -> EnumSig:
+    return EnumSig(item.name.name, tuple(m.name for m in item.members), item.doc)

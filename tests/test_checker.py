@@ -264,26 +264,6 @@ def test_headerless_program_is_named_after_its_file():
     assert result.program.name == "_2_my_rubric"
 
 
-def test_catalogue_survives_its_start_up_cache(tmp_path, monkeypatch):
-    """default_catalog() is pickled per user; what comes back must be the same catalogue, REQUIRED included."""
-    import gsrlang.catalog as catalog_module
-    from gsrlang.resources import stdlib_dir
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    fresh = catalog_module.load_catalog(stdlib_dir())
-    catalog_module.default_catalog.cache_clear()
-    try:
-        first = catalog_module.default_catalog()  # builds and writes the cache
-        assert list((tmp_path / "gsrlang").glob("catalog-*.pickle"))
-        catalog_module.default_catalog.cache_clear()
-        second = catalog_module.default_catalog()  # read back from the cache
-    finally:
-        catalog_module.default_catalog.cache_clear()
-    assert first == fresh and second == fresh
-    assert second.operators["cap"].param("at").default is catalog_module.REQUIRED
-    assert second.operators["cap"].param("at").required
-
-
 def test_the_language_reference_lists_the_whole_catalogue():
     """docs/language.md states the language exactly: every stdlib operator and judge kind signature appears in it."""
     from pathlib import Path

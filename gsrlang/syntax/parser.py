@@ -96,6 +96,19 @@ def parse(text: str) -> ParseResult:
         return _parse(text)
 
 
+def parse_declaration(text: str, base: int) -> ParseResult:
+    """One declaration of a file read on its own (the text from offset `base` of the file), spans in the file's
+    offsets: how the catalogue reads the stdlib's signatures, one when it is first needed."""
+    with gc_paused():
+        try:
+            return ParseResult(_parse_piece(text, base), ())
+        except BadLiteral as exc:
+            return ParseResult(ast.Module((), span=Span(base, base + len(text))), (exc.diagnostic,))
+        except _runtime().UnexpectedInput as exc:
+            return ParseResult(ast.Module((), span=Span(base, base + len(text))),
+                               (_syntax_diagnostic(exc, text, 0),))
+
+
 def _parse(text: str) -> ParseResult:
     if len(text) > MAX_SOURCE_CHARS:
         return ParseResult(ast.Module((), span=Span(0, 0)), (error(
