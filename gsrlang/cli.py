@@ -67,19 +67,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# Commands whose process only reads files and prints: it may skip the cyclic garbage collection of everything
-# it built when it exits (see `main`).
-_QUICK_EXIT = frozenset({"check"})
+# Commands whose process runs without the cyclic garbage collector (see `main`): short, writing no file.
+_NO_CYCLIC_GC = frozenset({"check"})
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `gsr` with `argv` (the process's own arguments when None, as the `gsr` script calls it)."""
+    """Run `gsr` with `argv` (the process's own arguments when None, as the `gsr` script calls it).
+
+    A `gsr check` process turns the cyclic garbage collector off: what it allocates is mostly long-lived (modules,
+    classes, the parser's tables) or freed by reference counting (parsing and checking already pause the collector,
+    see syntax/parser.py), so the collections its start-up triggered found nothing, ~6 ms of a ~125 ms check
+    (CPU, median of 10; peak memory checking 1,500 broken files unchanged, 27 MB). At exit it freezes what is
+    left: interpreter shutdown would otherwise run the collector over every object still alive, ~15 ms more.
+    They are still freed by reference counting, and atexit handlers still run; only garbage in reference cycles
+    is left unfinalized, which a command that writes no file can afford."""
+    own = argv is None and sys.argv[1:2] and sys.argv[1] in _NO_CYCLIC_GC
+    if own:
+        gc.disable()
     code = _main(sys.argv[1:] if argv is None else argv)
-    if argv is None and sys.argv[1:2] and sys.argv[1] in _QUICK_EXIT:
-        # The process ends next. Interpreter shutdown runs the cyclic garbage collector over every object still
-        # alive (the parser's tables, the AST, the classes): ~15 ms of a ~140 ms `gsr check`. Freezing moves
-        # them out of its reach; they are still freed, by reference counting, and atexit handlers still run.
-        # Only garbage in reference cycles is left unfinalized, which a command that writes no file can afford.
+    if own:
         gc.freeze()
     return code
 
