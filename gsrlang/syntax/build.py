@@ -85,11 +85,9 @@ def _hi(value, base: int) -> int:
 
 
 # ---- callbacks ---------------------------------------------------------------------------------------------
-def callbacks(parse_table) -> dict:
-    """The callback of every rule the parse table reduces, keyed by the table's own `Rule` objects (found by
-    identity: Lark looks one up per reduction). A reduction's argument is its rule, a shift's the next state."""
-    rules = {arg for actions in parse_table.states.values() for action, arg in actions.values()
-             if not isinstance(arg, int)}
+def callbacks(rules) -> dict:
+    """The callback of each of the parser's rules (those its parse tree builder made callbacks for), keyed by the
+    parse table's own `Rule` objects (found by identity: Lark looks one up per reduction)."""
     return {rule: _callback(rule) for rule in rules}
 
 

@@ -41,7 +41,7 @@ def _parser():
     parse tree."""
     parser = _runtime().Lark_StandAlone(lexer_callbacks={"COMMENT": build.on_comment})
     driver = parser.parser.parser.parser  # Lark's LALR driver (`_Parser` of lalr_parser.py)
-    driver.callbacks = build.callbacks(driver.parse_table)
+    driver.callbacks = build.callbacks(driver.callbacks)  # the tree builder's, one per rule, replaced
     return parser
 
 
