@@ -102,13 +102,15 @@ def merged(tmp: Path) -> None:
 
 
 def startup(repeats: int = 7) -> None:
-    """Wall time (what a user waits) and CPU time (user + system: less disturbed by other jobs on the machine)."""
+    """Wall time (what a user waits) and CPU time (user + system: less disturbed by other jobs on the machine) of
+    `gsr check` cold and warm, and of a language server's start: `gsr lsp` from its launch to the diagnostics of
+    the document it was opened with (wall), and the whole session's CPU (it then shuts down)."""
     import resource
 
     example = ROOT / "examples" / "helpsteer2" / "helpfulness.gsr"
     gsr_exe = Path(sys.executable).parent / "gsr"
-    check = [str(gsr_exe), "check", "-q", str(example)] if gsr_exe.exists() else \
-        [sys.executable, "-m", "gsrlang.cli", "check", "-q", str(example)]
+    gsr_cmd = [str(gsr_exe)] if gsr_exe.exists() else [sys.executable, "-m", "gsrlang.cli"]
+    check = [*gsr_cmd, "check", "-q", str(example)]
     anchor = [sys.executable, "-c", "import lark"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -119,20 +121,78 @@ def startup(repeats: int = 7) -> None:
         r1, t1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         return t1 - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 
-    timed(check), timed(anchor)  # warm the OS cache and the bytecode
-    ratios = {("cold", 0): [], ("cold", 1): [], ("warm", 0): [], ("warm", 1): []}
+    def lsp() -> tuple[float, float]:
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        first = _lsp_first_diagnostics([*gsr_cmd, "lsp", "--debounce-ms", "0"], example, env)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return first - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+
+    timed(check), timed(anchor), lsp()  # warm the OS cache and the bytecode
+    names = {"cold": "gsr check cold", "warm": "gsr check warm", "lsp": "gsr lsp, to a document's diagnostics"}
+    ratios: dict = {(name, k): [] for name in names for k in (0, 1)}
+    times: dict = {name: [] for name in (*names, "anchor")}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as fresh:
             a = timed(anchor)
             c = timed(check, fresh)
             w = timed(check)
             b = timed(anchor)
+            s = lsp()
+            d = timed(anchor)
         for k in (0, 1):
             ratios["cold", k].append(c[k] / a[k])
             ratios["warm", k].append(w[k] / b[k])
+            ratios["lsp", k].append(s[k] / d[k])
+        for name, t in (("cold", c), ("warm", w), ("lsp", s), ("anchor", a), ("anchor", b), ("anchor", d)):
+            times[name].append(t[1] * 1000)
     for (name, k), r in ratios.items():
-        print(f"gsr check {name} / python -c 'import lark', {('wall', 'CPU')[k]} time: median "
-              f"{statistics.median(r):.2f}x (min {min(r):.2f}, max {max(r):.2f}, {repeats} runs; target <= 1.8x)")
+        target = "; target <= 1.8x" if name != "lsp" else ""
+        print(f"{names[name]} / python -c 'import lark', {('wall', 'CPU')[k]} time: median "
+              f"{statistics.median(r):.2f}x (min {min(r):.2f}, max {max(r):.2f}, {repeats} runs{target})")
+    print("  CPU ms, median (min-max): " + ", ".join(
+        f"{name} {statistics.median(t):.0f} ({min(t):.0f}-{max(t):.0f})" for name, t in times.items()))
+
+
+def _lsp_first_diagnostics(cmd: list[str], document: Path, env: dict) -> float:
+    """Start a language server, open `document` in it, and return the perf_counter() time its diagnostics arrived
+    at; then shut it down and wait for it to exit. JSON-RPC over stdio, framed as LSP frames it."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+    def send(message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        proc.stdin.flush()
+
+    def receive() -> dict:
+        length = 0
+        while (line := proc.stdout.readline().strip()):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        return json.loads(proc.stdout.read(length))
+
+    def until(test) -> dict:
+        while not test(message := receive()):
+            pass
+        return message
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+        until(lambda m: m.get("id") == 1)
+        send({"method": "initialized", "params": {}})
+        uri = document.resolve().as_uri()
+        send({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "gsr", "version": 1, "text": document.read_text(encoding="utf-8")}}})
+        until(lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri)
+        first = time.perf_counter()
+        send({"id": 2, "method": "shutdown"})
+        until(lambda m: m.get("id") == 2)
+        send({"method": "exit"})
+        proc.wait(timeout=30)
+        return first
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def analyze_speed(n: int = 10_000, repeats: int = 5) -> None:
