@@ -75,7 +75,8 @@ def run_both(program, data: Path, columns: ColumnMap, registry, mode: str, folde
 
 class TableJudge:
     """An inline judge for every kind that answers from a table {(row key, criterion, candidate): Judgment};
-    `judge_many` is counted, and raises for the criteria in `refuse` (then `judge` answers one by one)."""
+    `judge_many` is counted; for the criteria in `refuse` it raises, or answers what is not a Judgment (then
+    `judge` answers one by one)."""
 
     inline = True
 
@@ -87,6 +88,8 @@ class TableJudge:
 
     def judge_many(self, node, items, c):
         if node.id in self.refuse:
+            if node.id[-1] in "13579":
+                return [(True, "a tuple")] * len(items)
             raise RuntimeError("not as a column")
         self.columns += 1
         return [self.answers[(item.record["k"], node.id, item.candidates[c].id)] for item in items]

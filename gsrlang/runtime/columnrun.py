@@ -233,7 +233,7 @@ class ColumnRunner:
     async def _judge(self, node, judge, items: list, c: int) -> list[Judgment]:
         try:
             js = judge.judge_many(node, items, c)
-            if len(js) == len(items):
+            if len(js) == len(items) and all(map(isinstance, js, itertools.repeat(Judgment))):
                 return js
         except Exception:  # noqa: BLE001 - asked again one by one, as the item path asks (which records it)
             pass

@@ -111,9 +111,13 @@ def malformed(path, line: int, exc: Exception) -> TraceError:
     return TraceError(f"{path}: line {line} is not a well-formed trace item record ({type(exc).__name__}: {exc})")
 
 
+_RESULTS = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))  # made once: json.dumps makes one a call
+
+
 def dumps(obj) -> str:
-    """A results line: JSON, readable spacing."""
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    """A results line: JSON, readable spacing (what `json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))`
+    writes). The one encoder of result lines: `gsr run` and `gsr replay --out` write them with it."""
+    return _RESULTS.encode(obj)
 
 
 def _jsonable(value):
