@@ -28,8 +28,8 @@ from __future__ import annotations
 import gc
 import time
 from functools import partial
-from itertools import chain, repeat
-from operator import contains, eq, is_, itemgetter, ne
+from itertools import chain
+from operator import eq, is_, itemgetter, ne
 
 import numpy as np
 
@@ -131,7 +131,8 @@ def _read(path, program: Program, plan: Plan, static: list):
     last = _FIRST
     headers: set = set()
     item_fields = itemgetter("id", "line", "candidates")
-    size = fields = placeholder = shape = judged = source = None
+    size = fields = placeholder = shape = source = None
+    has = dict.__contains__
     cids = crits.keys()
     try:
         for line, header, rec in read_records(path):
@@ -152,7 +153,6 @@ def _read(path, program: Program, plan: Plan, static: list):
                     return None
                 m = 1 if mode == "pointwise" else 2
                 shape = [m] * n_nodes
-                judged = [m] * len(crits)
                 source = {"name": program.name, "hash": digest}
                 names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
                 fields = itemgetter("id", "line", "label", "sink", *names)
@@ -171,16 +171,21 @@ def _read(path, program: Program, plan: Plan, static: list):
                     if len(r) != size + 1 or not r["label_error"]:
                         raise TypeError
                     label_errors[k] = True
-                js = rec["j"]  # every criterion's judgments: m dicts (not one a string or a list)
-                if js.keys() != cids or list(map(len, js.values())) != judged:
+                # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
+                js = rec["j"]
+                if js.keys() != cids:
                     raise TypeError
-                if any(map(dict.__contains__, chain.from_iterable(js.values()), repeat("status"))):
-                    base = k * m
-                    for cid, row in js.items():
-                        for c, d in enumerate(row):
-                            if "status" in d and d["status"] in _SPECIAL:
-                                statuses[cid].append((base + c, d["status"]))
-            except (TypeError, AttributeError, KeyError, IndexError):
+                if m == 1:
+                    for cid, (d,) in js.items():
+                        if has(d, "status") and d["status"] in _SPECIAL:
+                            statuses[cid].append((k, d["status"]))
+                else:
+                    for cid, (d, e) in js.items():
+                        if has(d, "status") and d["status"] in _SPECIAL:
+                            statuses[cid].append((2 * k, d["status"]))
+                        if has(e, "status") and e["status"] in _SPECIAL:
+                            statuses[cid].append((2 * k + 1, e["status"]))
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError):
                 odd[k] = (line, header, rec)
                 entry = placeholder
                 out = [[None] * m] * n_nodes
