@@ -50,10 +50,12 @@ class _Criterion:
         self.void: list = []  # rows with no usable output (the node was never computed, too few values)
         self.status: list = []  # (row, status) of the judgments whose status is in _SPECIAL
 
-    def column(self, rows: int, void_items: list, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The finished arrays (values, abstain, invalid), as `columnar._encode` would make them."""
+    def column(self, rows: int, void_items: list, m: int, decoded: tuple | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The finished arrays (values, abstain, invalid), as `columnar._encode` would make them (`decoded`:
+        `_decode` of the values where the caller has it, which this changes in place)."""
         t = self.type
-        values, null, bad = _decode(t, self.values)
+        values, null, bad = decoded if decoded is not None else _decode(t, self.values)
         invalid = bad | null  # an ok judgment must have a value
         if self.void or void_items:
             void = np.zeros(rows, bool)

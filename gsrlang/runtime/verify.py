@@ -89,10 +89,14 @@ def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary
     from gsrlang.runtime.columnar import Column, Evaluator, Table
 
     positions = {node["id"]: i for i, node in enumerate(static)}
+    types = list(map(set, map(partial(map, type), flats)))  # per node, the types of its recorded outputs
+    decoded: list = [None] * len(flats)  # a criterion's outputs decoded once: for its column and the comparison
     columns = {}
     for cid, crit in crits.items():
-        crit.values = flats[positions[cid]]
-        columns[cid] = Column(*crit.column(rows, [], m))
+        i = positions[cid]
+        crit.values = flats[i]
+        values, null, bad = decoded[i] = _decode(crit.type, flats[i], types[i])
+        columns[cid] = Column(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
     evaluation = Evaluator(program, exact=True).run(table)
     suspect |= ~evaluation.ok
@@ -100,7 +104,7 @@ def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary
     # every node's recorded outputs against its column
     for i, node in enumerate(plan.nodes):
         col = evaluation.nodes[node.id]
-        bad = col.invalid | _differs(node.type, flats[i], col, rows)
+        bad = col.invalid | _differs(node.type, flats[i], col, rows, types[i], decoded[i])
         suspect |= bad.reshape(-1, m).any(axis=1)
     suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n)
     return _summarize(plan, program, program_label, trace_path, lines, odd, iid, labels, label_errors,
@@ -200,17 +204,18 @@ def _read(path, program: Program, plan: Plan, static: list):
     return mode, m, lines, items, results, flats, crits, odd, label_errors, recorded
 
 
-def _differs(t, recorded: list, col, rows: int) -> np.ndarray:
-    """Rows whose recorded output is not the column's value (null where it abstains), types included."""
+def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
+    """Rows whose recorded output is not the column's value (null where it abstains), types included
+    (`types`: those of the recorded outputs; `decoded`: their `_decode`, where it was made)."""
     kind = _KINDS[t.kind]
-    types = set(map(type, recorded))
     if not types <= {kind, type(None)}:
         wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
         recorded = [v if type(v) is kind else None for v in recorded]
         types = (types & {kind}) | {type(None)}
+        decoded = None
     else:
         wrong = np.zeros(rows, bool)
-    values, null, bad = _decode(t, recorded, types)
+    values, null, bad = decoded if decoded is not None else _decode(t, recorded, types)
     wrong |= null != col.abstain
     wrong |= (bad | (values != col.values)) & ~null
     return wrong
