@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,29 @@ def test_blank_lines_are_skipped_and_lines_keep_their_numbers(tmp_path):
     trace.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
     assert_same_report(program, trace)
     assert verify_columnar(str(trace), program).first_difference.trace_line == k + 1 + 3
+
+
+@pytest.mark.parametrize("pick", ["an item", "no such item", "an id twice", "an altered item", "a failed row"])
+def test_show_after_a_columnar_verification_prints_what_the_item_path_prints(pick, tmp_path, capsys):
+    """`gsr replay TRACE --show ID` verifies column by column and replays only the shown item; `--out` (written
+    item by item) must print the same, byte for byte."""
+    path = _examples_without_a_model()[1]
+    alter = {"an id twice": _duplicate, "an altered item": _node_bit, "a failed row": _failed}.get(pick)
+    program, trace, chosen = altered(path, tmp_path, alter or (lambda rec, m: None), lambda items: items[3:5])
+    records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    shown = "nothing-here" if pick == "no such item" else str(records[chosen[0]]["item"]["id"])
+    outcomes = []
+    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+        code = gsr(["replay", str(trace), "--program", str(path), "--show", shown, "--bootstrap", "0", *extra])
+        io = capsys.readouterr()
+        outcomes.append((code, re.sub(r" in [0-9.]+ s:", " in T s:", io.out), io.err))
+    assert outcomes[0] == outcomes[1]
+    code, out, err = outcomes[0]
+    if pick == "an item":
+        assert code == 0 and "reproduced exactly" in out and f"item {shown}" in out, out
+    elif pick == "no such item":
+        assert f"no item {shown!r} in the trace" in err
+    elif pick == "an id twice":
+        assert "2 records have id 'dup'" in err
+    elif pick == "an altered item":
+        assert code == 1 and "NOT reproduced" in err

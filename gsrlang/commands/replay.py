@@ -141,17 +141,19 @@ def run(args) -> int:
         if not scale and line.get("scale"):
             scale.append(tuple(line["scale"]))
 
-    # with nothing to write or show item by item, a what-if is evaluated column by column (same results, much
-    # faster), and so is a verification (the items it cannot vouch for go item by item)
-    plain = programs is None and not args.out and not args.trace_out and args.show is None
+    # with nothing to write item by item, a what-if is evaluated column by column (same results, much faster),
+    # and so is a verification (the items it cannot vouch for go item by item; so does the item to --show)
+    plain = programs is None and not args.out and not args.trace_out
     try:
         summary = None
-        if plain and not verify and not skipped_judgments(args.trace):  # else item by item, to say which
-            summary = replay_columnar(args.trace, program, label)     # skipped judgments the program needs
+        if plain and not verify and args.show is None and not skipped_judgments(args.trace):  # else item by
+            summary = replay_columnar(args.trace, program, label)  # item, to say which skipped judgments it needs
         elif plain and verify:
-            from gsrlang.runtime.verify import verify_columnar
+            from gsrlang.runtime.verify import replay_item, verify_columnar
 
             summary = verify_columnar(args.trace, program, label)
+            if summary is not None and args.show is not None:
+                shown.extend(replay_item(args.trace, program, args.show, path, label))
         if summary is None:
             summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label,
                                   on_item=on_item, programs=programs)

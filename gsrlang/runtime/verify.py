@@ -39,7 +39,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.trace import MALFORMED, TraceError, is_summary, node_static, read_records
 from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
 
-__all__ = ["verify_columnar"]
+__all__ = ["replay_item", "verify_columnar"]
 
 _KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
 _FIRST = object()  # the header "before" the first record: no header (nor None) is it
@@ -367,3 +367,18 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
             summary.golds.append(label)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,
+                program_label: str = "the program") -> list[tuple]:
+    """(recomputed run, its trace static) of every record whose item id reads `item_id`, replayed item by item:
+    what `gsr replay --show` prints after a verification column by column (as `replay_file`'s `on_item` would
+    have given them, in trace order)."""
+    from gsrlang.runtime.replay import Stored, replay_records
+    from gsrlang.runtime.trace import _Static
+
+    plan = Plan(program)
+    static = _Static(plan, program_path if program_path is not None else program.path)
+    picked = ((line, Stored(header, rec)) for line, header, rec in read_records(trace_path)
+              if header is not None and type(rec.get("item")) is dict and str(rec["item"].get("id")) == item_id)
+    return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, True, program_label)]
