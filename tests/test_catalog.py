@@ -54,6 +54,10 @@ def test_a_broken_or_doubled_declaration_is_a_catalogue_error(tmp_path):
     assert "squash" in broken.operators
     with pytest.raises(catalog_module.CatalogError, match="extra.gsr: GSR001"):
         broken.operators["squash"]
+    huge = catalog_module.load_catalog(tmp_path, extra_sources={
+        "big.gsr": "transform big(x: Score; n: Int = 99999999999999999999999) -> Score\n"})
+    with pytest.raises(catalog_module.CatalogError, match="big.gsr: GSR006"):
+        huge.operators["big"]
     with pytest.raises(catalog_module.CatalogError, match="operator 'cap' declared twice"):
         catalog_module.load_catalog(stdlib_dir(), extra_sources={"extra.gsr": "gate cap(base: Score) -> Score\n"})
 

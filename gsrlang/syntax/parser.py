@@ -103,10 +103,10 @@ def parse_declaration(text: str, base: int) -> ParseResult:
         try:
             return ParseResult(_parse_piece(text, base), ())
         except BadLiteral as exc:
-            return ParseResult(ast.Module((), span=Span(base, base + len(text))), (exc.diagnostic,))
+            problem = exc.diagnostic
         except _runtime().UnexpectedInput as exc:
-            return ParseResult(ast.Module((), span=Span(base, base + len(text))),
-                               (_syntax_diagnostic(exc, text, 0),))
+            problem = _syntax_diagnostic(exc, text, 0)  # (its offsets are the piece's: it names the problem)
+    return ParseResult(ast.Module((), span=Span(base, base + len(text))), (problem,))
 
 
 def _parse(text: str) -> ParseResult:
