@@ -172,7 +172,7 @@ class ColumnRunner:
     entry in order, (run, result line, trace record or None: the trace writer makes it from the run)."""
 
     def __init__(self, plan: Plan, registry, mode: str, labels, static):
-        self.plan, self.registry, self.mode, self.labels, self.static = plan, registry, mode, labels, static
+        self.plan, self.mode, self.labels, self.static = plan, mode, labels, static
         self.m = 1 if mode == "pointwise" else 2
         program = plan.program
         self.evaluator = Evaluator(program, exact=True)
