@@ -56,18 +56,21 @@ def altered(path: Path, tmp_path: Path, alter, picks) -> tuple:
 
 
 def assert_same_report(program, trace: Path) -> None:
-    """Same summary fields, or the same refusal (a record whose parts do not fit each other)."""
+    """Same summary fields and the same results file (`--out`), byte for byte, or the same refusal (a record
+    whose parts do not fit each other)."""
+    fast_out, slow_out = trace.with_name("fast.jsonl"), trace.with_name("slow.jsonl")
     try:
-        slow = replay_file(str(trace), program, True)
+        slow = replay_file(str(trace), program, True, out=str(slow_out))
     except ReplayError as exc:
         with pytest.raises(ReplayError) as fast:
-            verify_columnar(str(trace), program)
+            verify_columnar(str(trace), program, out=str(fast_out))
         assert str(fast.value) == str(exc)
         return
-    fast = verify_columnar(str(trace), program)
+    fast = verify_columnar(str(trace), program, out=str(fast_out))
     assert fast is not None
     for field in FIELDS:
         assert getattr(fast, field) == getattr(slow, field), field
+    assert fast_out.read_bytes() == slow_out.read_bytes()
 
 
 @pytest.mark.parametrize("path", _examples_without_a_model(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -188,10 +191,29 @@ def _judgment_not_a_dict(rec, m):
         rec["j"][cid][0] = "ok"
 
 
+def _negative_zero(rec, m):
+    """-0.0 for a sink or raw score of 0.0: equal, so reproduced, but `--out` writes the recomputed 0.0."""
+    r = rec["result"]
+    for c, v in (r.get("sink") or {}).items():
+        if v == 0:
+            r["sink"][c] = -0.0
+    if r.get("raw") == 0:
+        r["raw"] = -0.0
+
+
+def _reordered_result(rec, m):
+    """The result line's keys (and its sink's) in another order: the same values, reproduced; `--out` writes
+    them in `result_line`'s order."""
+    r = rec["result"]
+    if isinstance(r.get("sink"), dict):
+        r["sink"] = dict(reversed(r["sink"].items()))
+    rec["result"] = dict(reversed(r.items()))
+
+
 ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
                _abstained, _unsettled, _failed, _duplicate, _candidates, _extra_key, _label_error,
                _empty_label_error, _no_item_line, _item_not_a_dict, _short_output, _judgments_missing,
-               _judgment_not_a_dict]
+               _judgment_not_a_dict, _negative_zero, _reordered_result]
 
 
 @pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
@@ -204,11 +226,11 @@ def test_altered_traces_give_the_same_report(path, alter, tmp_path):
 
 
 def test_the_command_prints_the_same_outcome_either_way(tmp_path, capsys):
-    """`gsr replay` (columnar) and `gsr replay --out` (item by item), on a trace with one altered output."""
+    """`gsr replay` (columnar) and `gsr replay --trace-out` (item by item), on a trace with one altered output."""
     path = _examples_without_a_model()[0]
     _, trace, _ = altered(path, tmp_path, _node_bit, lambda items: items[2:3])
     outcomes = []
-    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+    for extra in ([], ["--trace-out", str(tmp_path / "t2.jsonl")]):
         code = gsr(["replay", str(trace), "--program", str(path), "-q", *extra])
         outcomes.append((code, capsys.readouterr().err))
     assert outcomes[0] == outcomes[1]
@@ -222,7 +244,7 @@ def test_a_record_with_more_candidates_than_judgments_is_refused_in_one_line(tmp
 
     path = _examples_without_a_model()[0]
     _, trace, (k,) = altered(path, tmp_path, more, lambda items: items[1:2])
-    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+    for extra in ([], ["--trace-out", str(tmp_path / "t2.jsonl")]):
         assert gsr(["replay", str(trace), "--program", str(path), "-q", *extra]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"gsr replay: trace line {k + 1} is not a well-formed item record") and "\n" not in err
@@ -278,15 +300,15 @@ def test_blank_lines_are_skipped_and_lines_keep_their_numbers(tmp_path):
 
 @pytest.mark.parametrize("pick", ["an item", "no such item", "an id twice", "an altered item", "a failed row"])
 def test_show_after_a_columnar_verification_prints_what_the_item_path_prints(pick, tmp_path, capsys):
-    """`gsr replay TRACE --show ID` verifies column by column and replays only the shown item; `--out` (written
-    item by item) must print the same, byte for byte."""
+    """`gsr replay TRACE --show ID` verifies column by column and replays only the shown item; with
+    `--trace-out` (item by item) it must print the same, byte for byte."""
     path = _examples_without_a_model()[1]
     alter = {"an id twice": _duplicate, "an altered item": _node_bit, "a failed row": _failed}.get(pick)
     program, trace, chosen = altered(path, tmp_path, alter or (lambda rec, m: None), lambda items: items[3:5])
     records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     shown = "nothing-here" if pick == "no such item" else str(records[chosen[0]]["item"]["id"])
     outcomes = []
-    for extra in ([], ["--out", str(tmp_path / "r.jsonl")]):
+    for extra in ([], ["--trace-out", str(tmp_path / "t2.jsonl")]):
         code = gsr(["replay", str(trace), "--program", str(path), "--show", shown, "--bootstrap", "0", *extra])
         io = capsys.readouterr()
         outcomes.append((code, re.sub(r" in [0-9.]+ s:", " in T s:", io.out), io.err))
@@ -300,3 +322,22 @@ def test_show_after_a_columnar_verification_prints_what_the_item_path_prints(pic
         assert "2 records have id 'dup'" in err
     elif pick == "an altered item":
         assert code == 1 and "NOT reproduced" in err
+
+
+def test_a_recorded_negative_zero_is_written_as_the_item_path_writes_it(tmp_path):
+    """-0.0 equals 0.0, so a record holding it where the recomputation gives 0.0 is reproduced; the item path
+    writes the recomputed 0.0 to `--out`, and so must the columnar one."""
+    path = _examples_without_a_model()[1]
+    program, trace = _record(path, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    zeros = 0
+    for k, line in enumerate(lines):
+        rec = json.loads(line)
+        if line.startswith('{"p"') and 0 in (rec["result"].get("sink") or {}).values():
+            _negative_zero(rec, 1)
+            lines[k] = json.dumps(rec)
+            zeros += 1
+    assert zeros
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_same_report(program, trace)
+    assert b"-0.0" not in trace.with_name("fast.jsonl").read_bytes()

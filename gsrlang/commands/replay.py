@@ -141,17 +141,18 @@ def run(args) -> int:
         if not scale and line.get("scale"):
             scale.append(tuple(line["scale"]))
 
-    # with nothing to write item by item, a what-if is evaluated column by column (same results, much faster),
-    # and so is a verification (the items it cannot vouch for go item by item; so does the item to --show)
-    plain = programs is None and not args.out and not args.trace_out
+    # with nothing to write or show item by item, a what-if is evaluated column by column (same results, much
+    # faster), and so is a verification, its results file included (the items it cannot vouch for go item by
+    # item; so does the item to --show)
+    plain = programs is None and not args.trace_out
     try:
         summary = None
-        if plain and not verify and args.show is None and not skipped_judgments(args.trace):  # else item by
-            summary = replay_columnar(args.trace, program, label)  # item, to say which skipped judgments it needs
-        elif plain and verify:
+        if plain and not verify and not args.out and args.show is None and not skipped_judgments(args.trace):
+            summary = replay_columnar(args.trace, program, label)  # else item by item, to say which skipped
+        elif plain and verify:                                     # judgments the program needs
             from gsrlang.runtime.verify import replay_item, verify_columnar
 
-            summary = verify_columnar(args.trace, program, label)
+            summary = verify_columnar(args.trace, program, label, args.out)
             if summary is not None and args.show is not None:
                 shown.extend(replay_item(args.trace, program, args.show, path, label))
         if summary is None:

@@ -56,19 +56,21 @@ def _strict_equal(a: list, b: list) -> np.ndarray:
     return same_value & same_type
 
 
-def verify_columnar(trace_path: str, program: Program, program_label: str = "the program") -> RunSummary | None:
-    """`replay_file(trace, program, verify=True)`'s summary for a version 2 trace of `program`, or None when
-    this trace must be replayed item by item (see the module docstring). Raises ReplayError as it does."""
+def verify_columnar(trace_path: str, program: Program, program_label: str = "the program",
+                    out: str | None = None) -> RunSummary | None:
+    """`replay_file(trace, program, verify=True, out)`'s summary for a version 2 trace of `program` (and its
+    results file, the same bytes: see `_write_results`), or None when this trace must be replayed item by item
+    (see the module docstring); then nothing is written. Raises ReplayError as it does."""
     collecting = gc.isenabled()
     gc.disable()  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
     try:
-        return _verify(trace_path, program, program_label)
+        return _verify(trace_path, program, program_label, out)
     finally:
         if collecting:
             gc.enable()
 
 
-def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary | None:
+def _verify(trace_path: str, program: Program, program_label: str, out: str | None) -> RunSummary | None:
     t0 = time.perf_counter()
     plan = Plan(program)
     static = node_static(plan)
@@ -106,9 +108,12 @@ def _verify(trace_path: str, program: Program, program_label: str) -> RunSummary
         col = evaluation.nodes[node.id]
         bad = col.invalid | _differs(node.type, flats[i], col, rows, types[i], decoded[i])
         suspect |= bad.reshape(-1, m).any(axis=1)
-    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n)
-    return _summarize(plan, program, program_label, trace_path, lines, odd, iid, labels, label_errors,
-                      readout[0] if readout else (), evaluation, suspect, mode, m, recorded, t0)
+    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, out is not None)
+    summary, slow = _summarize(plan, program, program_label, trace_path, lines, odd, iid, labels, label_errors,
+                               readout[0], evaluation, suspect, mode, m, recorded, t0)
+    if out is not None:
+        _write_results(out, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, slow, summary)
+    return summary
 
 
 def _read(path, program: Program, plan: Plan, static: list):
@@ -174,7 +179,7 @@ def _read(path, program: Program, plan: Plan, static: list):
                 if len(r) != size:
                     if len(r) != size + 1 or not r["label_error"]:
                         raise TypeError
-                    label_errors[k] = True
+                    label_errors[k] = r["label_error"]
                 # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
                 js = rec["j"]
                 if js.keys() != cids:
@@ -260,8 +265,10 @@ def _floats(values: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array([v if type(v) is float else np.nan for v in values], np.float64), ~floats
 
 
-def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int) -> np.ndarray:
-    """Items whose recorded score, raw score or winner, or sink, is not the recomputed one."""
+def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int,
+                    zeros: bool = False) -> np.ndarray:
+    """Items whose recorded score, raw score or winner, or sink, is not the recomputed one (and with `zeros`,
+    those where either is -0.0: equal to 0.0, but written otherwise)."""
     wrong = _rows(set(map(type, sinks)) == {dict} and set(map(len, sinks)) == {m},
                   lambda s: type(s) is dict and len(s) == m, sinks, n)
     if wrong.any():
@@ -276,6 +283,8 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Progr
         values, bad = _floats(list(map(dict.get, sinks, names)), n)
         wrong |= bad
         wrong |= values != ev.sink[:, c]
+        if zeros:
+            wrong |= _negative_zeros(values) | _negative_zeros(ev.sink[:, c])
     if mode == "pointwise":
         scores, raws = readout[0], readout[1]
         if program.readout.pointwise.quantize != "none":
@@ -288,14 +297,22 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Progr
             values, bad = _floats(scores, n)
             wrong |= bad
         wrong |= values != ev.score
+        if zeros:
+            wrong |= _negative_zeros(values) | _negative_zeros(ev.score)
         values, bad = _floats(raws, n)
         wrong |= bad
         wrong |= values != ev.raw
+        if zeros:
+            wrong |= _negative_zeros(values) | _negative_zeros(ev.raw)
     else:
         winners = readout[0]
         wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
         wrong |= _rows(set(map(type, winners)) == {str}, lambda w: type(w) is str, winners, n)
     return wrong
+
+
+def _negative_zeros(values: np.ndarray) -> np.ndarray:
+    return (values == 0) & np.signbit(values)
 
 
 def _suspects(path, lines: list, odd: dict, todo: np.ndarray) -> list:
@@ -337,7 +354,7 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
         summary.labelled = len(summary.golds)
         summary._ids = distinct
         summary.seconds = time.perf_counter() - t0
-        return summary
+        return summary, slow
     seen = summary._ids
     for k, item_id in enumerate(ids):
         got = slow.get(k)
@@ -366,7 +383,45 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
             summary.preds.append(preds[k])
             summary.golds.append(label)
     summary.seconds = time.perf_counter() - t0
-    return summary
+    return summary, slow
+
+
+def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
+                   readout, slow: dict, summary: RunSummary) -> None:
+    """`--out`: each item's result line, in trace order, then the results' end record, as `replay_file` writes
+    them. An item replayed item by item gets that replay's line; the line of any other is its recorded one,
+    equal to the recomputed line value for value and type for type (floats bit for bit: -0.0 went item by
+    item), so it is built from the recorded values in the order `result_line` writes its keys."""
+    from gsrlang.runtime.batch import _open, recorded_complete, results_end
+    from gsrlang.runtime.trace import dumps
+
+    source = {"name": program.name, "hash": program.content_hash}
+    pointwise = program.readout.pointwise if mode == "pointwise" else None
+    scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
+    handle = _open(out)
+    try:
+        write = handle.write
+        for k, item_id in enumerate(ids):
+            got = slow.get(k)
+            if got is not None:
+                write(dumps(got[3]) + "\n")
+                continue
+            line = {"id": item_id, "line": lines[k], "status": "ok", "mode": mode, "program": source}
+            if pointwise is not None:
+                line["score"], line["raw"], line["scale"] = readout[0][k], readout[1][k], scale
+            else:
+                line["winner"] = readout[0][k]
+            sink = sinks[k]
+            line["sink"] = {c: sink[c] for c in cands[k]}
+            line["label"] = labels[k]
+            if k in label_errors:
+                line["label_error"] = label_errors[k]
+            line["reason"] = None
+            write(dumps(line) + "\n")
+        write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+    finally:
+        if out != "-":
+            handle.close()
 
 
 def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,
