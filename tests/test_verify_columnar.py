@@ -341,3 +341,24 @@ def test_a_recorded_negative_zero_is_written_as_the_item_path_writes_it(tmp_path
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert_same_report(program, trace)
     assert b"-0.0" not in trace.with_name("fast.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("cut", ["at a line's end", "inside a line"])
+def test_a_cut_trace_is_reported_as_the_item_path_reports_it(cut, tmp_path, capsys):
+    """A killed run's trace: no summary record (a warning), or a last line cut short (a one-line error)."""
+    path = _examples_without_a_model()[1]
+    _, trace = _record(path, tmp_path)
+    text = trace.read_bytes()
+    lines = text.splitlines(keepends=True)[:-3]
+    trace.write_bytes(b"".join(lines) if cut == "at a line's end" else b"".join(lines)[:-40])
+    outcomes = []
+    for extra in ([], ["--out", str(tmp_path / "r.jsonl")], ["--trace-out", str(tmp_path / "t2.jsonl")]):
+        code = gsr(["replay", str(trace), "--program", str(path), "--bootstrap", "0", *extra])
+        io = capsys.readouterr()
+        outcomes.append((code, re.sub(r" in [0-9.]+ s:", " in T s:", io.out), io.err))
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    code, out, err = outcomes[0]
+    if cut == "at a line's end":
+        assert code == 0 and "does not end with a completed run's summary record" in err
+    else:
+        assert code == 2 and "is not a JSON object" in err and "Traceback" not in err
