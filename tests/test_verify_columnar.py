@@ -258,8 +258,14 @@ def test_any_mix_of_alterations_gives_the_same_report(changes, which, tmp_path_f
     path = _examples_without_a_model()[which]
     tmp = tmp_path_factory.mktemp("mix")
     program, trace = _recorded(path, tmp)
+    alter_records(trace, default_mode(program), changes)
+    assert_same_report(program, trace)
+
+
+def alter_records(trace: Path, mode: str, changes) -> None:
+    """Apply each (alteration, pick) of `changes` to the item record `pick` names (modulo their count)."""
     lines = trace.read_text(encoding="utf-8").splitlines()
-    m = 1 if default_mode(program) == "pointwise" else 2
+    m = 1 if mode == "pointwise" else 2
     items = [k for k, line in enumerate(lines) if line.startswith('{"p"')]
     for alter, pick in changes:
         k = items[pick % len(items)]
@@ -270,7 +276,6 @@ def test_any_mix_of_alterations_gives_the_same_report(changes, which, tmp_path_f
             continue  # an earlier alteration took away what this one changes
         lines[k] = json.dumps(rec)
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert_same_report(program, trace)
 
 
 _RECORDED: dict = {}

@@ -147,9 +147,14 @@ def run(args) -> int:
     plain = programs is None and not args.trace_out
     try:
         summary = None
-        if plain and not verify and not args.out and args.show is None and not skipped_judgments(args.trace):
-            summary = replay_columnar(args.trace, program, label)  # else item by item, to say which skipped
-        elif plain and verify:                                     # judgments the program needs
+        if plain and not verify and args.show is None and not skipped_judgments(args.trace):  # else item by
+            if args.out:                                             # item, to say which skipped judgments
+                from gsrlang.runtime.whatif import recompose_columnar  # the program needs
+
+                summary = recompose_columnar(args.trace, program, label, args.out)
+            else:
+                summary = replay_columnar(args.trace, program, label)
+        elif plain and verify:
             from gsrlang.runtime.verify import replay_item, verify_columnar
 
             summary = verify_columnar(args.trace, program, label, args.out)

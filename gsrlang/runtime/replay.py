@@ -220,8 +220,12 @@ def _rebuilt(plan: Plan, record, line: int) -> ItemRun:
     try:
         return rebuild(plan, record)
     except MALFORMED as exc:
-        raise ReplayError(f"trace line {line} is not a well-formed item record: its parts do not fit each other "
-                          f"({type(exc).__name__}: {exc})") from None
+        raise _ill_formed(line, exc) from None
+
+
+def _ill_formed(line: int, exc: Exception) -> ReplayError:
+    return ReplayError(f"trace line {line} is not a well-formed item record: its parts do not fit each other "
+                       f"({type(exc).__name__}: {exc})")
 
 
 def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
@@ -410,13 +414,17 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
             raise ReplayError(
                 f"trace line {line} was recorded under another version of the program "
                 f"({header.get('name')!r}, {header.get('hash')}); {program_label} is {digest}")
-        if not verify and record.get("nodes") and header.get("hash") not in compatible:
-            problems = compatibility_problems(program, record.logical() if type(record) is Stored else record,
-                                              program_label)
-            if problems:
-                raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
-                                  "\n  - ".join(problems))
-            compatible.add(header.get("hash"))
+        if not verify and header.get("hash") not in compatible:
+            try:  # a version 2 record's logical form: refused in one line where its parts do not fit
+                logical = record.logical() if type(record) is Stored else record
+            except MALFORMED as exc:
+                raise _ill_formed(line, exc) from None
+            if logical.get("nodes"):
+                problems = compatibility_problems(program, logical, program_label)
+                if problems:
+                    raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
+                                      "\n  - ".join(problems))
+                compatible.add(header.get("hash"))
         run = _rebuilt(plan, record, line)
         result = result_line(run, program)
         if not verify:

@@ -355,7 +355,6 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
         summary._ids = distinct
         summary.seconds = time.perf_counter() - t0
         return summary, slow
-    seen = summary._ids
     for k, item_id in enumerate(ids):
         got = slow.get(k)
         if got is not None:
@@ -366,24 +365,29 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
                 if summary.first_difference is None:
                     summary.first_difference = difference
             continue
-        summary.items += 1
-        if item_id in seen:
-            summary.duplicate_ids += 1
-            if len(summary.duplicate_examples) < 5 and item_id not in summary.duplicate_examples:
-                summary.duplicate_examples.append(item_id)
-        else:
-            seen.add(item_id)
-        summary.ok += 1
-        if k in label_errors:
-            summary.label_problems += 1
-        summary.judgments += judged
-        label = labels[k]
-        if label is not None:
-            summary.labelled += 1
-            summary.preds.append(preds[k])
-            summary.golds.append(label)
+        count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
     summary.seconds = time.perf_counter() - t0
     return summary, slow
+
+
+def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int) -> None:
+    """`RunSummary.count` of a valid item that the columns vouched for (no ItemRun is made for it): its
+    `judged` judgments were all made."""
+    summary.items += 1
+    if item_id in summary._ids:
+        summary.duplicate_ids += 1
+        if len(summary.duplicate_examples) < 5 and item_id not in summary.duplicate_examples:
+            summary.duplicate_examples.append(item_id)
+    else:
+        summary._ids.add(item_id)
+    summary.ok += 1
+    if label_error:
+        summary.label_problems += 1
+    summary.judgments += judged
+    if label is not None:
+        summary.labelled += 1
+        summary.preds.append(pred)
+        summary.golds.append(label)
 
 
 def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,

@@ -1,0 +1,139 @@
+"""What-if replay with a results file, column by column: `gsr replay TRACE --program OTHER.gsr --out FILE`.
+
+The item-by-item replay rebuilds every item from its record and recomposes it
+under the other program with the interpreter (about 80 us an item). Here the
+trace's criteria are read into columns (`Table.from_trace`) and the whole graph is
+evaluated by the columnar evaluator in exact mode (every node column the
+interpreter's bit for bit); then one more pass over the records writes each
+item's result line:
+
+- an item with a valid result in the columns gets the line `result_line` writes
+  for it, assembled from its record (id, line, candidates, label) and the sink's
+  column, read out by the interpreter's own `readout.quantize` / `readout.verdict`;
+- every other item is replayed item by item, which gives its line: an invalid or
+  failed one, candidates that repeat, a criterion output or a sink of -0.0 (equal to
+  0.0, but written otherwise), a record of an unexpected shape.
+
+So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). A
+trace the columns cannot read at all returns None before anything is written, and
+the caller replays it item by item, which reports it as it always did.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+
+from gsrlang.program import Program
+from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_end
+from gsrlang.runtime.compose import Plan
+from gsrlang.runtime.readout import quantize, verdict
+from gsrlang.runtime.replay import ReplayError, Stored, needed_judgments, replay_records
+from gsrlang.runtime.trace import TraceError, dumps, is_summary, read_records
+from gsrlang.runtime.verify import count_valid
+
+__all__ = ["recompose_columnar"]
+
+
+def recompose_columnar(trace_path: str, program: Program, program_label: str, out: str) -> RunSummary | None:
+    """`replay_file(trace, program, verify=False, out=out)`'s summary and results file, or None (nothing
+    written) when the trace's criteria cannot be read into columns for `program`."""
+    from gsrlang.runtime.columnar import Evaluator, Table
+
+    t0 = time.perf_counter()
+    collecting = gc.isenabled()
+    gc.disable()  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
+    try:
+        try:
+            table = Table.from_trace(program, trace_path, program_label)
+        except (ReplayError, TraceError):
+            return None  # the item-by-item replay says what is wrong, as it always did
+        evaluation = Evaluator(program, exact=True).run(table)
+        summary = RunSummary(program.name, program.content_hash, table.mode)
+        summary.recorded = table.recorded
+        _write(trace_path, program, program_label, out, table, evaluation, summary)
+    finally:
+        if collecting:
+            gc.enable()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _negative_zeros(values: np.ndarray) -> np.ndarray:
+    return (values == 0) & np.signbit(values)
+
+
+def _fast_rows(table, evaluation) -> list:
+    """Per item, whether its line can be assembled from the columns (see the module docstring)."""
+    fast = evaluation.ok & ~table.failed
+    m = table.m
+    for column in table.criteria.values():
+        if column.values.dtype == np.float64:
+            fast &= ~_negative_zeros(column.values).reshape(-1, m).any(axis=1)
+    fast &= ~_negative_zeros(evaluation.sink).any(axis=1)
+    return fast.tolist()
+
+
+def _write(trace_path, program: Program, program_label: str, out: str, table, evaluation, summary) -> None:
+    plan = Plan(program)
+    mode, m = table.mode, table.m
+    source = {"name": program.name, "hash": program.content_hash}
+    pointwise = program.readout.pointwise if mode == "pointwise" else None
+    pairwise = program.readout.pairwise if mode == "pairwise" else None
+    scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
+    fast = _fast_rows(table, evaluation)
+    sinks = evaluation.sink.tolist()
+    judged = len(plan.criteria) * m
+    handle = _open(out)
+    try:
+        write = handle.write
+        k = 0
+        for line_no, header, rec in read_records(trace_path):
+            if header is None and is_summary(rec):
+                continue
+            item, result = rec.get("item"), rec.get("result")
+            line = None
+            if fast[k] and type(item) is dict and type(result) is dict:
+                line = _line(item, result, sinks[k], m, mode, source, pointwise, pairwise, scale)
+            k += 1
+            if line is None:  # item by item
+                record = Stored(header, rec) if header is not None else rec
+                for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
+                    if not summary.mode:
+                        summary.mode = run.mode
+                    summary.count(run, line, True)
+                    if run.status == "invalid" and summary.skipped_before(run):
+                        for criterion in needed_judgments(plan, run):
+                            summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
+                    write(dumps(line) + "\n")
+                continue
+            pred = line["score"] if pointwise is not None else line["winner"]
+            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged)
+            write(dumps(line) + "\n")
+        write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+    finally:
+        if out != "-":
+            handle.close()
+
+
+def _line(item: dict, result: dict, sink: list, m: int, mode: str, source: dict, pointwise, pairwise,
+          scale) -> dict | None:
+    """The result line `result_line` writes for a valid item (None where its candidates cannot have one)."""
+    candidates = item.get("candidates")
+    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates) \
+            or len(set(candidates)) != m:
+        return None
+    line = {"id": item.get("id"), "line": item.get("line", 0), "status": "ok", "mode": mode, "program": source}
+    if pointwise is not None:
+        raw, line["score"] = quantize(pointwise, sink[0])
+        line["raw"], line["scale"] = raw, scale
+    else:
+        line["winner"] = verdict(pairwise, sink[0], sink[1])
+    line["sink"] = dict(zip(candidates, sink))
+    line["label"] = result.get("label")
+    if result.get("label_error"):
+        line["label_error"] = result["label_error"]
+    line["reason"] = None
+    return line

@@ -1,0 +1,99 @@
+"""`gsr replay TRACE --program OTHER.gsr --out FILE` column by column writes the item-by-item replay's file.
+
+On every model-free example's trace, re-composed under each program of its folder, and on traces altered
+record by record (the alterations of test_verify_columnar, one by one and in random mixes), the results
+file of `recompose_columnar` is `replay_file(..., verify=False, out=...)`'s byte for byte, and the summary's
+counts and (prediction, label) pairs are the same; a trace either path refuses is refused alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gsrlang.check.driver import analyze_file
+from gsrlang.cli import main as gsr
+from gsrlang.runtime.batch import replay_file
+from gsrlang.runtime.executor import default_mode
+from gsrlang.runtime.replay import ReplayError
+from gsrlang.runtime.whatif import recompose_columnar
+from test_columnar import _examples_without_a_model
+from test_verify_columnar import ALTERATIONS, _record, alter_records
+
+FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
+          "duplicate_examples", "needs", "mode", "recorded", "judgments", "skipped")
+
+
+def _pairs() -> list[tuple[Path, Path]]:
+    """(recorded program, another program of its folder that its criteria can feed) for each example."""
+    examples = _examples_without_a_model()
+    out = []
+    for path in examples:
+        others = [p for p in examples if p.parent == path.parent and p != path]
+        out.append((path, others[0] if others else path))
+    return out
+
+
+def assert_same_file(program, trace: Path, tmp: Path) -> None:
+    fast_out, slow_out = tmp / "fast.jsonl", tmp / "slow.jsonl"
+    try:
+        slow = replay_file(str(trace), program, False, out=str(slow_out), program_label="P")
+    except ReplayError as exc:
+        fast = None
+        try:
+            fast = recompose_columnar(str(trace), program, "P", str(fast_out))
+        except ReplayError as mine:
+            assert str(mine) == str(exc)
+        else:
+            assert fast is None  # not read into columns: the caller replays it item by item, which refuses it
+        return
+    fast = recompose_columnar(str(trace), program, "P", str(fast_out))
+    if fast is None:  # the columns cannot read it (the item path can): the caller falls back to it
+        return
+    for field in FIELDS:
+        assert getattr(fast, field) == getattr(slow, field), field
+    assert fast_out.read_bytes() == slow_out.read_bytes()
+
+
+@pytest.mark.parametrize("recorded, other", _pairs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_example_recomposed_writes_the_item_paths_file(recorded, other, tmp_path):
+    program, trace = _record(recorded, tmp_path)
+    assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
+    assert (tmp_path / "fast.jsonl").is_file()
+
+
+@pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("pair", _pairs()[:2], ids=lambda p: f"{p[0].parent.name}/{p[1].name}")
+def test_altered_traces_recomposed_write_the_item_paths_file(pair, alter, tmp_path):
+    recorded, other = pair
+    program, trace = _record(recorded, tmp_path)
+    alter_records(trace, default_mode(program), [(alter, 1), (alter, 5), (alter, -1)])
+    assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.lists(st.tuples(st.sampled_from(ALTERATIONS), st.integers(0, 10 ** 6)), min_size=1, max_size=6),
+       which=st.integers(0, 3))
+def test_any_mix_of_alterations_recomposed_writes_the_item_paths_file(changes, which, tmp_path_factory):
+    recorded, other = _pairs()[which % len(_pairs())]
+    tmp = tmp_path_factory.mktemp("mix")
+    program, trace = _record(recorded, tmp)
+    alter_records(trace, default_mode(program), changes)
+    assert_same_file(analyze_file(str(other)).program, trace, tmp)
+
+
+def test_the_command_prints_the_same_either_way(tmp_path, capsys):
+    """`gsr replay --program OTHER --out` (columnar) and with `--trace-out` too (item by item)."""
+    recorded, other = next(p for p in _pairs() if p[0] != p[1])
+    _, trace = _record(recorded, tmp_path)
+    outcomes = []
+    for name, extra in (("a", []), ("b", ["--trace-out", str(tmp_path / "t2.jsonl")])):
+        code = gsr(["replay", str(trace), "--program", str(other), "--bootstrap", "0", "--out",
+                    str(tmp_path / f"{name}.jsonl"), *extra])
+        io = capsys.readouterr()
+        outcomes.append((code, io.out.replace(f"{name}.jsonl", "X"), io.err))
+    assert outcomes[0] == outcomes[1] and outcomes[0][0] == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
