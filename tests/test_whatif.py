@@ -8,6 +8,7 @@ counts and (prediction, label) pairs are the same; a trace either path refuses i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,20 @@ def test_the_command_prints_the_same_either_way(tmp_path, capsys):
         outcomes.append((code, io.out.replace(f"{name}.jsonl", "X"), io.err))
     assert outcomes[0] == outcomes[1] and outcomes[0][0] == 0
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("out", [False, True])
+def test_show_in_a_what_if_prints_what_the_item_path_prints(out, tmp_path, capsys):
+    """`--show ID` with `--program OTHER` (and `--out`): re-composed column by column, the shown item item by
+    item; with `--trace-out` (all item by item) the output is the same."""
+    recorded, other = next(p for p in _pairs() if p[0] != p[1])
+    _, trace = _record(recorded, tmp_path)
+    shown = str(json.loads(trace.read_text(encoding="utf-8").splitlines()[5])["item"]["id"])
+    outcomes = []
+    for name, extra in (("a", []), ("b", ["--trace-out", str(tmp_path / "t2.jsonl")])):
+        argv = ["replay", str(trace), "--program", str(other), "--bootstrap", "0", "--show", shown, *extra]
+        code = gsr(argv + (["--out", str(tmp_path / f"{name}.jsonl")] if out else []))
+        io = capsys.readouterr()
+        outcomes.append((code, io.out.replace(f"{name}.jsonl", "X"), io.err))
+    assert outcomes[0] == outcomes[1] and outcomes[0][0] == 0
+    assert f"item {shown}" in outcomes[0][1]

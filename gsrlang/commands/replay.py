@@ -147,19 +147,21 @@ def run(args) -> int:
     plain = programs is None and not args.trace_out
     try:
         summary = None
-        if plain and not verify and args.show is None and not skipped_judgments(args.trace):  # else item by
-            if args.out:                                             # item, to say which skipped judgments
-                from gsrlang.runtime.whatif import recompose_columnar  # the program needs
+        if plain and not verify and not skipped_judgments(args.trace):  # else item by item, to say which
+            if args.out:                                               # skipped judgments the program needs
+                from gsrlang.runtime.whatif import recompose_columnar
 
                 summary = recompose_columnar(args.trace, program, label, args.out)
             else:
                 summary = replay_columnar(args.trace, program, label)
         elif plain and verify:
-            from gsrlang.runtime.verify import replay_item, verify_columnar
+            from gsrlang.runtime.verify import verify_columnar
 
             summary = verify_columnar(args.trace, program, label, args.out)
-            if summary is not None and args.show is not None:
-                shown.extend(replay_item(args.trace, program, args.show, path, label))
+        if summary is not None and args.show is not None:
+            from gsrlang.runtime.verify import replay_item
+
+            shown.extend(replay_item(args.trace, program, args.show, path, label, verify))
         if summary is None:
             summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label,
                                   on_item=on_item, programs=programs)

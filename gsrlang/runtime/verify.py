@@ -429,10 +429,10 @@ def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sin
 
 
 def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,
-                program_label: str = "the program") -> list[tuple]:
-    """(recomputed run, its trace static) of every record whose item id reads `item_id`, replayed item by item:
-    what `gsr replay --show` prints after a verification column by column (as `replay_file`'s `on_item` would
-    have given them, in trace order)."""
+                program_label: str = "the program", verify: bool = True) -> list[tuple]:
+    """(recomputed run, its trace static) of every record whose item id reads `item_id`, replayed item by item
+    (`verify`: compared, else re-composed): what `gsr replay --show` prints after a replay column by column (as
+    `replay_file`'s `on_item` would have given them, in trace order)."""
     from gsrlang.runtime.replay import Stored, replay_records
     from gsrlang.runtime.trace import _Static
 
@@ -440,4 +440,4 @@ def replay_item(trace_path: str, program: Program, item_id: str, program_path: s
     static = _Static(plan, program_path if program_path is not None else program.path)
     picked = ((line, Stored(header, rec)) for line, header, rec in read_records(trace_path)
               if header is not None and type(rec.get("item")) is dict and str(rec["item"].get("id")) == item_id)
-    return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, True, program_label)]
+    return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, verify, program_label)]
