@@ -226,3 +226,20 @@ def test_duplicate_ids_are_run_written_and_warned_about(work, capsys):
     assert "3 records have id 'a'; showing the first (line 1)" in err and "gsr replay: warning: 2 items" in err
     assert main(["metrics", "dr.jsonl", "--json", "--bootstrap", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["n_superseded"] == 2  # the later line of an id wins
+
+
+@pytest.mark.parametrize("columnar", ["1", "0"])
+def test_rows_that_could_not_be_read_are_not_repeated_ids(work, capsys, monkeypatch, columnar):
+    """Unreadable rows have no id: two of them are not a repeat (in the columnar run and the item path)."""
+    monkeypatch.setenv("GSR_COLUMNAR_RUN", columnar)
+    good = (work / "d.jsonl").read_text().splitlines()[:2]
+    (work / "bad.jsonl").write_text("\n".join(["not json", good[0], "[1, 2]", good[1], "{"]) + "\n")
+    code = main(["run", "p.gsr", "--data", "bad.jsonl", *COLUMNS, "--out", "br.jsonl", "--trace", "bt.jsonl",
+                 "--no-progress", "-q"])
+    err = capsys.readouterr().err
+    assert code == 1, err  # three rows failed
+    assert "had an id an earlier item already had" not in err
+    lines = [json.loads(x) for x in (work / "br.jsonl").read_text().splitlines()]
+    assert [x["status"] for x in lines[:-1]].count("failed") == 3 and lines[-1]["duplicate_ids"] == 0
+    assert main(["replay", "bt.jsonl"]) == 0
+    assert "already had" not in capsys.readouterr().err

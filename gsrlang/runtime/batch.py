@@ -69,12 +69,7 @@ class RunSummary:
 
     def count(self, run: ItemRun, line: dict, keep_pairs: bool) -> None:
         self.items += 1
-        if run.id in self._ids:
-            self.duplicate_ids += 1
-            if len(self.duplicate_examples) < 5 and run.id not in self.duplicate_examples:
-                self.duplicate_examples.append(run.id)
-        else:
-            self._ids.add(run.id)
+        self.count_id(run.id)
         if run.status == "ok":
             self.ok += 1
         elif run.status == "invalid":
@@ -92,6 +87,18 @@ class RunSummary:
                 pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
                 self.preds.append(pred if run.status == "ok" else None)
                 self.golds.append(run.label)
+
+    def count_id(self, item_id) -> None:
+        """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id
+        (None): it is not a repeat of another such row."""
+        if item_id is None:
+            return
+        if item_id in self._ids:
+            self.duplicate_ids += 1
+            if len(self.duplicate_examples) < 5 and item_id not in self.duplicate_examples:
+                self.duplicate_examples.append(item_id)
+        else:
+            self._ids.add(item_id)
 
     def skipped_before(self, run: ItemRun) -> bool:
         """Whether the recorded run skipped one of this item's judgments."""

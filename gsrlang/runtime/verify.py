@@ -374,12 +374,7 @@ def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, ju
     """`RunSummary.count` of a valid item that the columns vouched for (no ItemRun is made for it): its
     `judged` judgments were all made."""
     summary.items += 1
-    if item_id in summary._ids:
-        summary.duplicate_ids += 1
-        if len(summary.duplicate_examples) < 5 and item_id not in summary.duplicate_examples:
-            summary.duplicate_examples.append(item_id)
-    else:
-        summary._ids.add(item_id)
+    summary.count_id(item_id)
     summary.ok += 1
     if label_error:
         summary.label_problems += 1
