@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
         print(f"(machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}: wall times grow with load)")
         from gsrlang.runtime.fastjson import BACKEND
 
-        print(f"(traces written and read with {BACKEND}; without orjson, the `fast` extra, replay decodes its "
+        print(f"(traces written and read with {BACKEND}; without orjson (off CPython) replay decodes its "
               "trace about 2.5x slower)")
         if rc != 0:
             print(text)

@@ -86,7 +86,7 @@ def test_a_record_whose_header_is_missing_is_a_clear_error(tmp_path, capsys):
 
 
 def test_the_standard_library_fallback_writes_the_same_records(monkeypatch):
-    """Without orjson (an optional extra) the trace is written and read by `json`, to the same values."""
+    """Without orjson (not installed off CPython) the trace is written and read by `json`, to the same values."""
     import gsrlang.runtime.fastjson as fast
 
     record = {"out": [[0.1 + 0.2], [1e-7], [True], ["good"]], "j": {"x": [{"raw": "é", "provenance": {"n": 3}}]}}

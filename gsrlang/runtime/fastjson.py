@@ -1,11 +1,12 @@
-"""JSON for traces: orjson when it is installed (the `fast` extra), the standard library otherwise.
+"""JSON for traces: orjson (a dependency on CPython), the standard library where it is not installed.
 
 Traces are the bulk of what a run writes and what a replay reads; orjson encodes
 trace records about 10x and decodes them about 2.4x faster than `json` (measured
 by benchmarks/bench_trace.py). Both write floats as the shortest text that reads
 back to the same double, so a trace replays bit for bit whichever library wrote
-or reads it. orjson stays optional so that the core install is light; anything it
-refuses (an integer beyond 64 bits) falls back to `json`.
+or reads it. orjson is a dependency wherever it has wheels (CPython); another
+interpreter, or an install without it, uses `json`. Anything orjson refuses (an
+integer beyond 64 bits) falls back to `json` too.
 """
 
 from __future__ import annotations
