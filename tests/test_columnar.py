@@ -26,7 +26,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import check_judgments, default_mode, finish
 from gsrlang.runtime.values import ABSTAIN
 from runfiles import records
-from test_properties import SETTINGS, checkable_programs
+from test_properties import SETTINGS, checkable_programs, modes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_columnar_equals_the_interpreter_on_generated_programs(data):
     text, _ = data.draw(checkable_programs())
     program = analyze(text).program
     assert program is not None
-    for mode in [m for m in ("pointwise", "pairwise") if getattr(program.readout, m)]:
+    for mode in modes(program):
         m = 1 if mode == "pointwise" else 2
         items = [{n.id: tuple(_judgment(data.draw, n.type) for _ in range(m)) for n in program.criteria}
                  for _ in range(data.draw(st.integers(1, 12)))]
@@ -125,7 +125,7 @@ def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_re
 
     text, _ = data.draw(checkable_programs())
     program = analyze(text).program
-    mode = next(m for m in ("pointwise", "pairwise") if getattr(program.readout, m))
+    mode = modes(program)[0]
     m = 1 if mode == "pointwise" else 2
     tables = []
     for _ in range(2):  # two tables, used alternately, as tuning alternates between folds

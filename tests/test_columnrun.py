@@ -41,7 +41,7 @@ from gsrlang.runtime.columnrun import columnar_judges
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import default_mode
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
-from test_properties import SETTINGS, checkable_programs
+from test_properties import SETTINGS, checkable_programs, draw_checked
 
 SUMMARY_FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
                   "duplicate_examples", "judgments", "skipped")
@@ -125,10 +125,7 @@ LABELS = [None, 1, 3, 4.5, 99, "x", "first", "second", "tie", "A", "B", True]
 @settings(max_examples=120, **SETTINGS)
 @given(checkable_programs(), st.data())
 def test_the_columnar_path_writes_what_the_item_path_writes_on_generated_programs(generated, data):
-    text, _ = generated
-    program = analyze(text).program
-    assert program is not None
-    mode = data.draw(st.sampled_from([m for m in ("pointwise", "pairwise") if getattr(program.readout, m)]))
+    program, mode = draw_checked(generated, data)
     pairwise = mode == "pairwise"
     n = data.draw(st.integers(1, 14))
     rows, answers = [], {}

@@ -282,6 +282,18 @@ def _criterion(draw, name: str):
         f"default({name}, value: false)"
 
 
+def modes(program) -> list[str]:
+    """The modes a checked program's readout has (pointwise, pairwise or both)."""
+    return [m for m in ("pointwise", "pairwise") if getattr(program.readout, m)]
+
+
+def draw_checked(generated, data):
+    """(program, mode): a generated program (from `checkable_programs`), checked, and one of its modes."""
+    program = analyze(generated[0]).program
+    assert program is not None
+    return program, data.draw(st.sampled_from(modes(program)))
+
+
 @st.composite
 def checkable_programs(draw):
     n = draw(st.integers(1, 6))

@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gsrlang.check.driver import analyze
 from gsrlang.data import Candidate, Item
 from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.registry import JudgeRegistry
@@ -30,7 +29,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import execute
 from gsrlang.runtime.replay import replay_records
 from gsrlang.runtime.trace import dumps, result_line, trace_record
-from test_properties import checkable_programs
+from test_properties import checkable_programs, draw_checked
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -86,12 +85,8 @@ def line(done, plan) -> str:
 @settings(max_examples=120, **SETTINGS)
 @given(checkable_programs(), st.data())
 def test_short_circuit_gives_the_results_of_full_judging(generated, data):
-    text, _ = generated
-    program = analyze(text).program
-    assert program is not None
+    program, mode = draw_checked(generated, data)
     plan = Plan(program)
-    mode = data.draw(st.sampled_from([m for m, r in (("pointwise", program.readout.pointwise),
-                                                     ("pairwise", program.readout.pairwise)) if r]))
     cands = "AB" if mode == "pairwise" else "A"
     options = {(node.id, c): answers_for(node.type, data.draw) for _, node in plan.criteria for c in cands}
     # mostly valid answers (so that gates fire and results are ok), sometimes anything
