@@ -103,6 +103,19 @@ def test_replay_show_prints_a_decision_path(tmp_path, capsys):
     assert "item tc-002" in io.out and "FIRED" in io.out and "understandable" in io.out
 
 
+@pytest.mark.parametrize("flags", [[], ["--program", str(TC / "flat.gsr")], ["--trace-out", "again.jsonl"]],
+                         ids=["verify", "what-if", "item-by-item"])
+def test_replay_show_of_an_unknown_item_is_an_error_that_names_some(tmp_path, capsys, monkeypatch, flags):
+    monkeypatch.chdir(tmp_path)
+    trace = tmp_path / "t.jsonl"
+    assert gsr("run", TC / "overall.gsr", "--data", TC_DATA, *TC_COLUMNS, "--trace", trace, "--limit", "8", "-q")[0] == 0
+    capsys.readouterr()
+    code, io = gsr("replay", trace, "--show", "tc-999", "-q", *flags, capsys=capsys)
+    assert code == 2
+    assert f"item 'tc-999' is not in trace `{trace}` (items: tc-000, tc-001, tc-002, tc-003, tc-004, ...)" in io.err
+    assert "Traceback" not in io.err
+
+
 def test_a_tampered_trace_exits_1_with_a_pointer(tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     assert gsr("run", TC / "overall.gsr", "--data", TC_DATA, *TC_COLUMNS, "--trace", trace, "--limit", "20", "-q")[0] == 0

@@ -210,8 +210,8 @@ def run(args) -> int:
               f"was killed or failed, so it holds only {summary.items} of its items", file=sys.stderr)
     if not args.quiet and (not verify or code == 0):
         _print_metrics(summary, program, args.bootstrap, out, scale[0] if scale else None)
-    if args.show is not None:
-        _show(args, shown, out)
+    if args.show is not None and not _show(args, shown, out, summary):
+        return max(code, 2)
     return code
 
 
@@ -254,23 +254,28 @@ def _print_metrics(summary, program, bootstrap: int, out, scale=None) -> None:
         print(format_report(report), file=out)
 
 
-def _show(args, shown, out) -> None:
+def _show(args, shown, out, summary) -> bool:
+    """Print the decision path of the item to --show; False when the trace has no such item."""
     from rich.console import Console
 
     from gsrlang.runtime.explain import decision_tree
     from gsrlang.runtime.trace import trace_record
 
     if not shown:
-        print(f"gsr replay: no item {args.show!r} in the trace", file=sys.stderr)
-        return
+        ids = summary.id_sample()
+        sample = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        print(f"gsr replay: error: --show: item {args.show!r} is not in trace `{args.trace}`"
+              + (f" (items: {sample})" if ids else " (it records no items)"), file=sys.stderr)
+        return False
     run, static = shown[0]
     if len(shown) > 1:
         print(f"gsr replay: {len(shown)} records have id {args.show!r}; showing the first (line {run.line})",
               file=sys.stderr)
     if not static.nodes:
         print(f"gsr replay: item {args.show!r} has no decision path: {run.reason}", file=sys.stderr)
-        return
+        return True
     record = trace_record(run, None, static=static)
     console = Console(file=out)
     for c in range(max(1, len(record["item"]["candidates"]))):
         console.print(decision_tree(record, c))
+    return True

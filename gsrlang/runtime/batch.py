@@ -100,6 +100,10 @@ class RunSummary:
         else:
             self._ids.add(item_id)
 
+    def id_sample(self, k: int = 6) -> list[str]:
+        """Some of the ids counted so far (sorted, as text), for a message about an id that is not among them."""
+        return sorted(str(i) for i in self._ids if i is not None)[:k]
+
     def skipped_before(self, run: ItemRun) -> bool:
         """Whether the recorded run skipped one of this item's judgments."""
         return any(j.status == "skipped" for row in run.judgments.values() for j in row)
@@ -386,6 +390,8 @@ def replay_columnar(trace_path: str | Path, program: Program, program_label: str
     summary.failed = int(table.failed.sum())
     summary.invalid = summary.items - summary.ok - summary.failed
     summary.label_problems = table.label_errors
+    for item_id in table.ids:
+        summary.count_id(item_id)
     for pred, gold in zip(evaluation.predictions(), table.labels):
         if gold is not None:
             summary.labelled += 1
