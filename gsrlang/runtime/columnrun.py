@@ -41,7 +41,7 @@ from gsrlang.runtime.columnar import Column, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish, wrong_count
 from gsrlang.runtime.readout import quantize, verdict
-from gsrlang.runtime.trace import _jsonable, _judgment_v2, result_line
+from gsrlang.runtime.trace import _jsonable, _judgment_v2, ok_line, result_line
 from gsrlang.runtime.values import RuntimeFailure, checker
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
@@ -310,17 +310,10 @@ class ColumnRunner:
 
     def _line(self, item, candidates: tuple, sink: list, label, label_error) -> dict:
         """The result line of a valid item (what `trace.result_line` writes for it)."""
-        line = {"id": item.id, "line": item.line, "status": "ok", "mode": self.mode, "program": self.source}
+        sinks = dict(zip(candidates, sink))
         if self.pointwise is not None:
             raw, score = quantize(self.pointwise, sink[0])
-            line["score"] = score
-            line["raw"] = raw
-            line["scale"] = [self.pointwise.lo, self.pointwise.hi]
-        else:
-            line["winner"] = verdict(self.pairwise, sink[0], sink[1])
-        line["sink"] = dict(zip(candidates, sink))
-        line["label"] = label
-        if label_error:
-            line["label_error"] = label_error
-        line["reason"] = None
-        return line
+            return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, score, raw,
+                           [self.pointwise.lo, self.pointwise.hi])
+        return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error,
+                       winner=verdict(self.pairwise, sink[0], sink[1]))

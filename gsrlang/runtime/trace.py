@@ -189,6 +189,27 @@ def result_line(run: ItemRun, program: Program | None, source: dict | None = Non
     return out
 
 
+def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, label_error, score=None, raw=None,
+            scale=None, winner=None) -> dict:
+    """The line `result_line` writes for an item with a valid result (status ok, no reason), from its parts: what
+    the columnar paths write for the items the columns vouch for, with `result_line`'s keys in its order.
+    `scale` is the pointwise readout's [lo, hi]."""
+    out = {"id": item_id, "line": line, "status": "ok", "mode": mode, "program": source}
+    if mode == "pointwise":
+        out["score"] = score
+        out["raw"] = raw
+        if scale is not None:
+            out["scale"] = scale
+    else:
+        out["winner"] = winner
+    out["sink"] = sink
+    out["label"] = label
+    if label_error:
+        out["label_error"] = label_error
+    out["reason"] = None
+    return out
+
+
 def readout_of_result(result: dict) -> dict | None:
     """The readout record that a result line implies (version 2 stores only the result line).
 

@@ -392,7 +392,7 @@ def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sin
     equal to the recomputed line value for value and type for type (floats bit for bit: -0.0 went item by
     item), so it is built from the recorded values in the order `result_line` writes its keys."""
     from gsrlang.runtime.batch import _open, recorded_complete, results_end
-    from gsrlang.runtime.trace import dumps
+    from gsrlang.runtime.trace import dumps, ok_line
 
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
@@ -405,17 +405,10 @@ def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sin
             if got is not None:
                 write(dumps(got[3]) + "\n")
                 continue
-            line = {"id": item_id, "line": lines[k], "status": "ok", "mode": mode, "program": source}
-            if pointwise is not None:
-                line["score"], line["raw"], line["scale"] = readout[0][k], readout[1][k], scale
-            else:
-                line["winner"] = readout[0][k]
             sink = sinks[k]
-            line["sink"] = {c: sink[c] for c in cands[k]}
-            line["label"] = labels[k]
-            if k in label_errors:
-                line["label_error"] = label_errors[k]
-            line["reason"] = None
+            parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
+            line = ok_line(*parts, readout[0][k], readout[1][k], scale) if pointwise is not None else \
+                ok_line(*parts, winner=readout[0][k])
             write(dumps(line) + "\n")
         write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
     finally:

@@ -31,7 +31,7 @@ from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.runtime.replay import ReplayError, Stored, needed_judgments, replay_records
-from gsrlang.runtime.trace import TraceError, dumps, is_summary, read_records
+from gsrlang.runtime.trace import TraceError, dumps, is_summary, ok_line, read_records
 from gsrlang.runtime.verify import count_valid
 
 __all__ = ["recompose_columnar"]
@@ -125,15 +125,9 @@ def _line(item: dict, result: dict, sink: list, m: int, mode: str, source: dict,
     if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates) \
             or len(set(candidates)) != m:
         return None
-    line = {"id": item.get("id"), "line": item.get("line", 0), "status": "ok", "mode": mode, "program": source}
+    parts = (item.get("id"), item.get("line", 0), mode, source, dict(zip(candidates, sink)), result.get("label"),
+             result.get("label_error"))
     if pointwise is not None:
-        raw, line["score"] = quantize(pointwise, sink[0])
-        line["raw"], line["scale"] = raw, scale
-    else:
-        line["winner"] = verdict(pairwise, sink[0], sink[1])
-    line["sink"] = dict(zip(candidates, sink))
-    line["label"] = result.get("label")
-    if result.get("label_error"):
-        line["label_error"] = result["label_error"]
-    line["reason"] = None
-    return line
+        raw, score = quantize(pointwise, sink[0])
+        return ok_line(*parts, score, raw, scale)
+    return ok_line(*parts, winner=verdict(pairwise, sink[0], sink[1]))
