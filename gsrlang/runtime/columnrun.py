@@ -43,6 +43,7 @@ from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish,
 from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.runtime.trace import _jsonable, _judgment_v2, ok_line, result_line
 from gsrlang.runtime.values import RuntimeFailure, checker
+from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
 
@@ -193,8 +194,7 @@ class ColumnRunner:
         of a run), while what a chunk makes is freed by reference counting."""
         static = self.static
         collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for n in itertools.count(1):
                 chunk = list(itertools.islice(entries, CHUNK))
                 if not chunk:
@@ -202,9 +202,6 @@ class ColumnRunner:
                 yield [(run, static, line, record) for run, line, record in await self.run(chunk)]
                 if collecting and n % COLLECT_EVERY == 0:
                     gc.collect()
-        finally:
-            if collecting:
-                gc.enable()
 
     async def run(self, entries: list) -> list[tuple]:
         plan, mode, labels = self.plan, self.mode, self.labels

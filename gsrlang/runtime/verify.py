@@ -25,7 +25,6 @@ the caller replays them item by item, which reports them as it always did.
 
 from __future__ import annotations
 
-import gc
 import time
 from functools import partial
 from itertools import chain
@@ -38,6 +37,7 @@ from gsrlang.runtime.batch import RunSummary
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.trace import MALFORMED, TraceError, is_summary, node_static, read_records
 from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
+from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["replay_item", "verify_columnar"]
 
@@ -61,13 +61,8 @@ def verify_columnar(trace_path: str, program: Program, program_label: str = "the
     """`replay_file(trace, program, verify=True, out)`'s summary for a version 2 trace of `program` (and its
     results file, the same bytes: see `_write_results`), or None when this trace must be replayed item by item
     (see the module docstring); then nothing is written. Raises ReplayError as it does."""
-    collecting = gc.isenabled()
-    gc.disable()  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
-    try:
+    with gc_paused():  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
         return _verify(trace_path, program, program_label, out)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _verify(trace_path: str, program: Program, program_label: str, out: str | None) -> RunSummary | None:
@@ -284,7 +279,7 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Progr
         wrong |= bad
         wrong |= values != ev.sink[:, c]
         if zeros:
-            wrong |= _negative_zeros(values) | _negative_zeros(ev.sink[:, c])
+            wrong |= negative_zeros(values) | negative_zeros(ev.sink[:, c])
     if mode == "pointwise":
         scores, raws = readout[0], readout[1]
         if program.readout.pointwise.quantize != "none":
@@ -298,12 +293,12 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Progr
             wrong |= bad
         wrong |= values != ev.score
         if zeros:
-            wrong |= _negative_zeros(values) | _negative_zeros(ev.score)
+            wrong |= negative_zeros(values) | negative_zeros(ev.score)
         values, bad = _floats(raws, n)
         wrong |= bad
         wrong |= values != ev.raw
         if zeros:
-            wrong |= _negative_zeros(values) | _negative_zeros(ev.raw)
+            wrong |= negative_zeros(values) | negative_zeros(ev.raw)
     else:
         winners = readout[0]
         wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
@@ -311,7 +306,8 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Progr
     return wrong
 
 
-def _negative_zeros(values: np.ndarray) -> np.ndarray:
+def negative_zeros(values: np.ndarray) -> np.ndarray:
+    """Where a float column holds -0.0 (equal to 0.0, but written otherwise)."""
     return (values == 0) & np.signbit(values)
 
 

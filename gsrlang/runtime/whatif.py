@@ -21,7 +21,6 @@ the caller replays it item by item, which reports it as it always did.
 
 from __future__ import annotations
 
-import gc
 import time
 
 import numpy as np
@@ -32,7 +31,8 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.runtime.replay import ReplayError, Stored, needed_judgments, replay_records
 from gsrlang.runtime.trace import TraceError, dumps, is_summary, ok_line, read_records
-from gsrlang.runtime.verify import count_valid
+from gsrlang.runtime.verify import count_valid, negative_zeros
+from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["recompose_columnar"]
 
@@ -43,9 +43,7 @@ def recompose_columnar(trace_path: str, program: Program, program_label: str, ou
     from gsrlang.runtime.columnar import Evaluator, Table
 
     t0 = time.perf_counter()
-    collecting = gc.isenabled()
-    gc.disable()  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
-    try:
+    with gc_paused():  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
         try:
             table = Table.from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
@@ -54,15 +52,8 @@ def recompose_columnar(trace_path: str, program: Program, program_label: str, ou
         summary = RunSummary(program.name, program.content_hash, table.mode)
         summary.recorded = table.recorded
         _write(trace_path, program, program_label, out, table, evaluation, summary)
-    finally:
-        if collecting:
-            gc.enable()
     summary.seconds = time.perf_counter() - t0
     return summary
-
-
-def _negative_zeros(values: np.ndarray) -> np.ndarray:
-    return (values == 0) & np.signbit(values)
 
 
 def _fast_rows(table, evaluation) -> list:
@@ -71,8 +62,8 @@ def _fast_rows(table, evaluation) -> list:
     m = table.m
     for column in table.criteria.values():
         if column.values.dtype == np.float64:
-            fast &= ~_negative_zeros(column.values).reshape(-1, m).any(axis=1)
-    fast &= ~_negative_zeros(evaluation.sink).any(axis=1)
+            fast &= ~negative_zeros(column.values).reshape(-1, m).any(axis=1)
+    fast &= ~negative_zeros(evaluation.sink).any(axis=1)
     return fast.tolist()
 
 
