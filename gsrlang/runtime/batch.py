@@ -104,9 +104,19 @@ class RunSummary:
         """Some of the ids counted so far (sorted, as text), for a message about an id that is not among them."""
         return sorted(str(i) for i in self._ids if i is not None)[:k]
 
-    def skipped_before(self, run: ItemRun) -> bool:
-        """Whether the recorded run skipped one of this item's judgments."""
-        return any(j.status == "skipped" for row in run.judgments.values() for j in row)
+    def count_needs(self, plan: Plan, run: ItemRun) -> None:
+        """What-if replay: an item left invalid because the recorded run skipped a judgment (short-circuit
+        judging) counts towards each criterion whose skipped judgment the program needs."""
+        if run.status == "invalid" and any(j.status == "skipped" for row in run.judgments.values() for j in row):
+            for criterion in needed_judgments(plan, run):
+                self.needs[criterion] = self.needs.get(criterion, 0) + 1
+
+    def count_difference(self, difference: Difference | None) -> None:
+        """Verifying replay: count an item that was not reproduced, keeping the first difference."""
+        if difference is not None:
+            self.differences += 1
+            if self.first_difference is None:
+                self.first_difference = difference
 
     def metrics(self, scale: tuple[float, float] | None, bootstrap: int = 1000, seed: int = 0) -> dict | None:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
@@ -350,13 +360,9 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
             if writer:
                 writer.write(run, static, line)
             summary.count(run, line, keep_pairs)
-            if not verify and run.status == "invalid" and summary.skipped_before(run):
-                for criterion in needed_judgments(plan, run):
-                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
-            if difference is not None:
-                summary.differences += 1
-                if summary.first_difference is None:
-                    summary.first_difference = difference
+            if not verify:
+                summary.count_needs(plan, run)
+            summary.count_difference(difference)
             if on_item:
                 on_item(run, line, difference, static)
         end = results_end(summary, complete=recorded_complete(summary.recorded))

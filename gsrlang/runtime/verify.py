@@ -356,10 +356,7 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
         if got is not None:
             _, _, run, line, difference = got
             summary.count(run, line, True)
-            if difference is not None:
-                summary.differences += 1
-                if summary.first_difference is None:
-                    summary.first_difference = difference
+            summary.count_difference(difference)
             continue
         count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
     summary.seconds = time.perf_counter() - t0

@@ -29,7 +29,7 @@ from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_end
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.readout import quantize, verdict
-from gsrlang.runtime.replay import ReplayError, Stored, needed_judgments, replay_records
+from gsrlang.runtime.replay import ReplayError, Stored, replay_records
 from gsrlang.runtime.trace import TraceError, dumps, is_summary, ok_line, read_records
 from gsrlang.runtime.verify import count_valid, negative_zeros
 from gsrlang.syntax.parser import gc_paused
@@ -92,12 +92,8 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
             if line is None:  # item by item
                 record = Stored(header, rec) if header is not None else rec
                 for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
-                    if not summary.mode:
-                        summary.mode = run.mode
                     summary.count(run, line, True)
-                    if run.status == "invalid" and summary.skipped_before(run):
-                        for criterion in needed_judgments(plan, run):
-                            summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
+                    summary.count_needs(plan, run)
                     write(dumps(line) + "\n")
                 continue
             pred = line["score"] if pointwise is not None else line["winner"]
