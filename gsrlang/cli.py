@@ -37,6 +37,7 @@ COMMANDS = {
     "render": "render",
     "report": "report",
     "trust": "trust",
+    "batch": "batch",
     "lsp": "lsp",
 }
 

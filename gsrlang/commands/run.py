@@ -98,6 +98,9 @@ def add_arguments(p) -> None:
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
+    from gsrlang.commands.batch import add_run_arguments
+
+    add_run_arguments(p)  # --batch, --batch-export, --batch-import, ...
 
 
 def load_program(path: str):
@@ -292,9 +295,6 @@ def _columns(args, mode: str, program=None):
 
 
 def run(args) -> int:
-    from gsrlang.judges.replica import JudgeRecipe
-    from gsrlang.runtime.engines import RunJob, engine
-
     if args.program is None and args.programs is None:
         raise UsageError("name the program to run (PROGRAM), or per-item programs with --programs INDEX")
     if args.program is not None and args.programs is not None:
@@ -302,6 +302,9 @@ def run(args) -> int:
                          "item under its own program from a compile index")
     _check_engine_options(args)
     check_paths(args)
+    from gsrlang.commands import batch
+
+    batch.check_run_arguments(args)
     if args.programs is not None:
         if args.engine != "local":
             raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
@@ -313,6 +316,16 @@ def run(args) -> int:
     columns = _columns(args, mode, program)
     _check_columns(args.data, columns)
     registry, settings = build_registry(program, args)
+    if batch.wanted(args):
+        return batch.run_with_batches(args, program, mode, columns, registry, settings)
+    return run_local(args, program, mode, columns, registry, settings)
+
+
+def run_local(args, program, mode: str, columns, registry, settings) -> int:
+    """Run one checked program on the chosen engine, online; print the summary; the exit status."""
+    from gsrlang.judges.replica import JudgeRecipe
+    from gsrlang.runtime.engines import RunJob, engine
+
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
                  short_circuit=args.short_circuit)

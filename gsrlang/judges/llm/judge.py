@@ -625,7 +625,9 @@ class LLMJudge:
         queued calls can be failed at once when the judge has been stopped)."""
         gate = self._gates.get(id(client))
         if gate is None:
-            gate = self._gates[id(client)] = asyncio.Semaphore(client.config.concurrency)
+            # a batch run parks every call until its batch is answered: no bound (HTTP stays bounded by the client)
+            bound = client.config.concurrency if client.batcher is None else 1 << 30
+            gate = self._gates[id(client)] = asyncio.Semaphore(bound)
         return gate
 
     def _role_stats(self, role: str) -> _RoleStats:
