@@ -160,7 +160,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
                              parse_size(args.batch_max_bytes) if args.batch_max_bytes else 200 * 1024 * 1024)
         batcher = Batcher(state, api=bool(args.batch), limits=limits, retry=args.batch_retry or "online",
                           poll=args.batch_poll or 5.0, poll_cap=120.0, export=args.batch_export, imported=answers,
-                          say=say)
+                          say=say, warn=lambda text: print(text, file=sys.stderr, flush=True))
         llm.pool.batcher = batcher
         if args.batch:  # before anything is uploaded: a server without the Batch API is one line
             asyncio.run(check_batch_api([llm.pool.for_role(None)]))
@@ -273,10 +273,10 @@ def run(args) -> int:
                 _show(f"(part {p.n}, not created yet)", p.stage, p.counts, p.requests)
                 continue
             try:
-                if args.action == "cancel" and p.status not in ("failed", "completed", "expired", "cancelled"):
+                b = await api.retrieve(p.batch_id)
+                if args.action == "cancel" and b.status not in ("failed", "completed", "expired", "cancelled",
+                                                                "cancelling"):
                     b = await api.cancel(p.batch_id)
-                else:
-                    b = await api.retrieve(p.batch_id)
             except Exception as exc:  # one line per batch that cannot be asked
                 problems += 1
                 print(f"gsr batch: {api.error('ask about batch ' + p.batch_id, exc)}", file=sys.stderr)

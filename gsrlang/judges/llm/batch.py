@@ -423,7 +423,8 @@ class Batcher:
 
     def __init__(self, state: BatchState, *, api: bool = True, limits: BatchLimits = BatchLimits(),
                  retry: str = "online", poll: float = 5.0, poll_cap: float = 60.0, export: str | None = None,
-                 imported: dict[str, dict] | None = None, say: Callable[[str], None] | None = None):
+                 imported: dict[str, dict] | None = None, say: Callable[[str], None] | None = None,
+                 warn: Callable[[str], None] | None = None):
         self.state = state
         self.use_api = api
         self.limits = limits
@@ -432,7 +433,8 @@ class Batcher:
         self.poll_cap = max(poll, poll_cap)
         self.export = export
         self.imported = dict(imported or {})
-        self.say = say or (lambda text: None)
+        self.say = say or (lambda text: None)  # the progress line
+        self.warn = warn or self.say  # failed, expired and cancelled batches (said even with -q)
         self.pending: dict[str, _Wait] = {}
         self.unclaimed: dict[str, dict] = {}  # lines read before their request was asked (a resumed run)
         self.asks = self.resolved = self.busy = 0
@@ -704,7 +706,7 @@ class Batcher:
                                                                                           "results"), exc)
             self._api_failures += 1
             if error.retryable and self._api_failures < 10:
-                self.say(f"gsr run: {error}; trying again")
+                self.warn(f"gsr run: {error}; trying again")
                 return False
             for other in self.state.parts:
                 if other.waiters and next(iter(other.waiters.values())).client is client:
@@ -721,9 +723,9 @@ class Batcher:
         errors = [f"{e.code}: {e.message}" + (f" (line {e.line})" if e.line else "")
                   for e in ((batch.errors.data or []) if batch.errors is not None else [])]
         if batch.status == "failed" and stage == "done" and part.status != "failed":
-            self.say(f"gsr run: batch {batch.id} failed: {'; '.join(errors) or 'no reason given'}")
+            self.warn(f"gsr run: batch {batch.id} failed: {'; '.join(errors) or 'no reason given'}")
         elif batch.status in ("expired", "cancelled") and part.status != batch.status:
-            self.say(f"gsr run: batch {batch.id} {batch.status} with {counts.get('completed', 0)} of "
+            self.warn(f"gsr run: batch {batch.id} {batch.status} with {counts.get('completed', 0)} of "
                      f"{counts.get('total', part.requests)} requests answered")
         self.state.update(part, stage=stage, batch_id=batch.id, status=batch.status, counts=counts,
                           output_file_id=batch.output_file_id, error_file_id=batch.error_file_id, errors=errors)
