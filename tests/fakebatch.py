@@ -305,7 +305,7 @@ class BatchAPI:
             return {"code": "file_too_large", "message": f"The input file is larger than {self.max_bytes} bytes.",
                     "param": None, "line": None}
         lines, seen = [], set()
-        for n, text in enumerate(content.decode("utf-8", "replace").splitlines(), 1):
+        for n, text in enumerate(content.decode("utf-8", "replace").split("\n"), 1):
             if not text.strip():
                 continue
             try:

@@ -422,3 +422,166 @@ def test_a_truncated_or_garbled_results_file_stores_the_good_lines_and_asks_the_
     assert set(bad) <= again  # the three bad lines are asked again (with the next round of the good ones)
     with sqlite3.connect("c.sqlite") as conn:  # the three good lines are stored
         assert conn.execute("SELECT count(*) FROM judgments WHERE key NOT LIKE 'unit:%'").fetchone()[0] == 3
+
+
+# ------------------------------------------------------------------------------------- kill -9 and resume
+
+
+STEPS = {  # the moment the run is killed: (fake server event, a condition on its info)
+    "after upload": ("file_uploaded", lambda info: True),
+    "after create": ("batch_created", lambda info: True),
+    "while polling": ("batch_retrieved", lambda info: info["retrieves"] == 2),
+    "while downloading": ("content_half_sent", lambda info: True),
+}
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_run_killed_at_any_step_resumes_its_batches_and_submits_nothing_twice(tmp_path, step):
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    data = write_jsonl(tmp_path / "items.jsonl", items(6))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSR_", "OPENAI_"))}
+    with FakeOpenAI(responder=fake_model) as server:
+        env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)
+        cmd = [sys.executable, "-m", "gsrlang.cli", "run", str(EX / "helpsteer2/helpfulness.gsr"), "--data",
+               str(data), "--mode", "pointwise", "--id-field", "id", "--model", "fake-judge", "--structured",
+               "json_schema", "-q", "--no-progress"]
+        ref = subprocess.run(cmd + ["--out", "ref.jsonl", "--cache", "ref.sqlite"], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert ref.returncode == 0, ref.stderr
+        online = len(server.requests)
+        server.reset()
+        event, when = STEPS[step]
+        proc = None
+        killed = threading.Event()
+
+        def kill(name, info):
+            if name == event and when(info) and not killed.is_set() and proc is not None:
+                killed.set()
+                os.kill(proc.pid, signal.SIGKILL)
+
+        server.batch.on_event = kill
+        run = cmd + ["--out", "out.jsonl", "--trace", "t.jsonl", "--cache", "c.sqlite", "--batch", "--batch-poll",
+                     "0.05"]
+        proc = subprocess.Popen(run, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc.wait(timeout=120)
+        assert killed.is_set() and proc.returncode == -signal.SIGKILL, f"the run was not killed {step}"
+        state = json.loads(Path("out.jsonl.gsr-batch/state.json").read_text())
+        assert state["parts"]  # recorded before the step it protects
+        resumed = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+
+    assert Path("out.jsonl").read_bytes() == Path("ref.jsonl").read_bytes()
+    assert not server.requests  # nothing online
+    sent = [line["custom_id"] for line in server.batch.lines]
+    assert len(sent) == len(set(sent)) == online  # every request answered once, in one batch
+    assert len(server.batch.batches) == 2  # the two rounds: no second batch of either
+    uploads = [f for f in server.batch.files.values() if f["purpose"] == "batch"]
+    assert len(uploads) == 2  # nor a second upload of either input file
+
+
+# ------------------------------------------------------------------------------------- generated programs
+
+
+def hashed_answer(body: dict):
+    """A deterministic answer to any judge request: each choice of the answer schema taken by a hash of the
+    prompt, so gates fire for some items and not others, and a batch line gets the answer the online call does."""
+    import hashlib
+
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") or {}
+    seed = int(hashlib.sha256(prompt_text(body).encode()).hexdigest(), 16)
+
+    def fill(s, salt):
+        h = (seed >> (salt % 200)) ^ salt
+        if "enum" in s:
+            return s["enum"][h % len(s["enum"])]
+        for key in ("anyOf", "oneOf"):
+            if s.get(key):
+                return fill(s[key][h % len(s[key])], salt + 1)
+        t = s.get("type")
+        t = next((x for x in t if x != "null"), "null") if isinstance(t, list) else t
+        if t == "object" or "properties" in s:
+            return {k: fill(v, salt + 7 * i + 1) for i, (k, v) in enumerate((s.get("properties") or {}).items())}
+        if t == "boolean":
+            return bool(h % 2)
+        if t in ("number", "integer"):
+            lo, hi = s.get("minimum", 0), s.get("maximum", 10)
+            v = lo + (h % 1000) / 999 * (hi - lo)
+            return int(round(v)) if t == "integer" else round(v, 3)
+        if t == "array":
+            return []
+        return "because" if t == "string" else None
+
+    return fill(schema, 0)
+
+
+def test_a_batch_run_never_buys_a_judgment_short_circuiting_skips():
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from test_properties import checkable_programs, draw_checked
+
+    tally = {"examples": 0, "skipping": 0, "skipped": 0}
+    with FakeOpenAI(responder=hashed_answer) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+        env.update({f"GSR_ROLE_{r}_MODEL": f"fake-{r.lower()}" for r in ("A", "B", "STRONG")})
+
+        @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                        HealthCheck.data_too_large])
+        @given(checkable_programs(), st.data())
+        def check(generated, data):
+            program, mode = draw_checked(generated, data)
+            if not any(n.criterion.procedure.kind == "llm" for n in program.criteria):
+                return
+            with tempfile.TemporaryDirectory() as tmp:
+                tmp = Path(tmp)
+                (tmp / "p.gsr").write_text(generated[0], encoding="utf-8")
+                rows = [{"id": f"i{k}", "input": f"Q{k}", "response": f"answer {k} " * (k + 1), "a": f"first {k}",
+                         "b": f"second {k} " * k, "notes": {"ok": [True, False, None][k % 3]}} for k in range(3)]
+                write_jsonl(tmp / "d.jsonl", rows)
+                extra = ["--responses", "a,b"] if mode == "pairwise" else []
+                bought = {}
+                for name, flags in (("online", []), ("batch", ["--batch", "--batch-poll", "0.005"])):
+                    server.reset()
+                    server.batch.lines.clear()
+                    code = gsr("run", tmp / "p.gsr", "--data", tmp / "d.jsonl", "--mode", mode, "--id-field", "id",
+                               "--model", "fake", "--out", tmp / f"{name}.jsonl", "--cache", tmp / f"{name}.sqlite",
+                               "--trace", tmp / f"{name}.trace.jsonl",
+                               "--structured", "json_schema", "-q", "--no-progress", *extra, *flags)
+                    assert code in (0, 1)
+                    if not (tmp / f"{name}.jsonl").exists():
+                        return  # a text `analyze` takes but a file may not hold (a NUL): nothing ran
+                    asked = [*server.requests, *server.batch.lines]
+                    bought[name] = sorted(json.dumps({k: v for k, v in r.items() if k != "custom_id"},
+                                                     sort_keys=True) for r in asked)
+                    if name == "batch":
+                        assert not server.requests  # all in batches
+                    else:
+                        import re
+
+                        skipped = len(re.findall(r'"status":\s*"skipped"',
+                                                 (tmp / "online.trace.jsonl").read_text(encoding="utf-8")))
+                        tally["examples"] += 1
+                        tally["skipping"] += skipped > 0
+                        tally["skipped"] += skipped
+                assert bought["batch"] == bought["online"]  # exactly what the online short-circuit run bought
+                assert (tmp / "batch.jsonl").read_bytes() == (tmp / "online.jsonl").read_bytes()
+
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            check()
+            # not vacuous: in some programs short-circuiting skipped judgments, and those were never batched
+            assert tally["skipping"] >= 2, tally
+            print(f"generated programs: {tally}")
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

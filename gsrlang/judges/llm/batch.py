@@ -79,7 +79,8 @@ def request_body(client: LLMClient, request: ChatRequest) -> tuple[dict, str]:
 def batch_line(custom_id: str, body: dict) -> bytes:
     """One line of a batch input file (OpenAI's format, which `vllm run-batch` also reads)."""
     line = {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
-    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    # ASCII only: a reader that splits lines on U+0085 or U+2028 (Python's str.splitlines) reads the same lines
+    return (json.dumps(line, separators=(",", ":")) + "\n").encode("ascii")
 
 
 @attrs.frozen
