@@ -20,23 +20,15 @@ from gsrlang.cli import main
 
 try:
     from fakeserver import FakeOpenAI, Fault, prompt_text
-    from test_llm_run import fake_model
+    from test_llm_run import clean_env, fake_model  # noqa: F401 - clean_env: no GSR_/OPENAI_ variable, a fresh cwd
 except ImportError:  # tests/ imported as a package
     from tests.fakeserver import FakeOpenAI, Fault, prompt_text
-    from tests.test_llm_run import fake_model
+    from tests.test_llm_run import clean_env, fake_model  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 KEY = "sk-gsr-batch-test-5d1e"
 VOLATILE = {"latency_s", "wall_s", "model_latency_s"}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture
