@@ -80,6 +80,7 @@ class Result:
     reason: str | None
     line: dict = attrs.field(repr=False)  # the results-file line
     trace: dict = attrs.field(repr=False)  # the trace record (replayable with gsr replay)
+    run: object = attrs.field(default=None, repr=False, eq=False)  # the executor's ItemRun (for a TraceWriter)
 
     @property
     def ok(self) -> bool:
@@ -99,7 +100,7 @@ def _result(run, static) -> Result:
     sink = line.get("sink") or {}
     value = sink.get("A") if line["status"] == "ok" else None
     return Result(line["status"], line["mode"], line.get("score"), line.get("raw"), line.get("winner"),
-                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, record)
+                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, record, run)
 
 
 # ---- judges ---------------------------------------------------------------------------------------------
