@@ -11,6 +11,7 @@ import asyncio
 import http.client
 import json
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -39,6 +40,21 @@ def _default(value):
             except Exception:  # noqa: BLE001 - fall back to the text
                 pass
     return str(value)
+
+
+class _Connection(http.client.HTTPConnection):
+    """Without Nagle's algorithm: http.client writes a request's headers and body separately, and the
+    body would wait for the server's delayed acknowledgement of the headers (~40 ms a request)."""
+
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class RewardClient:
@@ -70,7 +86,7 @@ class RewardClient:
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            cls = _TLSConnection if self._scheme == "https" else _Connection
             conn = self._local.conn = cls(self._host, self._port, timeout=self.timeout)
         return conn
 
