@@ -129,3 +129,15 @@ def test_verl_async_and_batch_forms(served):
     assert all("Name a prime." in p for p in prompts)
     with pytest.raises(ValueError, match="no reward server"):
         compute_score_batch(["x"], ["y"], ["z"], [{}])
+
+
+def test_judges_concurrency_is_also_the_model_clients(tmp_path):
+    """`Judges(concurrency=16)` lets 16 model calls be in flight, not the model client's default 8."""
+    program = tmp_path / "p.gsr"
+    program.write_text(MODEL_PROGRAM, encoding="utf-8")
+    with FakeOpenAI(responder=model_answer, latency=0.3) as fake, \
+            gsrlang.Judges(model="judge", base_url=fake.base_url, api_key="k", concurrency=16) as judges:
+        rewards = gsrlang.reward_function(str(program), judges)(prompts=["q"] * 12,
+                                                                  completions=[f"q={i % 5 + 1} {i}" for i in range(12)])
+        assert len(rewards) == 12
+        assert 8 < fake.max_in_flight <= 16
