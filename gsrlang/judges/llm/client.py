@@ -10,6 +10,13 @@ Behaviour
 * **Concurrency**: at most ``config.concurrency`` HTTP requests in flight per
   client (one ``asyncio.Semaphore``, held per attempt, released while backing
   off).
+* **Bounds**: ``config.timeout_s`` bounds each request whole, from sending it
+  to the answer's last byte (``asyncio.wait_for`` around the SDK call; the
+  SDK's own timeout only bounds the wait between two reads), and never past
+  ``deadline_at`` (the run's ``--deadline``; a call cut there is not retried).
+  At most ``config.max_answer_bytes`` of an answer are read
+  (:mod:`gsrlang.judges.llm.transport`): a larger one fails at once, not
+  retried (kind ``"too_large"``).
 * **Retries**: the SDK's own retries are off (``max_retries=0``).  On 429, 408,
   409, 5xx, timeouts, connection errors and malformed (non-JSON) response
   bodies the client retries up to ``config.max_retries`` times (so at most
@@ -83,6 +90,7 @@ from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
 from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
+from .transport import AnswerRefused, bounded_http_client, refusal_of
 
 __all__ = [
     "ChatRequest",
@@ -105,7 +113,8 @@ class JudgeCallError(LLMError):
     """A model call failed for good (after retries, or at once for other 4xx).
 
     Attributes: ``status`` (HTTP status or None), ``kind`` (``"http"``,
-    ``"timeout"``, ``"connection"`` or ``"malformed"``), ``server_message``
+    ``"timeout"``, ``"connection"``, ``"malformed"`` or ``"too_large"``: the
+    answer passed ``max_answer_bytes``, not retried), ``server_message``
     (shortened, key-free), ``attempts``, ``retryable`` (whether the last error
     was of a transient kind, i.e. retries were exhausted) and ``model``.
     """
@@ -385,6 +394,7 @@ class LLMClient:
         rng: random.Random | None = None,
         http_client: Any = None,
         knowledge: KnowledgeStore | None = None,
+        deadline_at: float | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -416,8 +426,9 @@ class LLMClient:
             api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
             max_retries=0,
             timeout=config.timeout_s,
-            http_client=http_client,
+            http_client=bounded_http_client(config.max_answer_bytes, http_client),
         )
+        self.deadline_at = deadline_at  # time.monotonic() past which no call runs (the run's --deadline)
 
     _LADDER = LADDER
 
@@ -499,11 +510,20 @@ class LLMClient:
         async with self._sem:
             self.usage.http_requests += 1
             t0 = time.monotonic()
-            try:
-                resp = await self._client.chat.completions.create(**kwargs)
-            except openai.APITimeoutError:
-                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s", retryable=True) from None
+            limit, by_deadline = self._time_limit(t0)
+            try:  # the whole call, not only the wait between two reads (the SDK's timeout)
+                resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
+            except (openai.APITimeoutError, asyncio.TimeoutError):
+                if by_deadline:
+                    raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
+                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
+                               "request)", retryable=True) from None
+            except AnswerRefused as exc:
+                raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
             except openai.APIConnectionError as exc:
+                refused = refusal_of(exc)
+                if refused is not None:  # older SDKs wrap what the transport's hooks raise
+                    raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
                 cause = exc.__cause__ or exc.__context__
                 why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
                 raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
@@ -518,6 +538,13 @@ class LLMClient:
             raise _Failure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
                            retryable=True)
         return resp, latency
+
+    def _time_limit(self, now: float) -> tuple[float, bool]:
+        """(seconds this request may take, whether the run's --deadline is what sets them)."""
+        limit = float(self.config.timeout_s)
+        if self.deadline_at is not None and self.deadline_at - now < limit:
+            return max(self.deadline_at - now, 0.0), True
+        return limit, False
 
     def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> _Failure:
         status = exc.status_code
@@ -556,6 +583,8 @@ class LLMClient:
         self.usage.failures += 1
         if failure.retryable:
             how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        elif failure.status is None:
+            how = "(not retried)"
         else:
             how = f"(HTTP {failure.status} is not retried)"
         hint = ""
