@@ -93,8 +93,9 @@ def add_arguments(p) -> None:
     e.add_argument("--actors", type=int, metavar="N", help="ray: actors in the pool (default: the cluster's CPUs)")
     e.add_argument("--block-size", type=int, metavar="N", help="ray: items per block (default 500)")
     e.add_argument("--work-dir", metavar="DIR",
-                   help="ray: where finished blocks are kept until the run completes, for resuming "
-                        "(default: OUT.gsr-ray beside --out, else beside --trace)")
+                   help="ray: the folder in which gsr makes its work folder OUT.gsr-ray, where finished blocks "
+                        "wait for the end of the run, for resuming (default: --out's folder, else --trace's); only "
+                        "gsr's own files are ever removed")
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
