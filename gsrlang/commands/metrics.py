@@ -19,11 +19,19 @@ an invalid item is a miss), MAE, Pearson, Spearman and quadratic-weighted kappa
 errors unless the gold is a tie), valid-only accuracy, coverage, invalid, tie and
 abstain rates. Several files are several runs of the same items (each file a run),
 as are lines with a `run` field; then means and standard deviations over the runs
-are shown. An undefined metric is shown as undefined, never as 0.
+are shown. Files of different programs (their lines name the program and its
+content hash) are not repeats: they are shown side by side, one column each, with
+no mean over them. An undefined metric is shown as undefined, never as 0.
+
+--group-field F with --data FILE (the data the run read, items joined by id as
+--id-field names them) makes each interval a cluster bootstrap over the groups:
+honest when items share a prompt, a conversation or a source.
 
 examples:
   gsr metrics out/results.jsonl
   gsr metrics out/seed1.jsonl out/seed2.jsonl out/seed3.jsonl   # mean and sd over three runs
+  gsr metrics out/flat.jsonl out/overall.jsonl                   # two programs, side by side
+  gsr metrics out/results.jsonl --data dev.jsonl --id-field id --group-field context
   gsr metrics out/results.jsonl --json > metrics.json"""
 
 
@@ -34,6 +42,9 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     g = add_criterion_arguments(p)
     g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
+    from gsrlang.commands.compare import add_group_arguments
+
+    add_group_arguments(p)
 
 
 def add_criterion_arguments(p):
@@ -55,8 +66,20 @@ def run(args) -> int:
             raise UsageError(f"{path}: no such file")
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
+    groups = None
+    if args.group_field:
+        from gsrlang.commands.compare import read_groups
+        from gsrlang.metrics import read_results
+
+        try:
+            ids = list(dict.fromkeys(r.get("id") for p in args.results for r in read_results(p)
+                                     if "kind" not in r and r.get("label") is not None))
+        except DataError as exc:
+            print(f"gsr metrics: {exc}", file=sys.stderr)
+            return 1
+        groups = dict(zip(map(str, ids), read_groups(args, ids, "gsr metrics")))
     try:
-        report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed)
+        report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed, groups=groups)
     except DataError as exc:
         print(f"gsr metrics: {exc}", file=sys.stderr)
         return 1
