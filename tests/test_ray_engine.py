@@ -151,6 +151,7 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
     assert not list(tmp_path.glob("*.gsr-ray"))  # the work directories are gone once the runs complete
 
 
+@pytest.mark.slow  # kill and resume: the slow tier
 def test_an_actor_killed_mid_block_has_its_block_retried(ray_session, tmp_path, monkeypatch, capsys):
     n = 40
     data = write_jsonl(tmp_path / "items.jsonl", _items(n))
@@ -199,6 +200,7 @@ def _wait_for_no_actors(timeout: float = 60) -> None:
     assert not _gsr_actors(), "the killed driver's actors outlived it"
 
 
+@pytest.mark.slow  # kill and resume: the slow tier
 def test_a_killed_driver_resumes_without_redoing_blocks_or_buying_judgments_again(ray_session, tmp_path,
                                                                                    monkeypatch, capsys):
     n = 48
