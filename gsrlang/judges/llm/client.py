@@ -28,7 +28,10 @@ Behaviour
   plus the instruction) or ``off`` (only the appended instruction).  ``auto``
   negotiates the mode once per (base_url, model), see
   :mod:`gsrlang.judges.llm.server`: the first request with a schema walks the
-  ladder while the others wait, an error that says the format is unsupported
+  ladder while the others wait for the outcome of its first attempt that is not
+  a refusal (never longer than one request's timeout; after that they go ahead
+  concurrently, each stepping down on its own refusals, so a hanging server
+  costs one timeout, not one per queued call), an error that says the format is unsupported
   (400, 422, or a 500 that says so) steps down and is never retried, and the
   outcome is remembered in ``servers.json`` beside the judgment cache, so a
   resumed run does not negotiate at all (fallbacks are not counted as retries).
@@ -40,16 +43,32 @@ Behaviour
   The instruction is appended to the last user message (or added as a new
   user message), because several local chat templates reject a system
   message that is not first.
-* **max_tokens**: sent as ``max_tokens``; if the server asks for
-  ``max_completion_tokens`` instead (OpenAI reasoning models), the client
-  switches for good.
+* **Refused parameters** (OpenAI reasoning models): a 400/422 whose error names
+  a parameter the request sent (``param``, as OpenAI sends it:
+  ``{"error": {"message", "type": "invalid_request_error", "param":
+  "temperature", "code": "unsupported_value"}}``) adapts the request once per
+  parameter and model (:data:`ADAPTABLE`): ``max_tokens`` is sent as
+  ``max_completion_tokens``, ``temperature``, ``top_p``, ``seed`` are dropped
+  (the server's default is used). The adaptation is remembered in the
+  negotiation record (``servers.json``, ``adapted``) beside the structured-output
+  mode, so a later run sends a valid request at once; :attr:`LLMClient.adapted`
+  lists it for the run summary. ``logprobs`` refused for a request that needs
+  them (weighted verdicts) fails the client at once, saying what to use instead,
+  and is remembered (``logprobs: false``) so a later run refuses before any call.
+  A refusal under another shape (no ``param``, a parameter not sent, another
+  language) is an ordinary 400: a clear error quoting the server's message.
+* **reasoning_effort**: ``config.reasoning_effort`` is sent when set, and is
+  part of the cache key.
 * **Cache**: with a :class:`JudgmentCache`, a request whose
   :meth:`ChatRequest.cache_key` is stored returns without any HTTP call
   (``cached=True``, zero tokens, ``attempts=0``); each successful answer is
   stored (committed) before ``complete`` returns.  Format errors are not stored.
 * **Counters**: ``client.usage`` (:class:`Usage`): calls, cache_hits,
   http_requests, prompt/completion tokens actually spent (including on answers
-  that failed to parse), retries, failures, format_errors, fallbacks.
+  that failed to parse), the cached part of the prompt tokens
+  (``usage.prompt_tokens_details.cached_tokens``) and the reasoning part of the
+  completion tokens (``usage.completion_tokens_details.reasoning_tokens``),
+  retries, failures, format_errors, fallbacks, adaptations.
 
 Cache key
 ---------
@@ -59,7 +78,8 @@ model name on two servers is two different judges (quantisation, templates,
 versions), so their answers must not be mixed -- ``messages``, ``schema``,
 ``schema_name``, the effective ``temperature``, ``seed`` and ``max_tokens``,
 the *configured* ``structured`` mode (the effective one is only known after
-talking to the server) and the request's ``sample`` index.  Never the key,
+talking to the server), ``reasoning_effort`` when set, and the request's
+``sample`` index.  Never the key,
 the timeout, retries or concurrency.
 """
 
@@ -85,6 +105,7 @@ from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 
 __all__ = [
+    "ADAPTABLE",
     "ChatRequest",
     "ChatResult",
     "Usage",
@@ -99,6 +120,34 @@ log = logging.getLogger("gsrlang.judges.llm")
 CACHE_KEY_VERSION = "gsr-judge/1"
 NO_KEY_PLACEHOLDER = "not-needed"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+# what a refused parameter becomes: a new name, or None (dropped: the server's default is used)
+ADAPTABLE: dict[str, str | None] = {
+    "max_tokens": "max_completion_tokens",
+    "temperature": None,
+    "top_p": None,
+    "seed": None,
+    "logprobs": None,
+    "top_logprobs": None,
+}
+_TOGETHER = {"logprobs": ("logprobs", "top_logprobs"), "top_logprobs": ("logprobs", "top_logprobs")}
+
+
+def adapt_body(kwargs: dict[str, Any], adapted: Mapping[str, str]) -> dict[str, Any]:
+    """`kwargs` with the remembered adaptations applied: a refused parameter renamed or dropped."""
+    for param, action in adapted.items():
+        if param in kwargs:
+            value = kwargs.pop(param)
+            if action not in (None, "", "dropped"):
+                kwargs.setdefault(action, value)
+    return kwargs
+
+
+def describe_adaptation(param: str, action: str) -> str:
+    """`temperature dropped (the server's default)` / `max_tokens sent as max_completion_tokens`."""
+    if action in (None, "", "dropped"):
+        return f"{param} dropped (the server's default is used)"
+    return f"{param} sent as {action}"
 
 
 class JudgeCallError(LLMError):
@@ -186,6 +235,8 @@ class ChatRequest:
         }
         if self.top_logprobs:
             payload["top_logprobs"] = self.top_logprobs
+        if config.reasoning_effort is not None:  # absent when unset: earlier caches stay valid
+            payload["reasoning_effort"] = config.reasoning_effort
         canon = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
@@ -210,6 +261,8 @@ class ChatResult:
     finish_reason: str | None = None
     logprobs: list | None = None  # [[token, [[candidate, logprob], ...]], ...] when asked for and given
     merged: bool = False  # answered by an identical request already in flight (no call of its own)
+    cached_tokens: int = 0  # of prompt_tokens, served from the server's prompt cache
+    reasoning_tokens: int = 0  # of completion_tokens, spent on reasoning the answer does not show
 
 
 @attrs.define
@@ -226,6 +279,9 @@ class Usage:
     format_errors: int = 0  # answers with no parseable JSON (incl. refusals)
     fallbacks: int = 0  # structured-output downgrades
     merged: int = 0  # complete() calls answered by an identical request in flight (no HTTP request)
+    cached_tokens: int = 0  # of prompt_tokens: served from the server's prompt cache
+    reasoning_tokens: int = 0  # of completion_tokens: reasoning
+    adaptations: int = 0  # requests re-sent without (or with a renamed) refused parameter
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -256,6 +312,7 @@ class _Failure(Exception):
         retry_after: float | None = None,
         format_rejected: bool = False,
         wants_max_completion_tokens: bool = False,
+        param: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.kind = kind
@@ -266,6 +323,7 @@ class _Failure(Exception):
         self.retry_after = retry_after
         self.format_rejected = format_rejected
         self.wants_max_completion_tokens = wants_max_completion_tokens
+        self.param = param  # the request parameter the server refused (its error's `param`), if it named one
 
 
 def _origin(url: str) -> str:
@@ -355,6 +413,30 @@ def _mentions_json(messages: Sequence[dict]) -> bool:
     return False
 
 
+def _count(value) -> int:
+    try:
+        n = int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+    return max(0, n)
+
+
+def token_counts(usage) -> tuple[int, int, int, int]:
+    """(prompt, completion, cached prompt, reasoning) tokens of a response's `usage` (the SDK's object or a
+    dict): `prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`, as
+    OpenAI reports them; 0 for what a server does not report. The parts never exceed their whole."""
+    def get(obj, name):
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    if usage is None:
+        return 0, 0, 0, 0
+    pt, ct = _count(get(usage, "prompt_tokens")), _count(get(usage, "completion_tokens"))
+    pd, cd = get(usage, "prompt_tokens_details"), get(usage, "completion_tokens_details")
+    cached = _count(get(pd, "cached_tokens")) if pd is not None else 0
+    reasoning = _count(get(cd, "reasoning_tokens")) if cd is not None else 0
+    return pt, ct, min(cached, pt), min(reasoning, ct)
+
+
 def _token_logprobs(choice) -> list | None:
     """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none."""
     lp = getattr(choice, "logprobs", None)
@@ -404,10 +486,17 @@ class LLMClient:
         known = knowledge.get(config.effective_base_url, config.model) if knowledge is not None else {}
         self._settled: str | None = known.get("structured") if known.get("structured") in LADDER else None
         self.negotiation: str | None = "remembered" if self._settled else None  # or "negotiated"
-        self._negotiating = asyncio.Lock()
+        # set once the negotiating request's first attempt that was not a refusal has an outcome: the
+        # other requests wait for it (one request's time at most), never for each other in turn
+        self._negotiated: asyncio.Event | None = None
         self._fatal: JudgeCallError | None = None  # the server is unreachable: fail the rest at once
         self._answered = 0
-        self._max_tokens_param = "max_tokens"
+        remembered = known.get("adapted")
+        # refused parameter -> what it became (a new name, or "dropped"); from the negotiation record
+        self.adapted: dict[str, str] = {str(k): str(v) for k, v in remembered.items()} if isinstance(
+            remembered, dict) else {}
+        self.adapted_now: set[str] = set()  # the adaptations this client made itself (not remembered)
+        self.logprobs_refused = known.get("logprobs") is False or "logprobs" in self.adapted
         self._pause_until = 0.0
         self._closed = False
         self._inflight: dict[str, asyncio.Future] = {}  # cache key -> the answer of the request in flight
@@ -492,8 +581,18 @@ class LLMClient:
         if eff["seed"] is not None:
             kwargs["seed"] = eff["seed"]
         if eff["max_tokens"] is not None:
-            kwargs[self._max_tokens_param] = eff["max_tokens"]
-        return kwargs
+            kwargs["max_tokens"] = eff["max_tokens"]
+        if self.config.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.config.reasoning_effort
+        return adapt_body(kwargs, self.adapted)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body of `request` exactly as the online path sends it now: the structured-output mode
+        negotiated (or remembered, or forced) and every remembered adaptation applied; `extra_body` fields
+        (a grammar) are merged in, as the SDK merges them. For the Batch API, which sends the same bodies."""
+        kwargs = self._build(request, self._mode_for(request))
+        extra = kwargs.pop("extra_body", None) or {}
+        return {**kwargs, **extra}
 
     async def _post(self, kwargs: dict[str, Any]) -> tuple[ChatCompletion, float]:
         async with self._sem:
@@ -531,6 +630,15 @@ class LLMClient:
         wants_mct = (
             status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         )
+        param = getattr(exc, "param", None)
+        refused = None
+        if status in (400, 422) and not rejected:
+            if isinstance(param, str) and param in ADAPTABLE and param in kwargs:
+                refused = param
+            elif wants_mct:  # a server that says so in words only
+                refused = "max_tokens"
+            elif isinstance(param, str) and param in kwargs and param != "messages":
+                refused = param  # sent but not adaptable (reasoning_effort): a clear error, never a loop
         detail = f"HTTP {status}: {short}" if short else f"HTTP {status}"
         return _Failure(
             "http",
@@ -541,6 +649,7 @@ class LLMClient:
             retry_after=_parse_retry_after(exc.response.headers if exc.response is not None else None),
             format_rejected=rejected,
             wants_max_completion_tokens=wants_mct,
+            param=refused,
         )
 
     def _backoff(self, retry_number: int) -> float:
@@ -569,6 +678,14 @@ class LLMClient:
         elif failure.format_rejected:
             hint = (f" -- the server does not take --structured {self.config.structured}; use --structured auto to "
                     "negotiate a mode it takes")
+        elif failure.param == "reasoning_effort":
+            hint = (f" -- the model does not take --reasoning-effort {self.config.reasoning_effort}: choose another "
+                    "value, or leave it unset (gsr.toml [judge] reasoning_effort)")
+        elif failure.param in ("logprobs", "top_logprobs"):
+            hint = (" -- weighted verdicts need a model that returns logprobs: drop `weighted` (llm(weighted: "
+                    "false) or no --weighted) to judge with this model, or judge with one that returns them")
+        elif failure.param is not None:
+            hint = f" -- the server refused the parameter {failure.param!r}, which gsr does not adapt"
         elif context is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
@@ -647,12 +764,18 @@ class LLMClient:
             self.usage.failures += 1
             raise self._fatal
         if self.config.structured == "auto" and self._settled is None and request.schema is not None:
-            async with self._negotiating:  # one request negotiates; the others wait for its outcome
-                if self._settled is None:
-                    resp, latency, attempts, mode = await self._send(request)
-                    self._settle(mode)
-                    return self._finish(request, resp, latency, attempts, mode, key)
+            if self._negotiated is None:  # this request negotiates; the others wait for its first outcome
+                self._negotiated = asyncio.Event()
+                try:
+                    resp, latency, attempts, mode = await self._send(request, negotiating=True)
+                finally:
+                    self._negotiated.set()
+                self._settle(mode)
+                return self._finish(request, resp, latency, attempts, mode, key)
+            await self._negotiated.wait()
         resp, latency, attempts, mode = await self._send(request)
+        if self.config.structured == "auto" and self._settled is None and request.schema is not None:
+            self._settle(mode)  # the negotiating request failed for good; this one found the mode
         return self._finish(request, resp, latency, attempts, mode, key)
 
     def _settle(self, mode: str) -> None:
@@ -661,17 +784,37 @@ class LLMClient:
         self.negotiation = "negotiated"
         if self.knowledge is not None:
             self.knowledge.update(self.config.effective_base_url, self.config.model, structured=mode,
-                                  rejected=sorted(self._rejected))
+                                  rejected=sorted(self._rejected), adapted=dict(sorted(self.adapted.items())))
         log.info("%s at %s: structured output negotiated: %s", self.config.model, self._origin, mode)
 
-    async def _send(self, request: ChatRequest) -> tuple[ChatCompletion, float, int, str]:
-        """Post the request, stepping down the ladder on format rejections and retrying transient errors."""
+    def _adapt(self, param: str, request: ChatRequest) -> None:
+        """Remember that the server refused `param` (see the module doc), here and in the negotiation record.
+        Raises the judge error at once when the refused parameter is one the request cannot do without."""
+        for name in _TOGETHER.get(param, (param,)):
+            if name not in self.adapted:
+                self.adapted[name] = ADAPTABLE[name] or "dropped"
+                self.adapted_now.add(name)
+        if param in _TOGETHER:
+            self.logprobs_refused = True
+        if self.knowledge is not None:
+            facts: dict[str, Any] = {"adapted": dict(sorted(self.adapted.items()))}
+            if param in _TOGETHER:
+                facts["logprobs"] = False
+            self.knowledge.update(self.config.effective_base_url, self.config.model, **facts)
+        log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self._origin, param,
+                    describe_adaptation(param, self.adapted[param]))
+
+    async def _send(self, request: ChatRequest, negotiating: bool = False) -> tuple[ChatCompletion, float, int, str]:
+        """Post the request, stepping down the ladder on format rejections, adapting refused parameters (once
+        each) and retrying transient errors. `negotiating`: release the requests waiting on the negotiation
+        as soon as an attempt has an outcome that is not a refusal."""
         if self._fatal is not None:
             self.usage.failures += 1
             raise self._fatal
         attempts = 0
         retries = 0
-        adaptations = 0
+        fallbacks = 0
+        tried: set[str] = set()  # parameters this request had refused: each is adapted at most once
         while True:
             mode = self._mode_for(request)
             kwargs = self._build(request, mode)
@@ -682,9 +825,9 @@ class LLMClient:
                 self._answered += 1
                 return resp, latency, attempts, mode
             except _Failure as failure:
-                if (adaptations < 4 and failure.format_rejected and self.config.structured == "auto"
+                if (fallbacks < len(LADDER) and failure.format_rejected and self.config.structured == "auto"
                         and mode != "off" and self._settled is None):
-                    adaptations += 1
+                    fallbacks += 1
                     if mode not in self._rejected:
                         self._rejected.add(mode)
                         self.usage.fallbacks += 1
@@ -693,11 +836,19 @@ class LLMClient:
                             self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
                         )
                     continue
-                if adaptations < 4 and failure.wants_max_completion_tokens and self._max_tokens_param == "max_tokens":
-                    adaptations += 1
-                    self._max_tokens_param = "max_completion_tokens"
-                    log.info("%s at %s wants max_completion_tokens; switching", self.config.model, self._origin)
+                param = failure.param
+                if param in ADAPTABLE and param not in tried:
+                    tried.add(param)
+                    if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
+                        self._adapt(param, request)
+                        error = self._fail(failure, attempts)
+                        self._fatal = error
+                        raise error from None
+                    self._adapt(param, request)
+                    self.usage.adaptations += 1
                     continue
+                if negotiating and self._negotiated is not None:
+                    self._negotiated.set()  # an outcome: the others need not wait for this request's retries
                 if not failure.retryable or retries >= self.config.max_retries:
                     raise self._fail(failure, attempts) from None
                 retries += 1
@@ -720,14 +871,16 @@ class LLMClient:
         choice = resp.choices[0]
         message = choice.message
         usage = resp.usage
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
-        ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage is not None else 0
+        pt, ct, cached, reasoning = token_counts(usage)
         self.usage.prompt_tokens += pt
         self.usage.completion_tokens += ct
+        self.usage.cached_tokens += cached
+        self.usage.reasoning_tokens += reasoning
         model = resp.model or self.config.model
         finish_reason = getattr(choice, "finish_reason", None)
         details = {
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct},
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached,
+                      "reasoning_tokens": reasoning},
             "model": model,
             "structured": mode,
             "finish_reason": finish_reason,
@@ -762,6 +915,8 @@ class LLMClient:
             structured=mode,
             finish_reason=finish_reason,
             logprobs=logprobs,
+            cached_tokens=cached,
+            reasoning_tokens=reasoning,
         )
         if self.cache is not None and key is not None:
             self.cache.put(
@@ -774,6 +929,8 @@ class LLMClient:
                     "finish_reason": finish_reason,
                     "prompt_tokens": pt,
                     "completion_tokens": ct,
+                    **({"cached_tokens": cached} if cached else {}),
+                    **({"reasoning_tokens": reasoning} if reasoning else {}),
                     "latency_s": latency,
                     **({"logprobs": logprobs} if logprobs is not None else {}),
                 },

@@ -10,11 +10,12 @@ Precedence (highest first)
 1. **flags** -- a dict from the command line (or a caller): any
    :class:`JudgeConfig` field name (``model``, ``base_url``, ``api_key``,
    ``temperature``, ``max_tokens``, ``timeout_s``, ``max_retries``,
-   ``concurrency``, ``seed``, ``structured``) and ``roles``, a dict
+   ``concurrency``, ``seed``, ``structured``, ``reasoning_effort``) and ``roles``, a dict
    ``{role: {field: value}}``.  ``None`` values mean "not given".
 2. **environment** -- ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``GSR_MODEL``,
    ``GSR_TEMPERATURE``, ``GSR_CONCURRENCY`` (and also ``GSR_MAX_TOKENS``,
-   ``GSR_TIMEOUT_S``, ``GSR_MAX_RETRIES``, ``GSR_SEED``, ``GSR_STRUCTURED``);
+   ``GSR_TIMEOUT_S``, ``GSR_MAX_RETRIES``, ``GSR_SEED``, ``GSR_STRUCTURED``,
+   ``GSR_REASONING_EFFORT``);
    per role ``GSR_ROLE_<NAME>_MODEL``, ``GSR_ROLE_<NAME>_BASE_URL`` (and
    ``GSR_ROLE_<NAME>_API_KEY``).  ``<NAME>`` is the role name upper-cased; it
    maps to the role of that name in any case, or to the lower-cased name.
@@ -32,7 +33,8 @@ Precedence (highest first)
    the same tables, ``api_key_env`` included, plus ``[trust] hosts``.
 5. **defaults** -- ``temperature=0.0``, ``max_tokens=None``, ``timeout_s=60``,
    ``max_retries=5``, ``concurrency=8``, ``seed=None``, ``structured="auto"``,
-   ``base_url=None`` (the OpenAI API).  There is no default model.
+   ``reasoning_effort=None`` (not sent: the model's own default), ``base_url=None``
+   (the OpenAI API).  There is no default model.
 
 Roles
 -----
@@ -81,6 +83,7 @@ __all__ = [
 
 CONFIG_FILE_NAME = "gsr.toml"
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "grammar", "off")
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")  # OpenAI's `reasoning_effort` values
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 NO_MODEL_MESSAGE = "no judge model configured: pass --model, set GSR_MODEL, or set [judge] model in gsr.toml"
@@ -175,6 +178,7 @@ class JudgeConfig:
     concurrency: int = 8
     seed: int | None = None
     structured: str = "auto"
+    reasoning_effort: str | None = None  # sent as `reasoning_effort` when set (reasoning models)
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self, recurse=False).items():
@@ -240,6 +244,9 @@ def _check_value(name: str, value: Any, where: str) -> None:
     elif name == "structured":
         if value not in STRUCTURED_MODES:
             bad = "one of " + ", ".join(repr(m) for m in STRUCTURED_MODES)
+    elif name == "reasoning_effort":
+        if value is not None and value not in REASONING_EFFORTS:
+            bad = "one of " + ", ".join(repr(m) for m in REASONING_EFFORTS)
     if bad is not None:
         shown = "***" if name == "api_key" else repr(value)
         raise ConfigError(f"{where}: {name} must be {bad}, got {shown}")
@@ -324,12 +331,13 @@ _ENV_DEFAULT = {
     "GSR_MAX_RETRIES": "max_retries",
     "GSR_SEED": "seed",
     "GSR_STRUCTURED": "structured",
+    "GSR_REASONING_EFFORT": "reasoning_effort",
 }
 _ENV_ROLE = re.compile(r"^GSR_ROLE_(?P<name>[A-Za-z0-9_]+?)_(?P<field>MODEL|BASE_URL|API_KEY)$")
 
 _INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed"}
 _FLOAT_FIELDS = {"temperature", "timeout_s"}
-_STR_FIELDS = {"model", "base_url", "structured"}
+_STR_FIELDS = {"model", "base_url", "structured", "reasoning_effort"}
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:
