@@ -384,7 +384,7 @@ def _with_progress(args, run_items, registry=None):
 
 
 def _finish(args, registry, summary, stream) -> int:
-    judge_failed = _llm_report(registry, summary, stream)
+    judge_failed = _llm_report(registry, summary, stream, args)
     if summary.duplicate_ids:
         print(duplicate_warning("gsr run", summary), file=sys.stderr)
     if not args.out and not args.trace and not args.quiet:
@@ -490,10 +490,12 @@ def _concurrency(args, settings) -> int:
     return settings.default.concurrency if settings is not None else (args.concurrency or 8)
 
 
-def _llm_report(registry, summary, stream) -> bool:
+def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
     """Print the model judges' cost (calls, cache hits, tokens, wall time) and, loudly, any judge that failed.
 
     True when some judge failed every call it made."""
+    from gsrlang.judges.llm.prices import cost_text, token_parts
+
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "usage"):
         return False
@@ -502,10 +504,17 @@ def _llm_report(registry, summary, stream) -> bool:
         merged = f"{u['merged']} merged with an identical call in flight, " if u.get("merged") else ""
         print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {merged}{u['http_requests']} HTTP "
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
-              f"{u['completion_tokens']} completion tokens, {u['call_failures']} failed calls; "
-              f"wall time {summary.seconds:.1f} s", file=stream)
+              f"{u['completion_tokens']} completion tokens{token_parts(u)}, {cost_text(u)}, "
+              f"{u['call_failures']} failed calls; wall time {summary.seconds:.1f} s", file=stream)
         for who, mode in (u.get("structured") or {}).items():
             print(f"  structured output of {who}: {mode}", file=stream)
+        for who, changes in (u.get("adapted") or {}).items():
+            print(f"  adapted for {who}: {'; '.join(changes)}", file=stream)
+        rows = u.get("by_criterion") or {}
+        if len(rows) > 1 and not getattr(args_quiet, "quiet", False):
+            print("  by criterion: " + "; ".join(
+                f"{name} {r['calls']} calls, {r['prompt_tokens']} prompt + {r['completion_tokens']} completion"
+                f"{token_parts(r)}, {cost_text(r)}" for name, r in rows.items()), file=stream)
     for line in llm.report():
         print(f"gsr run: WARNING: {line}", file=sys.stderr)
     return bool(getattr(llm, "failed_every_call", False))
