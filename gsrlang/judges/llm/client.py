@@ -43,6 +43,14 @@ Behaviour
   The instruction is appended to the last user message (or added as a new
   user message), because several local chat templates reject a system
   message that is not first.
+* **Rate limits**: the requests in flight adapt (AIMD): a 429 halves the
+  window (once per burst: only a request sent after the last cut can cut it
+  again), and every ``window`` successes raise it by one, up to
+  ``config.concurrency``. A 429's ``Retry-After`` / ``retry-after-ms`` is
+  honoured, else its ``x-ratelimit-reset-requests`` / ``-tokens`` ("20ms",
+  "1s", "6m0s"). ``config.rpm`` / ``config.tpm`` cap requests and tokens a
+  minute with ``aiolimiter`` (tokens: the prompt, estimated at 4 characters a
+  token, plus ``max_tokens`` or the mean answer so far).
 * **Refused parameters** (OpenAI reasoning models): a 400/422 whose error names
   a parameter the request sent (``param``, as OpenAI sends it:
   ``{"error": {"message", "type": "invalid_request_error", "param":
@@ -91,6 +99,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import time
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -282,6 +291,7 @@ class Usage:
     cached_tokens: int = 0  # of prompt_tokens: served from the server's prompt cache
     reasoning_tokens: int = 0  # of completion_tokens: reasoning
     adaptations: int = 0  # requests re-sent without (or with a renamed) refused parameter
+    rate_limited: int = 0  # 429 answers
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -360,6 +370,59 @@ def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def _ratelimit_reset(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds until OpenAI's `x-ratelimit-reset-requests` / `-tokens` ("20ms", "1s", "6m0s"), the later one."""
+    if not headers:
+        return None
+    found = None
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+        value = headers.get(name)
+        parts = _DURATION.findall(value or "")
+        if parts:
+            seconds = sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+            found = seconds if found is None else max(found, seconds)
+    return found
+
+
+class AdaptiveWindow:
+    """Requests in flight, between 1 and `ceiling`, additive increase and multiplicative decrease (see the module
+    doc): `async with window.slot() as slot: ...; slot.throttled()` on a 429."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = self.limit = self.lowest = max(1, ceiling)
+        self.active = 0
+        self.cuts = 0
+        self._epoch = 0
+        self._ok = 0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> int:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.active < self.limit)
+            self.active += 1
+            return self._epoch
+
+    async def release(self, epoch: int, throttled: bool) -> None:
+        async with self._cond:
+            self.active -= 1
+            if throttled:
+                if epoch == self._epoch and self.limit > 1:  # one cut per burst of 429s
+                    self.limit = max(1, self.limit // 2)
+                    self.lowest = min(self.lowest, self.limit)
+                    self._epoch += 1
+                    self.cuts += 1
+                self._ok = 0
+            else:
+                self._ok += 1
+                if self._ok >= self.limit and self.limit < self.ceiling:
+                    self.limit += 1
+                    self._ok = 0
+            self._cond.notify_all()
+
+
 def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, Mapping):
@@ -376,6 +439,14 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return body
     return exc.message or ""
+
+
+def _retry_hint(headers: Mapping[str, str] | None, status: int | None) -> float | None:
+    """How long a server asks to wait: Retry-After (or retry-after-ms), else for a 429 its rate-limit reset."""
+    hint = _parse_retry_after(headers)
+    if hint is None and status == 429:
+        hint = _ratelimit_reset(headers)
+    return hint
 
 
 def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict]:
@@ -476,6 +547,14 @@ class LLMClient:
         self.retry_after_cap = retry_after_cap
         self._rng = rng or random.Random()
         self._sem = asyncio.Semaphore(config.concurrency)
+        self.window = AdaptiveWindow(config.concurrency)  # lowered on 429s, raised again as calls succeed
+        self._rpm = self._tpm = None
+        if config.rpm or config.tpm:
+            from aiolimiter import AsyncLimiter
+
+            self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
+            self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
+        self._answer_tokens = [0, 0]  # completion tokens and answers so far (the --tpm allowance of the next)
         self._secrets = tuple(s for s in [config.api_key.reveal() if config.api_key else ""] if len(s) >= 4)
         self._origin = _origin(config.effective_base_url)
         # auto mode: the modes the server rejected, and the one settled on (negotiated or remembered)
@@ -646,11 +725,24 @@ class LLMClient:
             status=status,
             server_message=short,
             retryable=retryable,
-            retry_after=_parse_retry_after(exc.response.headers if exc.response is not None else None),
+            retry_after=_retry_hint(exc.response.headers if exc.response is not None else None, status),
             format_rejected=rejected,
             wants_max_completion_tokens=wants_mct,
             param=refused,
         )
+
+    async def _throttle(self, kwargs: Mapping[str, Any]) -> None:
+        """Wait for --rpm / --tpm room (aiolimiter): one request, and its tokens (the prompt, estimated, plus the
+        answer's allowance: max_tokens, else the mean answer so far)."""
+        if self._rpm is not None:
+            await self._rpm.acquire(1)
+        if self._tpm is not None:
+            chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str) else 0
+                        for m in kwargs.get("messages") or ())
+            done, answers = self._answer_tokens
+            allowance = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or (
+                done // answers if answers else 256)
+            await self._tpm.acquire(min(float(self.config.tpm), chars / 4 + allowance))
 
     def _backoff(self, retry_number: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * (2 ** (retry_number - 1)))
@@ -820,50 +912,61 @@ class LLMClient:
             kwargs = self._build(request, mode)
             await self._respect_pause()
             attempts += 1
+            await self._throttle(kwargs)
+            epoch = await self.window.acquire()
+            failure: _Failure | None = None
             try:
                 resp, latency = await self._post(kwargs)
+            except _Failure as exc:
+                failure = exc
+            finally:
+                await self.window.release(epoch, throttled=failure is not None and failure.status == 429)
+            if failure is None:
                 self._answered += 1
+                self._answer_tokens[0] += token_counts(getattr(resp, "usage", None))[1]
+                self._answer_tokens[1] += 1
                 return resp, latency, attempts, mode
-            except _Failure as failure:
-                if (fallbacks < len(LADDER) and failure.format_rejected and self.config.structured == "auto"
-                        and mode != "off" and self._settled is None):
-                    fallbacks += 1
-                    if mode not in self._rejected:
-                        self._rejected.add(mode)
-                        self.usage.fallbacks += 1
-                        log.warning(
-                            "%s at %s rejected structured-output mode %s (%s); falling back to %s",
-                            self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
-                        )
-                    continue
-                param = failure.param
-                if param in ADAPTABLE and param not in tried:
-                    tried.add(param)
-                    if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
-                        self._adapt(param, request)
-                        error = self._fail(failure, attempts)
-                        self._fatal = error
-                        raise error from None
+            if failure.status == 429:
+                self.usage.rate_limited += 1
+            if (fallbacks < len(LADDER) and failure.format_rejected and self.config.structured == "auto"
+                    and mode != "off" and self._settled is None):
+                fallbacks += 1
+                if mode not in self._rejected:
+                    self._rejected.add(mode)
+                    self.usage.fallbacks += 1
+                    log.warning(
+                        "%s at %s rejected structured-output mode %s (%s); falling back to %s",
+                        self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
+                    )
+                continue
+            param = failure.param
+            if param in ADAPTABLE and param not in tried:
+                tried.add(param)
+                if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
                     self._adapt(param, request)
-                    self.usage.adaptations += 1
-                    continue
-                if negotiating and self._negotiated is not None:
-                    self._negotiated.set()  # an outcome: the others need not wait for this request's retries
-                if not failure.retryable or retries >= self.config.max_retries:
-                    raise self._fail(failure, attempts) from None
-                retries += 1
-                self.usage.retries += 1
-                if failure.retry_after is not None:
-                    delay = min(failure.retry_after, self.retry_after_cap)
-                    if failure.status == 429:
-                        self._pause_until = max(self._pause_until, time.monotonic() + delay)
-                else:
-                    delay = self._backoff(retries)
-                log.info(
-                    "judge call to %s at %s: %s; retry %d/%d in %.2fs",
-                    self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
-                )
-                await asyncio.sleep(delay)
+                    error = self._fail(failure, attempts)
+                    self._fatal = error
+                    raise error from None
+                self._adapt(param, request)
+                self.usage.adaptations += 1
+                continue
+            if negotiating and self._negotiated is not None:
+                self._negotiated.set()  # an outcome: the others need not wait for this request's retries
+            if not failure.retryable or retries >= self.config.max_retries:
+                raise self._fail(failure, attempts) from None
+            retries += 1
+            self.usage.retries += 1
+            if failure.retry_after is not None:
+                delay = min(failure.retry_after, self.retry_after_cap)
+                if failure.status == 429:
+                    self._pause_until = max(self._pause_until, time.monotonic() + delay)
+            else:
+                delay = self._backoff(retries)
+            log.info(
+                "judge call to %s at %s: %s; retry %d/%d in %.2fs",
+                self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
+            )
+            await asyncio.sleep(delay)
 
     def _finish(
         self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str, key: str | None

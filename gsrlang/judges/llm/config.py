@@ -179,6 +179,8 @@ class JudgeConfig:
     seed: int | None = None
     structured: str = "auto"
     reasoning_effort: str | None = None  # sent as `reasoning_effort` when set (reasoning models)
+    rpm: int | None = None  # at most this many requests a minute (aiolimiter)
+    tpm: int | None = None  # at most this many tokens a minute (prompt estimate + answer allowance)
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self, recurse=False).items():
@@ -244,6 +246,9 @@ def _check_value(name: str, value: Any, where: str) -> None:
     elif name == "structured":
         if value not in STRUCTURED_MODES:
             bad = "one of " + ", ".join(repr(m) for m in STRUCTURED_MODES)
+    elif name in ("rpm", "tpm"):
+        if value is not None and (not _is_int(value) or value < 1):
+            bad = "a positive integer (a rate per minute)"
     elif name == "reasoning_effort":
         if value is not None and value not in REASONING_EFFORTS:
             bad = "one of " + ", ".join(repr(m) for m in REASONING_EFFORTS)
@@ -332,10 +337,12 @@ _ENV_DEFAULT = {
     "GSR_SEED": "seed",
     "GSR_STRUCTURED": "structured",
     "GSR_REASONING_EFFORT": "reasoning_effort",
+    "GSR_RPM": "rpm",
+    "GSR_TPM": "tpm",
 }
 _ENV_ROLE = re.compile(r"^GSR_ROLE_(?P<name>[A-Za-z0-9_]+?)_(?P<field>MODEL|BASE_URL|API_KEY)$")
 
-_INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed"}
+_INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed", "rpm", "tpm"}
 _FLOAT_FIELDS = {"temperature", "timeout_s"}
 _STR_FIELDS = {"model", "base_url", "structured", "reasoning_effort"}
 

@@ -74,6 +74,12 @@ def add_model_arguments(parser: argparse.ArgumentParser,
              "derived from it per call")
     add("--structured", choices=("auto", "json_schema", "json_object", "grammar", "off"),
         help="how JSON answers are asked for (default auto: JSON Schema, falling back where unsupported)")
+    add("--rpm", type=int, metavar="N",
+        help="at most N model requests a minute per judge model (your rate limit; also [judge] rpm); 429s lower "
+             "the requests in flight by themselves, whatever this says")
+    add("--tpm", type=int, metavar="N",
+        help="at most N tokens a minute per judge model (prompt, estimated, plus the answer's allowance; also "
+             "[judge] tpm)")
     add("--reasoning-effort", choices=("minimal", "low", "medium", "high"), default=None,
         help="a reasoning model's effort, sent as `reasoning_effort` (default: not sent, the model's own); "
              "also [judge] reasoning_effort in gsr.toml, per role in [judge.roles.NAME]; part of the cache key")
@@ -127,6 +133,8 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
         "seed": get("seed"),
         "structured": get("structured"),
         "reasoning_effort": get("reasoning_effort"),
+        "rpm": get("rpm"),
+        "tpm": get("tpm"),
     }
     var = get("api_key_env")
     if get("api_key"):
@@ -186,6 +194,8 @@ def build_llm_judge(args: argparse.Namespace, settings=None, **judge_kwargs: Any
         joint_disagreement=getattr(args, "joint_disagreement", "mean") or "mean",
         deadline_s=getattr(args, "deadline", None),
         weighted=bool(getattr(args, "weighted", False)),
+        budget_usd=getattr(args, "budget_usd", None),
+        plan=getattr(args, "plan", None),
         **judge_kwargs,
     )
 
