@@ -93,6 +93,7 @@ def _declared_policy(proc) -> str | None:
     value = proc.args.get("on_disagree")
     return str(value) if value is not None else None
 _OPENAI_REASONING = re.compile(r"^(o1|o3|o4|gpt-5)(-|$)")  # OpenAI's reasoning model families (no logprobs)
+FIRST_ANSWER_GUESS = 300  # completion tokens expected of the first call (--budget), before any answer is seen
 DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
 _FATAL_STATUS = (401, 403, 404)
 
@@ -138,6 +139,7 @@ class _Outcome:
     refusals: int = 0
     error: str | None = None  # the call failed (not an answer problem)
     weighted: dict | None = None  # llm(weighted: true): the point probabilities and expected value
+    not_bought: bool = False  # --budget: the call was not made, the budget would have been passed
 
     def to_json(self) -> dict:
         d = attrs.asdict(self)
@@ -325,6 +327,8 @@ class LLMJudge:
         deadline_s: float | None = None,
         weighted: bool = False,
         price_overrides: dict | None = None,
+        budget_usd: float | None = None,
+        plan=None,
         **client_kwargs: Any,
     ) -> None:
         if joint_disagreement not in DISAGREEMENT_POLICIES:
@@ -355,6 +359,14 @@ class LLMJudge:
         self._by_criterion: dict[str, dict] = {}
         self._prices: dict = {}
         self.price_overrides = price_overrides
+        if budget_usd is not None and not (budget_usd > 0 and budget_usd != float("inf")):
+            raise ConfigError(f"--budget must be a positive number of US dollars, got {budget_usd!r}")
+        self.budget_usd = budget_usd  # stop buying calls when spend + calls in flight would pass it
+        self.spent_usd = 0.0  # dollars of the calls made so far (for --budget)
+        self._reserved = 0.0  # the expected dollars of the calls in flight
+        self._answers = [0, 0]  # completion tokens and calls so far: the expected length of the next answer
+        self.stopped_by_budget: str | None = None
+        self.plan = plan  # gsr run --dry-run: a gsrlang.judges.llm.plan.CallPlan; calls are counted, never made
         self._fewshot_used: set[str] = set()
 
     # ---------------------------------------------------------------- interface
@@ -443,6 +455,8 @@ class LLMJudge:
             "reasoning_tokens": s.reasoning_tokens,
             "cost_usd": None if s.unpriced_calls else round(s.cost_usd, 9),
             "retries": transport.retries,
+            "rate_limited": transport.rate_limited,
+            "lowest_concurrency": min((c.window.lowest for c in self.pool.clients), default=None),
             "reasks": s.reasks,
             "refusals": s.refusals,
             "outside_type": s.outside_type,
@@ -706,7 +720,42 @@ class LLMJudge:
             prov["attempts"] = out.attempts
         if out.error:
             prov["error"] = out.error
+        if out.not_bought:
+            prov["not_bought"] = True
         return prov
+
+    # ---------------------------------------------------------------- --budget
+    def _reserve(self, client: LLMClient, request: ChatRequest) -> float | None:
+        """The expected dollars of this call, now counted as in flight; None (and the judge stopped for good)
+        when the spend so far plus the calls in flight plus this one would pass the budget."""
+        if self.stopped_by_budget is None:
+            price = self.price(client)
+            from gsrlang.judges.llm.plan import estimate_tokens
+
+            tokens, calls = self._answers
+            completion = tokens / calls if calls else (client.config.max_tokens or FIRST_ANSWER_GUESS)
+            expected = price.cost(estimate_tokens(client.request_body(request)), 0, int(completion)) if price else 0.0
+            if self.spent_usd + self._reserved + expected <= self.budget_usd:
+                self._reserved += expected
+                return expected
+            from gsrlang.judges.llm.prices import dollars
+
+            self.stopped_by_budget = (
+                f"the --budget of {dollars(self.budget_usd)} would be passed (spent {dollars(self.spent_usd)}, "
+                f"{dollars(self._reserved)} in flight, this call about {dollars(expected)})")
+        return None
+
+    def _spend(self, client: LLMClient, prompt: int, cached: int, completion: int) -> None:
+        self._answers[0] += completion
+        self._answers[1] += 1
+        price = self.price(client) if self.budget_usd is not None else None
+        if price is not None:
+            self.spent_usd += price.cost(prompt, cached, completion)
+
+    def budget_cut(self, run) -> bool:
+        """Whether an item lost a judgment to the budget (its result is not written: see gsr run --budget)."""
+        return self.stopped_by_budget is not None and any(
+            _not_bought(j.provenance) for row in run.judgments.values() for j in row)
 
     def _gate(self, client: LLMClient) -> asyncio.Semaphore:
         """Calls in flight per client (the client's own bound, taken before the call so that
@@ -748,9 +797,14 @@ class LLMJudge:
                     stats.cache_hits += out.calls
                     rs.ok_units += 1
                     self._account(client, role, node_id, out, out.calls)
+                    if self.plan is not None:
+                        self.plan.add(node_id, client, None, cached=True)
                     return out
         n_out = len(keys) if keys else 1
         out = _Outcome([], model=client.config.model)
+        if self.plan is not None:  # a dry run: count the call (merged with an identical one already counted)
+            self.plan.add(node_id, client, request)
+            return self._failed(n_out, "not called: a dry run (--dry-run)", spec, out)
         all_cached = True
         hits = 0  # calls of this unit answered from the call cache
         last_results: list[dict] | None = None
@@ -768,9 +822,16 @@ class LLMJudge:
                         stats.past_deadline += 1
                         return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
                                                    "had passed", spec, out)
+                    reserved = self._reserve(client, request) if self.budget_usd is not None else 0.0
+                    if reserved is None:
+                        out.not_bought = True
+                        return self._failed(n_out, f"not bought: {self.stopped_by_budget}", spec, out)
                     out.calls += 1
                     stats.calls += 1
-                    result = await client.complete(request)
+                    try:
+                        result = await client.complete(request)
+                    finally:
+                        self._reserved -= reserved
             except JudgeCallError as exc:
                 out.requests += client.usage.http_requests - before
                 stats.call_failures += 1
@@ -790,6 +851,8 @@ class LLMJudge:
                 out.completion_tokens += usage.get("completion_tokens", 0)
                 out.cached_tokens += usage.get("cached_tokens", 0)
                 out.reasoning_tokens += usage.get("reasoning_tokens", 0)
+                self._spend(client, usage.get("prompt_tokens", 0), usage.get("cached_tokens", 0),
+                            usage.get("completion_tokens", 0))
                 out.model = exc.model or out.model
                 raw = exc.text
                 if isinstance(exc, RefusalError):
@@ -805,6 +868,8 @@ class LLMJudge:
                 out.completion_tokens += result.completion_tokens
                 out.cached_tokens += result.cached_tokens
                 out.reasoning_tokens += result.reasoning_tokens
+                if not result.cached:
+                    self._spend(client, result.prompt_tokens, result.cached_tokens, result.completion_tokens)
                 out.latency_s += result.latency_s
                 out.model, out.structured = result.model, result.structured
                 if result.cached:
@@ -890,6 +955,14 @@ class LLMJudge:
                        for _ in range(n)]
         out.error = out.error or why
         return out
+
+
+def _not_bought(prov) -> bool:
+    if not isinstance(prov, dict):
+        return False
+    if prov.get("not_bought"):
+        return True
+    return any(_not_bought(v) for key in ("votes", "orders") for v in prov.get(key) or ())
 
 
 def _tokens(out: "_Outcome") -> dict:

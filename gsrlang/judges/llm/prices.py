@@ -167,7 +167,7 @@ def dollars(value: float | None) -> str:
         return "unknown"
     if value == 0:
         return "$0"
-    if value < 0.01:
+    if value < 1:
         return f"${value:.4f}"
     return f"${value:,.2f}"
 
