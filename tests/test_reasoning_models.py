@@ -365,3 +365,46 @@ def test_batch_prices_are_the_librarys_or_half():
     own = price_of("mine", None, batch=True, overrides={"mine": {"input": 1.0, "output": 4.0}})
     assert (own.input, own.cached_input, own.output) == (0.5, 0.5, 2.0)
     assert price_of("no-such-model-anywhere", "http://127.0.0.1:9/v1") is None
+
+
+async def test_429s_lower_the_requests_in_flight_and_successes_raise_them_again():
+    from gsrlang.judges.llm.client import _ratelimit_reset
+
+    with FakeOpenAI(latency=0.05) as server:
+        server.rate_limit = 3  # more than 3 at once: 429 with retry-after-ms and x-ratelimit-* headers
+        config = JudgeConfig(model="m", base_url=server.base_url, concurrency=8, max_retries=8)
+        async with LLMClient(config, backoff_base=0.01) as client:
+            requests = [ChatRequest(messages=[{"role": "user", "content": f"q{k}"}], schema=SCHEMA) for k in range(40)]
+            results = await asyncio.gather(*(client.complete(r) for r in requests))
+    assert len(results) == 40 and client.usage.failures == 0
+    assert client.usage.rate_limited == server.rate_limited > 0
+    assert client.window.cuts >= 1 and client.window.lowest <= 4
+    # without the window, 8 in flight against a limit of 3 would meet a 429 on most requests
+    assert server.rate_limited < 40
+    assert _ratelimit_reset({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}) == 360
+    assert _ratelimit_reset({"x-ratelimit-reset-tokens": "1.5s"}) == 1.5 and _ratelimit_reset({}) is None
+
+
+async def test_rpm_caps_the_requests_a_minute():
+    with FakeOpenAI() as server:
+        config = JudgeConfig(model="m", base_url=server.base_url, rpm=2)
+        async with LLMClient(config) as client:
+            tasks = [asyncio.ensure_future(client.complete(ChatRequest(messages=[{"role": "user", "content": f"q{k}"}])))
+                     for k in range(3)]
+            await asyncio.sleep(1.0)
+            sent = len(server.requests)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert sent == 2  # the third waits for room in the minute's budget of 2
+
+
+def test_rpm_and_tpm_are_settings(tmp_path):
+    from gsrlang.judges.llm.config import ConfigError, resolve_settings
+
+    (tmp_path / "gsr.toml").write_text('[judge]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nrpm = 500\n'
+                                       'tpm = 200000\n')
+    d = resolve_settings({}, cwd=tmp_path).default
+    assert (d.rpm, d.tpm) == (500, 200000)
+    with pytest.raises(ConfigError, match="rpm must be a positive integer"):
+        resolve_settings({"rpm": 0}, cwd=tmp_path)
