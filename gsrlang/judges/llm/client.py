@@ -364,13 +364,31 @@ def _mentions_json(messages: Sequence[dict]) -> bool:
     return False
 
 
+LOGPROB_SLACK = 1e-4  # a log-probability above 0 by less is float rounding (exp(1e-4) = 1.0001), read as 0
+
+
+def _logprob(value: Any, token: Any) -> float:
+    """A log-probability as a float <= 0; ValueError for one no model can give (positive, NaN)."""
+    x = float(value)
+    if not x <= LOGPROB_SLACK:  # NaN fails this too
+        raise ValueError(f"the server gave token {str(token)[:20]!a} the log-probability {x!r}; a probability is "
+                         "at most 1, so a log-probability is at most 0")
+    return min(x, 0.0)
+
+
 def _token_logprobs(choice) -> list | None:
-    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none."""
+    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none.
+    ValueError when a log-probability is impossible (see :func:`_logprob`)."""
     lp = getattr(choice, "logprobs", None)
     content = getattr(lp, "content", None) if lp is not None else None
     if not content:
         return None
-    return [[t.token, [[c.token, float(c.logprob)] for c in (t.top_logprobs or [])]] for t in content]
+    out = []
+    for t in content:
+        if getattr(t, "logprob", None) is not None:
+            _logprob(t.logprob, t.token)
+        out.append([t.token, [[c.token, _logprob(c.logprob, c.token)] for c in (t.top_logprobs or [])]])
+    return out
 
 
 class LLMClient:
@@ -778,7 +796,10 @@ class LLMClient:
             if finish_reason == "length":
                 msg += " (the answer was cut off at max_tokens)"
             raise AnswerFormatError(msg, text=text, **details) from None
-        logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        try:
+            logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        except (TypeError, ValueError) as exc:  # a malformed answer: the server's, not the model's words
+            raise self._fail(_Failure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
         result = ChatResult(
             text=text,
             data=data,
