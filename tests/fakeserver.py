@@ -103,6 +103,17 @@ Faults (served FIFO, one per chat request, before normal answers):
 * ``Fault.malformed(body=...)`` -- ``200`` with a body that is not JSON;
 * ``Fault.refusal(text)`` -- ``200`` whose message has ``content: null`` and a
   ``refusal`` field.
+* ``Fault.endless(seconds=60, limit=2**31)`` -- ``200`` with a chunked body that
+  begins like a chat completion and never ends: 64 KiB chunks as fast as the
+  client reads them, until the client hangs up, ``seconds`` pass, ``limit``
+  bytes are sent or the server shuts down;
+* ``Fault.trickle(interval=2.0, seconds=60)`` -- the same body, one byte every
+  ``interval`` seconds.
+
+``server.streamed`` lists, per endless or trickle answer that ended, ``(bytes,
+why)``: the body bytes the server managed to send (socket buffers included)
+and why it stopped: ``"client"`` (the client hung up), ``"time"`` (``seconds``
+passed, or the server shut down) or ``"limit"``.
 
 ``usage`` is realistic-ish: ``prompt_tokens = ceil(len(prompt chars) / 4)``,
 ``completion_tokens = ceil(len(content) / 4)`` (at least 1 each).
@@ -172,6 +183,8 @@ class Fault:
     message: Union[str, None] = None
     seconds: float = 0.0
     body: bytes = b""
+    interval: float = 0.0  # trickle: seconds between two bytes
+    limit: int = 0  # endless: the most body bytes sent
 
     @classmethod
     def status(cls, code: int, retry_after: Union[float, None] = None, message: Union[str, None] = None) -> "Fault":
@@ -192,6 +205,14 @@ class Fault:
     @classmethod
     def refusal(cls, text: str = "I'm sorry, but I can't help with that.") -> "Fault":
         return cls("refusal", message=text)
+
+    @classmethod
+    def endless(cls, seconds: float = 60.0, limit: int = 2 ** 31) -> "Fault":
+        return cls("endless", seconds=seconds, limit=limit)
+
+    @classmethod
+    def trickle(cls, interval: float = 2.0, seconds: float = 60.0) -> "Fault":
+        return cls("trickle", seconds=seconds, interval=interval)
 
     @property
     def name(self) -> str:
@@ -446,6 +467,7 @@ class FakeOpenAI:
         self.chaos: Callable[[dict], Fault | None] | None = None  # a fault per request when the queue is empty
         self.requests: list[Received] = []
         self.errors: list[str] = []
+        self.streamed: list[tuple[int, str]] = []  # (body bytes sent, why it stopped) per endless/trickle answer
         self.in_flight = 0
         self.max_in_flight = 0
         self._faults: deque[Fault] = deque()
@@ -576,6 +598,9 @@ class FakeOpenAI:
             if fault.kind == "refusal":
                 self._complete(h, body, Reply(content=None, refusal=fault.message))
                 return
+            if fault.kind in ("endless", "trickle"):
+                self._stream_forever(h, fault)
+                return
         if body.get("stream"):
             h._error(400, "fakeserver: streaming is not supported", param="stream")
             return
@@ -679,6 +704,37 @@ class FakeOpenAI:
         if prompt_tokens < self.prompt_cache:
             return 0
         return min(prompt_tokens, (_tokens(text[:shared]) // 128) * 128) if shared else 0
+
+    def _stream_forever(self, h: _Handler, fault: Fault) -> None:
+        """A 200 whose chunked body never ends (Fault.endless, Fault.trickle); bounded by time, bytes and close()."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        head = b'{"id":"chatcmpl-endless","object":"chat.completion","created":0,"model":"fake-model",' \
+               b'"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"'
+        chunk = b"a" * (1 if fault.kind == "trickle" else 65536)
+        sent, until, why = 0, time.monotonic() + fault.seconds, "limit"
+        try:
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(head), head))
+            h.wfile.flush()
+            sent += len(head)
+            while fault.kind == "trickle" or sent < fault.limit:
+                if self._stop.is_set() or time.monotonic() > until:
+                    why = "time"
+                    break
+                if fault.kind == "trickle" and self._stop.wait(fault.interval):
+                    why = "time"
+                    break
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                h.wfile.flush()
+                sent += len(chunk)
+        except OSError:  # the client hung up
+            why = "client"
+        finally:
+            with self._lock:
+                self.streamed.append((sent, why))
+            h._drop(rst=False)
 
     def _complete(self, h: _Handler, body: dict, reply: Reply) -> None:
         content = reply.content

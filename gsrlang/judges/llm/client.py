@@ -10,6 +10,13 @@ Behaviour
 * **Concurrency**: at most ``config.concurrency`` HTTP requests in flight per
   client (one ``asyncio.Semaphore``, held per attempt, released while backing
   off).
+* **Bounds**: ``config.timeout_s`` bounds each request whole, from sending it
+  to the answer's last byte (``asyncio.wait_for`` around the SDK call; the
+  SDK's own timeout only bounds the wait between two reads), and never past
+  ``deadline_at`` (the run's ``--deadline``; a call cut there is not retried).
+  At most ``config.max_answer_bytes`` of an answer are read
+  (:mod:`gsrlang.judges.llm.transport`): a larger one fails at once, not
+  retried (kind ``"too_large"``).
 * **Retries**: the SDK's own retries are off (``max_retries=0``).  On 429, 408,
   409, 5xx, timeouts, connection errors and malformed (non-JSON) response
   bodies the client retries up to ``config.max_retries`` times (so at most
@@ -112,6 +119,7 @@ from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
 from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
+from .transport import AnswerRefused, bounded_http_client, refusal_of
 
 __all__ = [
     "ADAPTABLE",
@@ -163,7 +171,8 @@ class JudgeCallError(LLMError):
     """A model call failed for good (after retries, or at once for other 4xx).
 
     Attributes: ``status`` (HTTP status or None), ``kind`` (``"http"``,
-    ``"timeout"``, ``"connection"`` or ``"malformed"``), ``server_message``
+    ``"timeout"``, ``"connection"``, ``"malformed"`` or ``"too_large"``: the
+    answer passed ``max_answer_bytes``, not retried), ``server_message``
     (shortened, key-free), ``attempts``, ``retryable`` (whether the last error
     was of a transient kind, i.e. retries were exhausted) and ``model``.
     """
@@ -508,13 +517,31 @@ def token_counts(usage) -> tuple[int, int, int, int]:
     return pt, ct, min(cached, pt), min(reasoning, ct)
 
 
+LOGPROB_SLACK = 1e-4  # a log-probability above 0 by less is float rounding (exp(1e-4) = 1.0001), read as 0
+
+
+def _logprob(value: Any, token: Any) -> float:
+    """A log-probability as a float <= 0; ValueError for one no model can give (positive, NaN)."""
+    x = float(value)
+    if not x <= LOGPROB_SLACK:  # NaN fails this too
+        raise ValueError(f"the server gave token {str(token)[:20]!a} the log-probability {x!r}; a probability is "
+                         "at most 1, so a log-probability is at most 0")
+    return min(x, 0.0)
+
+
 def _token_logprobs(choice) -> list | None:
-    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none."""
+    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none.
+    ValueError when a log-probability is impossible (see :func:`_logprob`)."""
     lp = getattr(choice, "logprobs", None)
     content = getattr(lp, "content", None) if lp is not None else None
     if not content:
         return None
-    return [[t.token, [[c.token, float(c.logprob)] for c in (t.top_logprobs or [])]] for t in content]
+    out = []
+    for t in content:
+        if getattr(t, "logprob", None) is not None:
+            _logprob(t.logprob, t.token)
+        out.append([t.token, [[c.token, _logprob(c.logprob, c.token)] for c in (t.top_logprobs or [])]])
+    return out
 
 
 class LLMClient:
@@ -538,6 +565,7 @@ class LLMClient:
         rng: random.Random | None = None,
         http_client: Any = None,
         knowledge: KnowledgeStore | None = None,
+        deadline_at: float | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -584,8 +612,9 @@ class LLMClient:
             api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
             max_retries=0,
             timeout=config.timeout_s,
-            http_client=http_client,
+            http_client=bounded_http_client(config.max_answer_bytes, http_client),
         )
+        self.deadline_at = deadline_at  # time.monotonic() past which no call runs (the run's --deadline)
 
     _LADDER = LADDER
 
@@ -677,11 +706,20 @@ class LLMClient:
         async with self._sem:
             self.usage.http_requests += 1
             t0 = time.monotonic()
-            try:
-                resp = await self._client.chat.completions.create(**kwargs)
-            except openai.APITimeoutError:
-                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s", retryable=True) from None
+            limit, by_deadline = self._time_limit(t0)
+            try:  # the whole call, not only the wait between two reads (the SDK's timeout)
+                resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
+            except (openai.APITimeoutError, asyncio.TimeoutError):
+                if by_deadline:
+                    raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
+                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
+                               "request)", retryable=True) from None
+            except AnswerRefused as exc:
+                raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
             except openai.APIConnectionError as exc:
+                refused = refusal_of(exc)
+                if refused is not None:  # older SDKs wrap what the transport's hooks raise
+                    raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
                 cause = exc.__cause__ or exc.__context__
                 why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
                 raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
@@ -696,6 +734,13 @@ class LLMClient:
             raise _Failure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
                            retryable=True)
         return resp, latency
+
+    def _time_limit(self, now: float) -> tuple[float, bool]:
+        """(seconds this request may take, whether the run's --deadline is what sets them)."""
+        limit = float(self.config.timeout_s)
+        if self.deadline_at is not None and self.deadline_at - now < limit:
+            return max(self.deadline_at - now, 0.0), True
+        return limit, False
 
     def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> _Failure:
         status = exc.status_code
@@ -757,6 +802,8 @@ class LLMClient:
         self.usage.failures += 1
         if failure.retryable:
             how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        elif failure.status is None:
+            how = "(not retried)"
         else:
             how = f"(HTTP {failure.status} is not retried)"
         hint = ""
@@ -1005,7 +1052,10 @@ class LLMClient:
             if finish_reason == "length":
                 msg += " (the answer was cut off at max_tokens)"
             raise AnswerFormatError(msg, text=text, **details) from None
-        logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        try:
+            logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        except (TypeError, ValueError) as exc:  # a malformed answer: the server's, not the model's words
+            raise self._fail(_Failure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
         result = ChatResult(
             text=text,
             data=data,

@@ -348,6 +348,8 @@ class LLMJudge:
         self.max_reasks = max_reasks
         self.joint_disagreement = joint_disagreement
         self.seed = seed if seed is not None else (settings.default.seed or 0)
+        if deadline_s is not None:  # a call in flight at the deadline is cut there
+            client_kwargs.setdefault("deadline_at", self._started + deadline_s)
         self.pool = pool or ClientPool(settings, cache, **client_kwargs)
         self.stats = _Stats()
         self._roles: dict[str, _RoleStats] = {}

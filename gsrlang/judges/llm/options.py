@@ -59,7 +59,11 @@ def add_model_arguments(parser: argparse.ArgumentParser,
     add("--judge-config", metavar="FILE", help="the project file with [judge] settings (default: the nearest gsr.toml)")
     add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
     add("--max-tokens", type=int, metavar="N", help="answer length limit")
-    add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
+    add("--timeout", type=float, metavar="SECONDS",
+        help="the limit on each model request, from sending it to the answer's last byte (default 60)")
+    add("--max-answer-bytes", type=int, metavar="N",
+        help="the most bytes of one model answer gsr reads (default 4194304, 4 MiB); a larger answer fails its "
+             "call, and is not retried")
     add("--weighted", action="store_true",
         help="read every Score criterion with one-digit whole-number bounds (e.g. Score[1..5]) as the expected value "
              "over the answer token's probabilities (G-Eval); needs a server that returns logprobs")
@@ -132,6 +136,7 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
         "concurrency": get("concurrency"),
         "seed": get("seed"),
         "structured": get("structured"),
+        "max_answer_bytes": get("max_answer_bytes"),
         "reasoning_effort": get("reasoning_effort"),
         "rpm": get("rpm"),
         "tpm": get("tpm"),
