@@ -29,13 +29,13 @@ examples:
 
 def add_arguments(p) -> None:
     p.add_argument("results", metavar="RESULTS", nargs="+", help="results files (JSONL); several are several runs")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON; with --trace, `cost` holds the model judges' tokens (prompt, "
+                        "cached, completion, reasoning; per judge and criterion) and dollars from its run record")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     g = add_criterion_arguments(p)
-    g.add_argument("--trace", metavar="FILE",
-                   help="the run's trace: the criteria's judgments, and the model judges' tokens (prompt, cached, "
-                        "completion, reasoning; per judge and criterion) and dollars (`cost` in --json)")
+    g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
 
 
 def add_criterion_arguments(p):
