@@ -177,6 +177,16 @@ def test_healthz_and_metrics(fake, model_program):
     assert 'gsr_judge_cache_hits_total{judge="llm"} 0.0' in lines
 
 
+def test_metrics_count_the_dollars_spent(model_program):
+    with FakeOpenAI(responder=model_answer) as fake:  # a model with a published price
+        with serving(model_program, "--model", "gpt-4o-mini", "--base-url", fake.base_url, "--api-key", "k",
+                     "--no-cache") as s:
+            s.post("/score", {"items": [{"input": "q", "response": "q=3"}]})
+            spent = s.engine.judges.usage()["llm"]["cost_usd"]
+            text = s.get("/metrics")[1]
+    assert spent > 0 and f'gsr_judge_spend_usd_total{{judge="llm"}} {spent}' in text.splitlines()
+
+
 # ---- judging -----------------------------------------------------------------------------------------------
 def test_concurrent_clients_each_get_their_own_rewards(fake, model_program):
     expected = dict(zip(RESPONSES, in_process(model_program, fake, RESPONSES)))

@@ -184,9 +184,13 @@ def build(args):
         print(f"gsr serve: {exc}", file=sys.stderr)
         return None
     judges = _judges(args, program)
-    logging.basicConfig(level=args.log_level.upper(), format="gsr serve: %(levelname)s %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("gsrlang.serve").setLevel(args.log_level.upper())
+    log = logging.getLogger("gsrlang.serve")  # the server's own messages only: not every model call's
+    log.setLevel(args.log_level.upper())
+    if not any(getattr(h, "_gsr_serve", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("gsr serve: %(levelname)s %(message)s"))
+        handler._gsr_serve = True
+        log.addHandler(handler)
 
     engine = None
     metrics = Metrics(lambda: ((engine.current.program.name, engine.current.hash), engine.in_flight,
