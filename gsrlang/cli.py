@@ -36,6 +36,7 @@ COMMANDS = {
     "probe": "probe",
     "render": "render",
     "report": "report",
+    "serve": "serve",
     "trust": "trust",
     "lsp": "lsp",
 }
