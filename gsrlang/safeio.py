@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["PathClash", "check_outputs", "same_file", "write_atomic"]
+__all__ = ["PathClash", "check_outputs", "check_work_dir", "same_file", "write_atomic"]
 
 Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
 
@@ -61,6 +61,24 @@ def check_outputs(inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
             if _clash(ident, other):
                 raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: two outputs "
                                 "cannot share a file; nothing was written")
+
+
+def check_work_dir(what: str, folder: str | os.PathLike, inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
+    """Raise PathClash when a work folder a command will make, fill and then empty is, holds, or lies inside
+    one of its inputs or outputs (a file in it could be taken for one of its own and removed).
+
+    The folder's resolved path is compared with each named path (the same path, the same inode, or
+    one below the other), so `--work-dir .` is safe only because the command makes a subfolder of
+    its own in it, and that subfolder is what is checked here."""
+    folder_path, folder_id = _identity(folder)
+    for other_what, other_path, (resolved, ident) in _named(list(inputs) + list(outputs)):
+        inside = resolved.startswith(folder_path.rstrip(os.sep) + os.sep)
+        around = folder_path.startswith(resolved.rstrip(os.sep) + os.sep)
+        if resolved == folder_path or (ident is not None and ident == folder_id) or inside or around:
+            relation = "holds" if inside else "lies inside" if around else "is"
+            raise PathClash(f"{what} `{os.fspath(folder)}` {relation} {other_what} "
+                            f"`{other_path}`: the work folder is gsr's own, emptied when the run ends; "
+                            "choose another; nothing was written")
 
 
 def _clash(a: tuple, b: tuple) -> bool:

@@ -192,6 +192,7 @@ def test_a_weight_moves_by_its_share_not_its_scale():
     assert np.allclose(space.moves(theta)[[w0, w1]], [0.5, -0.5])
 
 
+@pytest.mark.slow  # a whole tuning run of many folds: the slow tier (docs/testing.md)
 def test_auto_shrinkage_is_chosen_inside_each_fold_without_leakage():
     from gsrlang.learn.tune import choose_shrink
 
