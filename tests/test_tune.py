@@ -134,7 +134,7 @@ def test_gsr_tune_bad_input(tmp_path, capsys):
     assert "too few for 5 folds" in capsys.readouterr().err
     # never overwrite an input
     assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label", "--out", str(prog)]) == 2
-    assert "would overwrite an input" in capsys.readouterr().err
+    assert "refusing to overwrite an input" in capsys.readouterr().err
 
 
 def test_a_program_with_both_tasks_is_tuned_for_the_one_named_by_mode(tmp_path, capsys):

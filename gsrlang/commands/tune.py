@@ -124,8 +124,9 @@ def run(args) -> int:
     args.shrink = _shrink(args.shrink)
     out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
     source = args.trace or args.data
-    if Path(out).resolve() in (Path(args.program).resolve(), Path(source).resolve()):
-        raise UsageError(f"--out `{out}` would overwrite an input; choose another file")
+    from gsrlang.safeio import check_outputs  # the same path or the same inode (a hard link), as every writer
+
+    check_outputs([("PROGRAM", args.program), ("--trace" if args.trace else "--data", source)], [("--out", out)])
     try:
         import scipy  # noqa: F401
     except ImportError:
@@ -206,8 +207,9 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
     analysis = analyze(tuned_text, out)
     if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
         raise RuntimeError("the tuned program does not check: " + "; ".join(d.message for d in analysis.errors))
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(tuned_text, encoding="utf-8")
+    from gsrlang.safeio import write_atomic
+
+    write_atomic(out, tuned_text)  # an old tuned file stays whole until the new one is (a full disk: the old)
     print(f"\nwrote {out} (tuned on all {labelled} labelled items):")
     width = max(len(k.name) for k in ks)
     for k, v in zip(ks, values):
