@@ -202,7 +202,10 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
         f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
         f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
     ]
-    text = Path(args.program).read_text(encoding="utf-8")
+    from gsrlang.syntax.parser import decode_source
+
+    # the text exactly as the checker read it (no newline translation: the knobs' spans are offsets into it)
+    text, _ = decode_source(Path(args.program).read_bytes())
     tuned_text = tuned_source(text, ks, values, header)
     analysis = analyze(tuned_text, out)
     if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
