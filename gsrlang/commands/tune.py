@@ -55,7 +55,9 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
                    help="the task to tune, for a program that declares both (default: its only task)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the folds and the search (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p, "seed of the folds and the search")
     p.add_argument("--shrink", default="0.01", metavar="L",
                    help="pull towards the written numbers: L x mean squared relative move (default: 0.01); "
                         "`auto`: choose L from 0.01, 0.03, 0.1, 0.3, 1 by an inner CV of the items tuned on "
