@@ -95,7 +95,7 @@ class JudgmentCache:
         except CacheError:
             conn.close()
             raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged schema text fails to decode
             conn.close()
             raise self._error(f"cannot open: {exc}") from None
         self._conn = conn
