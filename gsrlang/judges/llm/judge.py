@@ -572,6 +572,9 @@ class LLMJudge:
             if unused:
                 lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
                              f"{', '.join(unused)}; those examples were not used")
+        unstored = getattr(self.cache, "unstored_warning", None)
+        if unstored is not None and unstored():
+            lines.append(unstored())
         return lines
 
     @property
