@@ -85,6 +85,11 @@ def check_run_arguments(args) -> None:
                          "--batch-import")
     if not on:
         return
+    if getattr(args, "dry_run", False):
+        if args.batch_export or args.batch_import:
+            raise UsageError("--dry-run plans a run and calls nothing: it takes --batch (the plan at the Batch API's "
+                             "price), not --batch-export or --batch-import")
+        return
     if args.batch and args.batch_export:
         raise UsageError("--batch and --batch-export exclude each other: --batch sends the requests to the server's "
                          "Batch API, --batch-export writes them to a file for another runner")
@@ -162,6 +167,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
                           poll=args.batch_poll or 5.0, poll_cap=120.0, export=args.batch_export, imported=answers,
                           say=say, warn=lambda text: print(text, file=sys.stderr, flush=True))
         llm.pool.batcher = batcher
+        llm.batch_pricing = bool(args.batch)  # the spend and --budget at the Batch API's price
         if args.batch:  # before anything is uploaded: a server without the Batch API is one line
             asyncio.run(check_batch_api([llm.pool.for_role(None)]))
     except BatchError as exc:

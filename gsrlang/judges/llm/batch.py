@@ -69,11 +69,8 @@ def request_body(client: LLMClient, request: ChatRequest) -> tuple[dict, str]:
     """(the JSON body the online path would POST for `request`, the structured-output mode it uses).
 
     The one seam between batches and the online request building: the client's own
-    ``_build``, with the SDK's ``extra_body`` merged in as the server receives it."""
-    mode = client._mode_for(request)
-    kwargs = client._build(request, mode)
-    extra = kwargs.pop("extra_body", None) or {}
-    return {**kwargs, **extra}, mode
+    :meth:`LLMClient.request_body` (the negotiated mode, every remembered adaptation, a grammar merged in)."""
+    return client.request_body(request), client._mode_for(request)
 
 
 def batch_line(custom_id: str, body: dict) -> bytes:
