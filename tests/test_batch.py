@@ -82,6 +82,19 @@ def trace_lines(path: Path) -> list:
     return out
 
 
+def pop_costs(value, out: list) -> list:
+    """Take every `cost_usd` out of a record (in order), into `out`."""
+    if isinstance(value, dict):
+        if "cost_usd" in value:
+            out.append(value.pop("cost_usd"))
+        for v in value.values():
+            pop_costs(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            pop_costs(v, out)
+    return out
+
+
 def cache_entries(path: Path) -> dict:
     with sqlite3.connect(path) as conn:
         return {k: strip(json.loads(v)) for k, v in conn.execute("SELECT key, value FROM judgments")}
@@ -121,7 +134,13 @@ def test_a_batch_run_writes_what_the_online_run_writes(server, tmp_path, capsys,
     online, batch, bought_online = run_pair(server, tmp_path, program, mode, extra)
     capsys.readouterr()
     assert (batch / "r.jsonl").read_bytes() == (online / "r.jsonl").read_bytes()
-    assert trace_lines(batch / "t.jsonl") == trace_lines(online / "t.jsonl")
+    batch_trace, online_trace = trace_lines(batch / "t.jsonl"), trace_lines(online / "t.jsonl")
+    # dollars: the batch price, half the online one for these models (None where the price is unknown)
+    batch_costs, online_costs = pop_costs(batch_trace, []), pop_costs(online_trace, [])
+    assert [c is None for c in batch_costs] == [c is None for c in online_costs]
+    assert [c for c in batch_costs if c is not None] == pytest.approx(
+        [c / 2 for c in online_costs if c is not None])
+    assert batch_trace == online_trace
     assert cache_entries(batch / "c.sqlite") == cache_entries(online / "c.sqlite")
     # the same requests were bought: online, one per model to negotiate structured output; the rest in batches
     negotiated = len({r["model"] for r in bought_online})
@@ -577,3 +596,31 @@ def test_a_batch_run_never_buys_a_judgment_short_circuiting_skips():
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+def test_the_plan_and_the_spend_of_a_batch_run_use_the_batch_price(server, tmp_path, capsys, monkeypatch):
+    import re
+
+    data = write_jsonl(tmp_path / "items.jsonl", items(3))
+    totals = {}
+    for name, flags in (("online", []), ("batch", ["--batch"])):
+        code = gsr("run", EX / "helpsteer2/helpfulness.gsr", "--data", data, "--mode", "pointwise", "--model",
+                   "gpt-4o-mini", "--dry-run", *flags)
+        out = capsys.readouterr().out
+        assert code == 0
+        totals[name] = float(re.search(r"^total .*\$([0-9.]+)\s*$", out, re.M).group(1))
+    assert "--batch: at the Batch API's price" in out and not server.requests and not server.batch.calls
+    assert totals["batch"] == pytest.approx(totals["online"] / 2, abs=0.0001)  # gpt-4o-mini: half, in genai-prices
+    # the run's own spend: the judge prices its calls at the batch price
+    from gsrlang.judges.llm.prices import price_of
+
+    assert price_of("gpt-4o-mini", None, batch=True).input == price_of("gpt-4o-mini", None).input / 2
+    code = gsr("run", EX / "helpsteer2/helpfulness.gsr", "--data", data, "--mode", "pointwise", "--id-field", "id",
+               "--model", "gpt-4o-mini", "--out", "r.jsonl", "--trace", "t.jsonl", "--batch", "--batch-poll", "0.01",
+               "--structured", "json_schema", "--budget", "10")
+    assert code == 0, capsys.readouterr().err
+    usage = json.loads(Path("t.jsonl").read_text().splitlines()[-1])["judges"]["llm"]
+    price = price_of("gpt-4o-mini", None, batch=True)
+    assert usage["http_requests"] == 0 and usage["calls"] > 0
+    assert usage["cost_usd"] == pytest.approx(price.cost(usage["prompt_tokens"], usage["cached_tokens"],
+                                                         usage["completion_tokens"]))

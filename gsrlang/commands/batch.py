@@ -167,6 +167,8 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
                           poll=args.batch_poll or 5.0, poll_cap=120.0, export=args.batch_export, imported=answers,
                           say=say, warn=lambda text: print(text, file=sys.stderr, flush=True))
         llm.pool.batcher = batcher
+        for client in llm.pool.clients:  # made already (the --budget price check makes them)
+            client.batcher = batcher
         llm.batch_pricing = bool(args.batch)  # the spend and --budget at the Batch API's price
         if args.batch:  # before anything is uploaded: a server without the Batch API is one line
             asyncio.run(check_batch_api([llm.pool.for_role(None)]))
