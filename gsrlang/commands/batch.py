@@ -135,9 +135,12 @@ def _say(args):
     return lambda text: print(text, file=sys.stderr, flush=True)
 
 
-def run_with_batches(args, program, mode, columns, registry, settings) -> int:
-    """`gsr run --batch` (or --batch-export / --batch-import): the run, its model calls answered from batches."""
-    from gsrlang.commands.run import _finish, _with_progress, print_summary
+def run_with_batches(args, program, mode, columns, registry, settings, *, local, progress, summarize,
+                     finish) -> int:
+    """`gsr run --batch` (or --batch-export / --batch-import): the run, its model calls answered from batches.
+
+    `local`, `progress`, `summarize` and `finish` are gsr run's own steps (gsrlang.commands.run: the online run,
+    the progress display, the summary, the exit status), passed in so that this module does not import it."""
     from gsrlang.judges.llm.batch import (BatchError, BatchLimits, BatchState, Batcher, check_batch_api,
                                           parse_size, read_results)
     from gsrlang.runtime.batch import run_file
@@ -146,9 +149,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
     if llm is None or not hasattr(llm, "pool"):
         print("gsr run: no criterion of this program is judged by a model: nothing to batch; running it as usual",
               file=sys.stderr)
-        from gsrlang.commands.run import run_local
-
-        return run_local(args, program, mode, columns, registry, settings)
+        return local(args, program, mode, columns, registry, settings)
     say = _say(args)
     try:
         state = BatchState(state_folder(args))
@@ -188,7 +189,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
                         batcher=batcher)
 
     try:
-        summary = _with_progress(args, go, registry)
+        summary = progress(args, go, registry)
     except asyncio.CancelledError:
         stop = batcher.stop
         if stop is None:
@@ -211,7 +212,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
                 Path(final).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(partial, final)
     stream = sys.stderr if args.out == "-" else sys.stdout
-    print_summary(summary, program, args, stream)
+    summarize(summary, program, args, stream)
     s = batcher.summary()
     if s["batched"] or s["imported"] or args.batch:
         extra = "".join(f", {s[k]} {label}" for k, label in (
@@ -223,7 +224,7 @@ def run_with_batches(args, program, mode, columns, registry, settings) -> int:
     if args.batch_export:
         print(f"  nothing left to export: the run is complete (no request written to {args.batch_export})",
               file=stream)
-    return _finish(args, registry, summary, stream)
+    return finish(args, registry, summary, stream)
 
 
 # ------------------------------------------------------------------------------------------------ gsr batch

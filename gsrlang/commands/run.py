@@ -338,7 +338,8 @@ def run(args) -> int:
     if args.budget_usd is not None:
         _check_priced(program, registry)
     if batch.wanted(args):
-        return batch.run_with_batches(args, program, mode, columns, registry, settings)
+        return batch.run_with_batches(args, program, mode, columns, registry, settings, local=run_local,
+                                      progress=_with_progress, summarize=print_summary, finish=_finish)
     return run_local(args, program, mode, columns, registry, settings)
 
 
