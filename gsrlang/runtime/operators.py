@@ -1,7 +1,11 @@
-"""The operator catalogue's implementations: one pure function per operator in stdlib/operators.gsr.
+"""An independent oracle of the operator catalogue, for tests: one pure function per operator.
 
-Each function works on ONE candidate's values (the executor calls it once per
-candidate, so operators never mix candidates): ports are positional arguments in
+The runtime does not use this module: every path evaluates operators through the
+kernels of `gsrlang.semantics.kernels` (tests/test_kernels.py checks that nothing in
+the package imports this one). It is kept, written plainly over Python values, so
+that tests can hold the kernels to it.
+
+Each function works on ONE candidate's values: ports are positional arguments in
 the order the stdlib signature declares them (a list port is a list, in slot
 order), parameters are keyword arguments (defaults already filled in by the
 checker; enum members such as `skip` arrive as plain strings). Values are
