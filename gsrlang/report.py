@@ -98,12 +98,6 @@ def _first_difference(a: dict, b: dict) -> str:
 
 
 # ---- per-item facts -----------------------------------------------------------------------------------------
-def _gold_category(label, mode: str):
-    if label is None:
-        return None
-    return round_half_up(label) if mode == "pointwise" else label
-
-
 def _disagreement(line: dict, mode: str) -> float | None:
     """How far the prediction is from the gold label: |score - rounded gold| (pointwise); pairwise 0 agree,
     1 a tie against a winner, 2 opposite winners. None without a label or a prediction."""
