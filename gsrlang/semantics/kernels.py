@@ -33,6 +33,7 @@ import math
 from typing import Callable, NamedTuple, Sequence
 
 import attrs
+
 import numpy as np
 
 from gsrlang.judgment import ABSTAIN
@@ -40,8 +41,7 @@ from gsrlang.judgment import ABSTAIN
 __all__ = ["Column", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
 
 
-@attrs.frozen
-class Column:
+class Column(NamedTuple):
     """One node's output over every row: values, and where it abstained or is invalid."""
 
     values: np.ndarray
@@ -52,14 +52,14 @@ class Column:
 def encode(t, cells: Sequence) -> Column:
     """Python values of type `t` (ABSTAIN where abstained) as a Column of its type's encoding (nothing invalid)."""
     n = len(cells)
-    abstain = np.fromiter((c is ABSTAIN for c in cells), bool, n)
+    abstain = np.array([c is ABSTAIN for c in cells], bool)
     if t.kind == "score":
-        values = np.fromiter((0.0 if c is ABSTAIN else c for c in cells), np.float64, n)
+        values = np.array([0.0 if c is ABSTAIN else c for c in cells], np.float64)
     elif t.kind == "bool":
-        values = np.fromiter((c is True for c in cells), bool, n)
+        values = np.array([c is True for c in cells], bool)
     else:
         code = {label: i for i, label in enumerate(t.labels)}
-        values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, n)
+        values = np.array([code.get(c, 0) if type(c) is str else 0 for c in cells], np.int32)
     return Column(values, abstain, np.zeros(n, bool))
 
 
@@ -432,8 +432,8 @@ def _bound(t: np.ndarray, at, neutral: float) -> np.ndarray:
     inf and 0.0 + at is at, exactly, for every finite `at` but -0.0 (which becomes
     0.0); those few take np.where, several times slower (a branch per row)."""
     at = float(at)
-    if not math.isfinite(at) or math.copysign(1.0, at) < 0 and at == 0:
-        return np.where(t, at, neutral)
+    if len(t) < 64 or not math.isfinite(at) or math.copysign(1.0, at) < 0 and at == 0:
+        return np.where(t, at, neutral)  # (few rows: the bit pattern's five passes cost more than a branch)
     bound = np.logical_not(t).astype(np.int64)
     bound *= np.array(neutral).view(np.int64)
     bound = bound.view(np.float64)
