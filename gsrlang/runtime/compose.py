@@ -23,7 +23,7 @@ from gsrlang.runtime.values import RuntimeFailure, checker, value_problem
 from gsrlang.semantics.kernels import KERNELS, Column, Kernel, decode, encode
 from gsrlang.types import JType
 
-__all__ = ["CompositionError", "Plan", "Step", "bind_params"]
+__all__ = ["CompositionError", "Plan", "Step", "bind_params", "plain_param"]
 
 
 class CompositionError(RuntimeFailure):
@@ -36,7 +36,7 @@ class CompositionError(RuntimeFailure):
         self.reason = reason
 
 
-def _plain(value):
+def plain_param(value):
     """A checked parameter value as a kernel wants it: enum members as names, numbers as floats."""
     if isinstance(value, Symbol):
         return value.name
@@ -45,15 +45,15 @@ def _plain(value):
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_param(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_param(v) for k, v in value.items()}
     return value
 
 
 def bind_params(params: dict, port_types: dict[str, JType], out_type: JType) -> dict:
     """The keyword arguments of a kernel for a node's parameters, its ports' types and its own type."""
-    kwargs = {k: _plain(v) for k, v in params.items()}
+    kwargs = {k: plain_param(v) for k, v in params.items()}
     for port, t in port_types.items():
         kwargs[f"{port}_type"] = t
     kwargs["out_type"] = out_type

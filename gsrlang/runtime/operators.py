@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import attrs
 
-from gsrlang.catalog import Symbol
+from gsrlang.runtime.compose import plain_param
 from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
 from gsrlang.types import JType
 
@@ -73,25 +73,10 @@ def param_names(fn: Callable) -> tuple[str, ...]:
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY)
 
 
-def _plain(value):
-    """A checked parameter value as an operator wants it: enum members as names, numbers as floats."""
-    if isinstance(value, Symbol):
-        return value.name
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def bind_params(name: str, params: dict, port_types: dict[str, JType] | None = None) -> dict:
     """The keyword arguments of operator `name` for a node's parameters (and its ports' types)."""
     op = OPERATORS[name]
-    kwargs = {k: _plain(v) for k, v in params.items()}
+    kwargs = {k: plain_param(v) for k, v in params.items()}
     for port in op.typed_ports:
         kwargs[f"{port}_type"] = (port_types or {})[port]
     return kwargs
@@ -100,7 +85,7 @@ def bind_params(name: str, params: dict, port_types: dict[str, JType] | None = N
 def apply(name: str, *ports, **params):
     """Apply operator `name` to one candidate's port values (a convenience for tests and the REPL)."""
     op = OPERATORS[name]
-    kwargs = {k: (v if k.endswith("_type") else _plain(v)) for k, v in params.items()}
+    kwargs = {k: (v if k.endswith("_type") else plain_param(v)) for k, v in params.items()}
     return op.fn(*ports, **kwargs)
 
 
