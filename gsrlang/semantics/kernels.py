@@ -235,8 +235,11 @@ def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
     r = s + err
     rp = r - s
     delta = (s - (r - rp)) + (err - rp)  # r + delta = s + err exactly
+    # the exact sum is r + delta + (what summing the errors lost, at most k u mag, doubled to be safe): r is its
+    # rounding when that stays within half the gap to r's neighbours (the gap below a power of 2 is half the one above)
     bound = np.abs(delta) + (k * _U) * mag * 2.0
-    doubt = ~(bound < np.spacing(np.abs(r)) * 0.25) | ~np.isfinite(r)  # a quarter: the gap below a power of 2
+    half_gap = np.spacing(np.abs(r)) * np.where(np.frexp(np.abs(r))[0] == 0.5, 0.25, 0.5)
+    doubt = ~(bound < half_gap) | ~np.isfinite(r)
     doubt &= mag != 0.0  # no rounding error anywhere: the naive sum is exact
     if doubt.any():
         idx = np.flatnonzero(doubt)
