@@ -1,9 +1,8 @@
 """An independent oracle of the operator catalogue, for tests: one pure function per operator.
 
-The runtime does not use this module: every path evaluates operators through the
-kernels of `gsrlang.semantics.kernels` (tests/test_kernels.py checks that nothing in
-the package imports this one). It is kept, written plainly over Python values, so
-that tests can hold the kernels to it.
+The package does not hold this module: every path evaluates operators through the
+kernels of `gsrlang.semantics.kernels`. It is kept among the tests, written plainly
+over Python values, so that tests can hold the kernels to it (tests/test_kernels.py).
 
 Each function works on ONE candidate's values: ports are positional arguments in
 the order the stdlib signature declares them (a list port is a list, in slot
