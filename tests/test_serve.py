@@ -245,13 +245,20 @@ def test_concurrent_requests_are_judged_in_one_batch_and_merged(fake, model_prog
 
 
 def test_a_deadline_that_passes(model_program, tmp_path):
-    slow = lambda body: 0.0 if "q=1" in body["messages"][-1]["content"] else 3.0  # noqa: E731
+    # the slow item's calls are held until both requests have been answered, so the deadline (generous for
+    # the fast items on a loaded machine) always passes with exactly that item unfinished
+    release = threading.Event()
+    def slow(body):
+        if "q=1" not in body["messages"][-1]["content"]:
+            release.wait(60)
+        return 0.0
     with FakeOpenAI(responder=model_answer, latency=slow) as fake:
         with serving(model_program, *model_args(fake, "--trace", str(tmp_path / "t.jsonl"))) as s:
             items = [{"input": "q", "response": r} for r in ("q=1 fast", "q=2 slow", "q=1 fast too")]
-            status, failed = s.post("/score", {"items": items, "deadline_s": 0.5, "id": "late"})
-            dstatus, defaulted = s.post("/score", {"items": items, "deadline_s": 0.5, "on_deadline": "default",
+            status, failed = s.post("/score", {"items": items, "deadline_s": 3, "id": "late"})
+            dstatus, defaulted = s.post("/score", {"items": items, "deadline_s": 3, "on_deadline": "default",
                                                    "default_reward": -1.0})
+            release.set()
             wait_for(lambda: s.engine.in_flight == 0, "the slow items to finish")
     assert status == 504
     assert failed["error"]["field"] == "deadline_s" and "1 of 3 items unfinished: late/1" in failed["error"]["message"]
