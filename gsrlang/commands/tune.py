@@ -76,7 +76,8 @@ def add_column_arguments(p) -> None:
 
 def load_table(program, args, mode: str, label: str):
     """The columnar table of the items (from --trace or --data); usage errors for what cannot be read."""
-    from gsrlang.data import ColumnMap, DataError
+    from gsrlang.columns import column_map, program_needs
+    from gsrlang.data import DataError
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.columnar import Table
     from gsrlang.runtime.labels import label_reader
@@ -88,8 +89,11 @@ def load_table(program, args, mode: str, label: str):
         if not args.label_field:
             raise UsageError("--data needs --label-field (the human label to learn from)")
         responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
-        try:
-            columns = ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+        if mode == "pairwise" and not args.responses and not program_needs(program).responses:
+            responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
+        try:  # only the columns the program reads, as `gsr run` asks for them
+            columns = column_map(program, mode, args.input_field, responses, args.id_field, args.label_field,
+                                 args.reference_field)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
