@@ -263,3 +263,26 @@ def test_jobs_give_the_same_predictions_and_progress_counts(tmp_path):
     assert sorted(f for f, _ in progress.folds) == [0, 1, 2] and sum(n for _, n in progress.folds) == 240
     assert progress.evaluated > 100 and progress.lowest < np.inf
     assert len(labelled_index(table)) == 240
+
+
+def test_progress_bar_counts_folds_candidates_and_workers(tmp_path):
+    import multiprocessing
+    import time
+
+    from gsrlang.commands import tune as command
+
+    program = _synthetic_program()
+    table, _ = _synthetic_table(program, tmp_path / "items.jsonl", 4, 3, seed=0)
+    bar = command._Bar(2, "mae", (1, 5), table)
+    count, best = multiprocessing.Value("q", 0), multiprocessing.Value("d", np.inf)
+    with bar:
+        bar.stage("fold 1 of 2")
+        for v in range(40):
+            bar.evaluation(1.0 / (v + 1))
+        bar.watch(count, best)
+        count.value = 100  # what worker processes counted
+        bar.fold_done(0, 2, {i: float(table.labels[i]) for i in range(6)})
+        time.sleep(0.6)  # the poller refreshes the count
+    task = bar.bar.tasks[0]
+    assert task.completed == 1 and task.description == "fold 1 of 2"
+    assert task.fields["evals"] == 140 and task.fields["best"] == "mae so far 0.000 (6 items)"

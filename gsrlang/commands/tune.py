@@ -466,12 +466,12 @@ def _Bar(folds: int, metric: str, scale, table):
             self.bar.stop()
             return False
 
-        def _count(self) -> int:
+        def _total(self) -> int:
             return self.evaluated + (self.shared[0].value if self.shared else 0)
 
         def _poll(self):
             while not self.stop.wait(0.25):
-                self.bar.update(self.task, evals=self._count())
+                self.bar.update(self.task, evals=self._total())
 
         def stage(self, text):
             self.bar.update(self.task, description=text)
@@ -484,7 +484,7 @@ def _Bar(folds: int, metric: str, scale, table):
             keys = sorted(self.done)
             value = score_of(table.mode, metric, [self.done[i] for i in keys], [golds[i] for i in keys], scale)
             value = -value if metric == "mae" else value
-            self.bar.update(self.task, advance=1, evals=self._count(),
+            self.bar.update(self.task, advance=1, evals=self._total(),
                             best=f"{metric} so far {value:.3f} ({len(self.done)} items)")
 
     return Bar()
