@@ -1,22 +1,28 @@
-# `make demo` and `make test` work on a fresh machine: they create .venv, install
-# the project and its test tools, and install Graphviz's `dot` where it is missing.
+# `make demo` and `make test` work on a fresh machine: they create .venv and install what each needs.
+# `make demo` installs the runtime dependencies only (no test tools, no Ray, pyarrow, Playwright or Chromium);
+# `make test` adds the test extra and Graphviz's `dot`; `make test-all` adds Chromium for the browser tests.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
+RUNTIME := $(VENV)/.runtime-installed
+TESTS   := $(VENV)/.tests-installed
 
-.PHONY: setup demo test test-real bench tables clean graphviz chromium
+.PHONY: setup demo test test-slow test-all test-pythons test-real bench tables clean graphviz chromium
 
-setup: $(STAMP) graphviz chromium
+setup: $(TESTS) graphviz chromium
 
-$(STAMP): pyproject.toml setup.py
+$(RUNTIME): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+	$(PIP) -e .
 	@# pip byte-compiles what it installs, but not an editable project: without this, where
 	@# PYTHONDONTWRITEBYTECODE is set, every `gsr` start compiles each module it imports again
 	$(BIN)/python -m compileall -q gsrlang >/dev/null
-	touch $(STAMP)
+	touch $(RUNTIME)
+
+$(TESTS): $(RUNTIME)
+	$(PIP) -e ".[test]"
+	touch $(TESTS)
 
 # Graphviz is a system package; install it where we are allowed to (CI runs as root).
 graphviz:
@@ -35,11 +41,25 @@ chromium:
 	  ($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null) \
 	    || echo "warning: could not install Chromium; the report's browser tests will be skipped"; }
 
-demo: setup
+demo: $(RUNTIME)
 	$(BIN)/python -m gsrlang.demo
 
-test: setup
+# the fast suite: every test but the slow tier (pyproject's addopts deselect `slow`; see docs/testing.md)
+test: $(TESTS) graphviz
 	$(BIN)/python -m pytest
+
+# the slow tier: soak, kill-and-resume, browser pages, and the property and fuzz tests with all their examples
+# (pytest exits 5 when a tier selects no test: that is a broken tier, not a pass)
+test-slow: $(TESTS) graphviz chromium
+	GSR_TEST_FULL=1 $(BIN)/python -m pytest -m "slow or examples"
+
+# everything: the fast suite and the slow tier, in one run
+test-all: $(TESTS) graphviz chromium
+	GSR_TEST_FULL=1 $(BIN)/python -m pytest -m ""
+
+# the package on the oldest Python it supports (3.10) and the newest one found here (scripts/pythons.sh)
+test-pythons:
+	bash scripts/pythons.sh
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
@@ -53,7 +73,7 @@ tables: setup
 
 # The real-model tier: llama-cpp-python's server with SmolLM2-135M (both from PyPI) on
 # 127.0.0.1, and the tests marked `realmodel` against it (see README, "The real-model tier").
-test-real: setup
+test-real: $(TESTS)
 	bash scripts/realmodel.sh
 
 clean:

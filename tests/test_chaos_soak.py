@@ -19,10 +19,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from gsrlang.cli import main
 
 from fakeserver import FakeOpenAI, Fault
 from test_llm_run import KEY, _request_key, _run_cmd, _stored_keys, fake_model, write_jsonl
+
+pytestmark = pytest.mark.slow  # the soak is in the slow tier (make test-all, CI)
 
 N_ITEMS = 30
 FAULT_RATE = 0.2

@@ -27,6 +27,7 @@ from gsrlang.runtime.executor import check_judgments, default_mode, finish
 from gsrlang.runtime.values import ABSTAIN
 from runfiles import records
 from test_properties import SETTINGS, checkable_programs, modes
+from tiers import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +90,8 @@ def assert_same(program, mode, items):
             assert np.max(np.abs(ev.sink[i] - np.array(sink))) <= SINK_TOLERANCE
 
 
-@settings(max_examples=150, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(150), **SETTINGS)
 @given(st.data())
 def test_columnar_equals_the_interpreter_on_generated_programs(data):
     text, _ = data.draw(checkable_programs())
@@ -116,7 +118,8 @@ def _parameter_set(draw, program) -> dict:
     return params
 
 
-@settings(max_examples=100, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(100), **SETTINGS)
 @given(st.data())
 def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_rebuilt_program(data):
     """What one evaluator keeps between parameter sets (the columns upstream of no changed parameter, per

@@ -42,6 +42,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import default_mode
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
 from test_properties import SETTINGS, checkable_programs, draw_checked
+from tiers import examples
 
 SUMMARY_FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
                   "duplicate_examples", "judgments", "skipped")
@@ -122,7 +123,8 @@ def write_rows(path: Path, rows: list, pairwise: bool) -> None:
 LABELS = [None, 1, 3, 4.5, 99, "x", "first", "second", "tie", "A", "B", True]
 
 
-@settings(max_examples=120, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(120), **SETTINGS)
 @given(checkable_programs(), st.data())
 def test_the_columnar_path_writes_what_the_item_path_writes_on_generated_programs(generated, data):
     program, mode = draw_checked(generated, data)
@@ -198,7 +200,8 @@ def _cell(draw):
     return draw(st.sampled_from(CELLS))
 
 
-@settings(max_examples=60, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(60), **SETTINGS)
 @given(st.data())
 def test_the_real_judges_give_the_same_files_on_both_paths(data):
     pairwise = data.draw(st.booleans())

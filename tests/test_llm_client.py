@@ -211,18 +211,22 @@ def test_cache_key_contents():
 # --------------------------------------------------------------------------- retries
 
 
-async def test_429_with_retry_after_is_honoured(server):
+async def test_429_with_retry_after_is_honoured(server, monkeypatch):
     server.enqueue(Fault.status(429, retry_after=0.3))
+    waits, real_sleep = [], asyncio.sleep
+
+    async def sleep(delay, *args, **kwargs):  # what the client asks to wait (no wall-clock reading)
+        waits.append(delay)
+        return await real_sleep(delay, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
     async with make_client(server) as client:
-        t0 = time.monotonic()
         result = await client.complete(make_request())
-        elapsed = time.monotonic() - t0
     assert result.data["score"] == 4 and result.attempts == 2
     first, second = server.requests
     assert first.fault == "status 429" and second.fault is None
-    # backoff is capped at 0.01 s here, so only Retry-After explains the wait
-    assert second.time - first.time >= 0.28
-    assert elapsed < 5
+    # backoff is capped at 0.01 s here, so only Retry-After explains a wait of 0.3 s
+    assert any(w == pytest.approx(0.3, abs=0.02) for w in waits), waits
     assert client.usage.retries == 1 and client.usage.http_requests == 2
 
 
@@ -241,12 +245,13 @@ async def test_transient_error_then_success(server, fault):
 
 
 async def test_timeout_then_success(server):
-    server.enqueue(Fault.timeout(5))
+    server.enqueue(Fault.timeout(60))
     async with make_client(server, timeout_s=0.3) as client:
-        t0 = time.monotonic()
         result = await client.complete(make_request())
     assert result.data["score"] == 4 and result.attempts == 2
-    assert time.monotonic() - t0 < 3
+    # the retry arrived while the server still held the first request (it holds it 60 s): the client's own
+    # timeout ended the first attempt, not the server
+    assert server.max_in_flight == 2 and server.requests[0].fault == "timeout"
 
 
 async def test_all_attempts_fail(server):
@@ -498,20 +503,17 @@ def test_fake_server_sustains_concurrent_slow_requests():
             conn.close()
 
         threads = [threading.Thread(target=worker) for _ in range(n_threads)]
-        t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        rate = n_threads * per_thread / (time.monotonic() - t0)
         assert len(server.requests) == n_threads * per_thread
-        assert server.max_in_flight >= 16
-    assert rate > 150, rate
+        assert server.max_in_flight >= 16  # the slow requests overlapped (its throughput: benchmarks/bench_llm.py)
 
 
 def test_fake_server_closes_promptly_with_sleeping_handler():
     server = FakeOpenAI().start()
-    server.enqueue(Fault.timeout(30))
+    server.enqueue(Fault.timeout(3600))  # the handler sleeps an hour unless close() wakes it
 
     def call():
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -525,10 +527,9 @@ def test_fake_server_closes_promptly_with_sleeping_handler():
     t.start()
     while not server.requests:
         time.sleep(0.01)
-    t0 = time.monotonic()
     server.close()
-    t.join(5)
-    assert time.monotonic() - t0 < 3 and not t.is_alive()
+    t.join(120)  # a liveness bound, not a speed one: without the wake-up the call would last an hour
+    assert not t.is_alive()
 
 
 # --------------------------------------------------------------------------- extract_json
@@ -569,11 +570,23 @@ def test_extract_json_error_excerpt_is_short():
     assert len(str(info.value)) < 300 and info.value.text == text
 
 
-def test_extract_json_pathological_input_is_fast():
-    t0 = time.monotonic()
+def test_extract_json_pathological_input_is_bounded():
+    """Unbalanced braces: the brace matcher tries at most _MAX_SPANS openings, each one pass over the text (its
+    work is counted in characters read, not timed; benchmarks/bench_bounds.py times it)."""
+    from gsrlang.judges.llm import jsonparse
+
+    class Counting(str):
+        reads = 0
+
+        def __getitem__(self, key):
+            Counting.reads += 1
+            return str.__getitem__(self, key)
+
+    n = 2000
     with pytest.raises(AnswerFormatError):
-        extract_json("{" * 20000)
-    assert time.monotonic() - t0 < 5
+        extract_json(Counting("{" * n))
+    # trying every opening brace would read n * (n + 1) / 2 = 2,001,000 characters
+    assert 0 < Counting.reads <= (jsonparse._MAX_SPANS + 1) * n
 
 
 json_values = st.recursive(

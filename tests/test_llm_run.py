@@ -330,7 +330,7 @@ def test_the_trace_ends_with_the_run_totals(server, tmp_path, capsys):
     assert summary["kind"] == "run_summary" and summary["trace_version"] == 2
     assert (summary["items"], summary["ok"], summary["invalid"], summary["failed"]) == (3, 3, 0, 0)
     assert summary["mode"] == "pointwise" and summary["program"]["name"] == "helpfulness"
-    assert 0 < summary["wall_s"] < 60
+    assert isinstance(summary["wall_s"], float) and summary["wall_s"] > 0
     llm = summary["judges"]["llm"]
     prov = _provenance_totals(items)
     # the totals are the sum over the judgments' provenance ...
@@ -389,6 +389,7 @@ def _request_key(body: dict, base_url: str) -> str:
                        seed=body.get("seed")).cache_key(config)
 
 
+@pytest.mark.slow  # kills a run and resumes it: the slow tier, with the chaos soak (docs/testing.md)
 def test_kill_and_resume_gives_the_same_results_without_asking_twice(tmp_path, monkeypatch, capsys):
     n_items = 36
     rows = [{"id": f"i{i:03d}", "input": f"Question {i}?", "response": ("GOOD " if i % 3 else "BAD ") + f"answer {i}"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from gsrlang.jsonform import json_to_source, program_to_json
 from gsrlang.syntax.formatter import format_source
 from gsrlang.syntax.parser import parse
 from test_jsonform import SCHEMA, validate
+from tiers import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -41,7 +43,8 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=150, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(150), **SETTINGS)
 @given(st.text())
 def test_parse_and_analyze_never_raise_on_any_text(text):
     result = parse(text)
@@ -50,7 +53,8 @@ def test_parse_and_analyze_never_raise_on_any_text(text):
     assert analysis.program is None or not analysis.errors
 
 
-@settings(max_examples=250, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(250), **SETTINGS)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60).map(" ".join))
 def test_parse_and_analyze_never_raise_on_grammar_fragments(text):
     parse(text)
@@ -58,7 +62,8 @@ def test_parse_and_analyze_never_raise_on_grammar_fragments(text):
     assert analysis.program is None or not analysis.errors
 
 
-@settings(max_examples=60, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(60), **SETTINGS)
 @given(st.data())
 def test_analyze_never_raises_on_mutated_programs(data):
     """Valid programs with a piece cut out or repeated: the checker's passes see near-valid input."""
@@ -203,7 +208,8 @@ def shaped_programs(draw) -> str:
     return "".join(out)
 
 
-@settings(max_examples=120, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(120), **SETTINGS)
 @given(shaped_programs())
 def test_formatting_keeps_the_ast_and_is_idempotent(text):
     parsed = parse(text)
@@ -368,7 +374,8 @@ def checkable_programs(draw):
     return text, n
 
 
-@settings(max_examples=80, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(80), **SETTINGS)
 @given(checkable_programs())
 def test_json_round_trip_of_checkable_programs(generated):
     text, _ = generated

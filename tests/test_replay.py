@@ -17,6 +17,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import execute
 from gsrlang.runtime.replay import ReplayError, compatibility_problems, replay_records
 from gsrlang.runtime.trace import dumps, result_line, trace_record
+from tiers import examples
 
 TEXT = """
 rubric chat
@@ -69,7 +70,8 @@ def test_replay_reproduces_every_record_exactly():
 unit = st.floats(min_value=1, max_value=3, allow_nan=False)
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.examples
+@settings(max_examples=examples(150), deadline=None)
 @given(unit, st.one_of(unit, st.none()), st.sampled_from(["poor", "fair", "good"]), st.integers(0, 8))
 def test_replay_reproduces_random_items(natural, relevant, level, words):
     prog = program()

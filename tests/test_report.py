@@ -31,9 +31,14 @@ def _playwright():
     return sync_playwright if Path(CHROMIUM).is_file() else None
 
 
-needs_browser = pytest.mark.skipif(_playwright() is None, reason="Playwright or /usr/bin/chromium is not installed "
+_skip_browser = pytest.mark.skipif(_playwright() is None, reason="Playwright or /usr/bin/chromium is not installed "
                                                                  "(make setup installs both)")
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+
+
+def needs_browser(test):
+    """A browser test: in the slow tier (make test-all), skipped without Playwright or Chromium."""
+    return pytest.mark.slow(_skip_browser(test))
 
 
 def run_tc(tmp, program: str, tag: str, limit: int | None = None) -> tuple[Path, Path]:

@@ -205,13 +205,28 @@ def test_a_registry_with_an_llm_judge_serves_llm_criteria():
 
 
 # ---- bounded work (issue 11) -----------------------------------------------------------------------------------
-def test_regex_runs_in_linear_time_on_the_pathological_pattern():
-    import time
+def regex_engines(monkeypatch) -> list[str]:
+    """The module of each compiled pattern `rule.regex` matches with (recorded, not timed)."""
+    from gsrlang.judges import rules
 
-    started = time.perf_counter()
+    engines, compile_pattern = [], rules.compile_pattern
+
+    def recording(*args, **kwargs):
+        compiled = compile_pattern(*args, **kwargs)
+        engines.append(type(compiled).__module__.split(".")[0])
+        return compiled
+
+    monkeypatch.setattr(rules, "compile_pattern", recording)
+    return engines
+
+
+def test_regex_runs_in_linear_time_on_the_pathological_pattern(monkeypatch):
+    # Python's `re` takes 36 s on 31 characters; RE2 never backtracks, so its time is linear in the text
+    # (benchmarks/bench_bounds.py times it against the text's length)
+    engines = regex_engines(monkeypatch)
     value, reason = run_rule("regex", "a" * 100_000 + "!", {"pattern": "^(a+)+$"})
     assert (value, reason) == (False, "no match")
-    assert time.perf_counter() - started < 5  # Python's `re` takes 36 s on 31 characters; RE2 microseconds
+    assert engines == ["re2"]
 
 
 def test_patterns_re2_refuses_are_gsr305_with_a_reason():
@@ -230,10 +245,12 @@ def test_regex_offsets_are_characters_and_case_folding_works():
 
 
 async def test_a_verifier_past_the_time_limit_makes_the_judgment_invalid():
-    import time
+    import threading
+
+    release = threading.Event()
 
     def stuck(candidate, item):  # a plain function: it runs in a daemon thread and is abandoned at the limit
-        time.sleep(3)
+        release.wait(60)
         return True
 
     async def stuck_async(candidate, item):
@@ -244,27 +261,30 @@ async def test_a_verifier_past_the_time_limit_makes_the_judgment_invalid():
     for fn in (stuck, stuck_async):
         register_verifier("has_digit", fn)
         try:
-            started = time.perf_counter()
             judgment = await VerifierJudge(time_limit=0.2).judge(p.node("ok"), item(None, "x"), item(None, "x").candidates[0])
-            assert time.perf_counter() - started < 2
+            # the judge answered while the verifier was still stuck: it was abandoned at the limit, not awaited
+            assert fn is stuck_async or not release.is_set()
         finally:
+            release.set()
             unregister_verifier("has_digit")
         assert judgment.status == "invalid"
         assert judgment.reason == "verifier `has_digit` ran past the time limit of 0.2 s per judgment"
 
 
 async def test_a_plain_verifier_does_not_block_the_event_loop():
-    import time
+    import threading
 
-    ticks = []
+    ticks, seen_by_verifier, ticked = [], [], threading.Event()
 
     async def ticker():
-        for _ in range(5):
-            ticks.append(time.perf_counter())
-            await asyncio.sleep(0.02)
+        for k in range(5):
+            ticks.append(k)
+            await asyncio.sleep(0.01)
+        ticked.set()
 
-    def slow(candidate, item):
-        time.sleep(0.3)
+    def slow(candidate, item):  # returns once the loop has ticked five times: it could not if it blocked the loop
+        ticked.wait(60)
+        seen_by_verifier.append(len(ticks))
         return True, "slow but fine"
 
     register_verifier("has_digit", slow)
@@ -275,7 +295,7 @@ async def test_a_plain_verifier_does_not_block_the_event_loop():
     finally:
         unregister_verifier("has_digit")
     assert judgment.status == "ok" and judgment.value is True
-    assert len(ticks) == 5 and ticks[-1] - ticks[0] < 0.29  # the ticker ran while the verifier slept
+    assert seen_by_verifier == [5]  # the ticker ran to its end while the verifier was running
 
 
 async def test_a_rule_past_the_time_limit_makes_the_judgment_invalid():
@@ -294,10 +314,9 @@ def test_repeats_phrase_finds_a_repeated_run_of_words(text, words, expected):
     assert run_rule("repeats_phrase", text, {"words": words}) == expected
 
 
-def test_repeats_phrase_is_linear():
-    import time
-
+def test_repeats_phrase_on_a_long_text():
+    # one pass and one set: the backreference regex it replaces is quadratic or worse (benchmarks/bench_bounds.py
+    # times it against the text's length)
     text = " ".join(f"w{i}" for i in range(200_000))
-    started = time.perf_counter()
-    assert run_rule("repeats_phrase", text, {"words": 5})[0] is False
-    assert time.perf_counter() - started < 10  # the backreference regex it replaces is quadratic or worse
+    assert run_rule("repeats_phrase", text, {"words": 5}) == (False, "no run of 5 words occurs twice")
+    assert run_rule("repeats_phrase", text + " w3 w4 w5 w6 w7", {"words": 5})[0] is True

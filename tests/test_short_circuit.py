@@ -30,6 +30,7 @@ from gsrlang.runtime.executor import execute
 from gsrlang.runtime.replay import replay_records
 from gsrlang.runtime.trace import dumps, result_line, trace_record
 from test_properties import checkable_programs, draw_checked
+from tiers import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -82,7 +83,8 @@ def line(done, plan) -> str:
     return dumps(result_line(done, plan.program))
 
 
-@settings(max_examples=120, **SETTINGS)
+@pytest.mark.examples
+@settings(max_examples=examples(120), **SETTINGS)
 @given(checkable_programs(), st.data())
 def test_short_circuit_gives_the_results_of_full_judging(generated, data):
     program, mode = draw_checked(generated, data)

@@ -88,6 +88,7 @@ def test_bad_level_value_ranges_are_diagnosed(change, code, words):
     assert not any(c == "GSR320" for c, _ in found), found  # the real problem, said once
 
 
+@pytest.mark.slow  # a whole tuning run of many folds: the slow tier (docs/testing.md)
 def test_tuning_recovers_a_known_level_value():
     """Tolerance: the level value and the weight share each within 0.02 (400 noiseless items)."""
     p = program()

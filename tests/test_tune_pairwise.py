@@ -74,6 +74,7 @@ def test_pairwise_metric_objective_searches_the_accuracy():
     assert np.mean([p == g for p, g in zip(preds, train.labels)]) >= 0.97
 
 
+@pytest.mark.slow  # a whole tuning run of many folds: the slow tier (docs/testing.md)
 def test_pairwise_cross_validation_never_sees_the_held_out_labels():
     program = analyze(PAIRWISE).program
     ks = knobs(program)
@@ -99,6 +100,7 @@ def test_pairwise_cross_validation_never_sees_the_held_out_labels():
     assert cv.golds != again.golds
 
 
+@pytest.mark.slow  # a whole tuning run of many folds: the slow tier (docs/testing.md)
 def test_gsr_tune_on_a_pairwise_program(tmp_path, capsys):
     prog = tmp_path / "pairs.gsr"
     prog.write_text(PAIRWISE)

@@ -26,6 +26,7 @@ from gsrlang.runtime.executor import default_mode
 from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.verify import verify_columnar
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
+from tiers import examples
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "differences", "first_difference",
           "preds", "golds", "duplicate_ids", "duplicate_examples", "judgments", "skipped", "mode", "recorded")
@@ -250,7 +251,8 @@ def test_a_record_with_more_candidates_than_judgments_is_refused_in_one_line(tmp
         assert err.startswith(f"gsr replay: trace line {k + 1} is not a well-formed item record") and "\n" not in err
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.examples
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.sampled_from(ALTERATIONS), st.integers(0, 10 ** 6)), min_size=1, max_size=6),
        which=st.integers(0, 3))
 def test_any_mix_of_alterations_gives_the_same_report(changes, which, tmp_path_factory):

@@ -23,6 +23,7 @@ from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.whatif import recompose_columnar
 from test_columnar import _examples_without_a_model
 from test_verify_columnar import ALTERATIONS, _record, alter_records
+from tiers import examples
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
           "duplicate_examples", "needs", "mode", "recorded", "judgments", "skipped")
@@ -75,7 +76,8 @@ def test_altered_traces_recomposed_write_the_item_paths_file(pair, alter, tmp_pa
     assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.examples
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.sampled_from(ALTERATIONS), st.integers(0, 10 ** 6)), min_size=1, max_size=6),
        which=st.integers(0, 3))
 def test_any_mix_of_alterations_recomposed_writes_the_item_paths_file(changes, which, tmp_path_factory):
