@@ -29,12 +29,23 @@ is tuned for the accuracy of its winner. --shrink auto chooses the pull towards
 the written numbers by an inner CV inside each fold (nested, so the reported
 figure stays honest). See docs/learning.md.
 
+Items that share a conversation, prompt or source are not independent: with
+--group-field each group stays in one fold, outer and inner, and the intervals
+are a cluster bootstrap over groups (without it, tune warns of a field that
+looks like a group). --holdout-field / --holdout keep items tuning never sees
+and report the tuned program on them. --baseline cross-validates an ordered
+logit and a linear fit on the same criteria values and folds, beside the
+graph. The tuned program is named NAME_tuned (or --name) and its header names
+the group field and the held-out result. On a terminal a progress bar shows
+the folds, the candidates evaluated and the score so far; --jobs N tunes the
+folds in N processes.
+
 exit status: 0 tuned and written; 1 the program does not check, or the trace
 cannot feed it; 2 bad usage (nothing to tune, too few labels, unreadable files).
 
 examples:
   gsr tune examples/topical_chat/overall.tunable.gsr --data examples/topical_chat/data/dev.jsonl \\
-      --id-field id --label-field scores.overall --input-field context
+      --id-field id --label-field scores.overall --group-field context --shrink auto --baseline
   gsr tune rubric.gsr --trace out/trace.jsonl --all --metric qwk --out rubric.tuned.gsr"""
 
 
