@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -89,6 +90,10 @@ class JudgmentCache:
                 "CREATE TABLE IF NOT EXISTS judgments ("
                 " key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
             )
+            # the cache's id: a random token that gsr records as the user's when it makes the file (trust.py)
+            conn.execute("CREATE TABLE IF NOT EXISTS gsr_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute("INSERT OR IGNORE INTO gsr_meta (key, value) VALUES ('id', ?)", (secrets.token_hex(16),))
+            self.id = str(conn.execute("SELECT value FROM gsr_meta WHERE key = 'id'").fetchone()[0])
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("SELECT count(*) FROM judgments LIMIT 1").fetchone()
