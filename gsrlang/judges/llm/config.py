@@ -164,6 +164,19 @@ def _norm_base_url(value: Any) -> str | None:
     return value or None
 
 
+def origin_of(url: str) -> str:
+    """scheme://host[:port] -- no userinfo, path or query (they may hold secrets)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"
+    except ValueError:
+        return "<invalid url>"
+
+
 # --------------------------------------------------------------------------- JudgeConfig
 
 
@@ -198,14 +211,8 @@ class JudgeConfig:
 
     @property
     def origin(self) -> str:
-        """The server as scheme://host[:port]: no userinfo, path or query (they may hold secrets)."""
-        from urllib.parse import urlsplit
-
-        try:
-            parts = urlsplit(self.effective_base_url)
-            return f"{parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}"
-        except ValueError:
-            return "<invalid url>"
+        """The server as scheme://host[:port] (see :func:`origin_of`)."""
+        return origin_of(self.effective_base_url)
 
     def public_dict(self) -> dict[str, Any]:
         """The config as plain data for traces and logs; the key shows as ``***``/None."""
