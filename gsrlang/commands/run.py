@@ -164,7 +164,6 @@ def build_registry(program, args):
             llm = _llm_judge(args, settings)
         registry = default_registry(llm, time_limit=args.time_limit)
         registry.check(program)
-        _announce_judges(args, settings, llm)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
     return registry, settings
@@ -335,6 +334,7 @@ def run(args) -> int:
     registry, settings = build_registry(program, args)
     if args.budget_usd is not None:
         _check_priced(program, registry)
+    _announce_judges(args, settings, registry.get("llm"))
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
                  short_circuit=args.short_circuit)

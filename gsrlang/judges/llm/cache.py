@@ -92,8 +92,13 @@ class JudgmentCache:
             )
             # the cache's id: a random token that gsr records as the user's when it makes the file (trust.py)
             conn.execute("CREATE TABLE IF NOT EXISTS gsr_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            conn.execute("INSERT OR IGNORE INTO gsr_meta (key, value) VALUES ('id', ?)", (secrets.token_hex(16),))
-            self.id = str(conn.execute("SELECT value FROM gsr_meta WHERE key = 'id'").fetchone()[0])
+            token = secrets.token_hex(16)
+            try:
+                conn.execute("INSERT OR IGNORE INTO gsr_meta (key, value) VALUES ('id', ?)", (token,))
+            except sqlite3.OperationalError:  # a full disk: answers are kept in memory (`put`), and so is the id
+                pass
+            row = conn.execute("SELECT value FROM gsr_meta WHERE key = 'id'").fetchone()
+            self.id = str(row[0]) if row else token
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("SELECT count(*) FROM judgments LIMIT 1").fetchone()
