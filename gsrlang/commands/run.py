@@ -334,7 +334,6 @@ def run(args) -> int:
     registry, settings = build_registry(program, args)
     if args.budget_usd is not None:
         _check_priced(program, registry)
-    _announce_judges(args, settings, registry.get("llm"))
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
                  short_circuit=args.short_circuit)
@@ -519,6 +518,7 @@ def _with_progress(args, run_items, registry=None):
     from gsrlang.runtime.engines import EngineError
 
     judge = registry.get("llm") if registry is not None else None
+    _announce_judges(args, judge)
     reporter = Reporter(args.data, not args.no_progress, args.quiet, judge)
     try:
         return run_items(reporter.item)
@@ -573,9 +573,7 @@ def run_per_item(args) -> int:
     columns = _columns(args, mode)
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
         settings = _model_settings(args)
-        llm = _llm_judge(args, settings)
-        _announce_judges(args, settings, llm)
-        registry = default_registry(llm, time_limit=args.time_limit)
+        registry = default_registry(_llm_judge(args, settings), time_limit=args.time_limit)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
@@ -645,10 +643,11 @@ def _concurrency(args, settings) -> int:
     return settings.default.concurrency if settings is not None else (args.concurrency or 8)
 
 
-def _announce_judges(args, settings, llm) -> None:
+def _announce_judges(args, llm) -> None:
     """The run's header, on standard error: each model judge's server and what chose it (a flag, a variable, a
     config file), and the judgment cache whose answers may decide verdicts with no call."""
-    if llm is None or settings is None or getattr(args, "quiet", False):
+    settings = getattr(llm, "settings", None)
+    if settings is None or getattr(args, "quiet", False):
         return
     sources = getattr(settings, "server_sources", {}) or {}
     shown = set()
