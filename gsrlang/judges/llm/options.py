@@ -211,7 +211,7 @@ def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot
     """An LLMJudge from resolved settings and the judge's own options (paths are opened here)."""
     from gsrlang.judges.llm.config import ConfigError
     from gsrlang.judges.llm.fewshot import FewShotBank
-    from gsrlang.judges.llm.trust import open_judgment_cache
+    from gsrlang.judges.llm.cache import open_judgment_cache
     from gsrlang.judges.llm.judge import LLMJudge
 
     if fewshot_k is not None and fewshot_k < 0:

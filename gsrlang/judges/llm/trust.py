@@ -34,7 +34,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 __all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted",
-           "open_judgment_cache", "other_owner", "trust_cache", "trust_file", "trusted_caches", "trusted_files",
+           "other_owner", "trust_cache", "trust_file", "trusted_caches", "trusted_files",
            "untrust_cache", "untrust_file", "user_config_file"]
 
 TRUST_STORE = "trusted.json"
@@ -76,7 +76,7 @@ def trusted_files(folder: Path) -> dict[str, str]:
 
 def trusted_caches(folder: Path) -> dict[str, str]:
     """{cache id: path where it was made or approved} of the judgment caches gsr made for the user, or the user
-    approved with ``gsr trust --cache`` (see :func:`open_judgment_cache`)."""
+    approved with ``gsr trust --cache`` (see :func:`gsrlang.judges.llm.cache.open_judgment_cache`)."""
     return _table(folder, "caches")
 
 
@@ -175,41 +175,3 @@ def untrust_cache(cache_id: str, folder: Path) -> bool:
         return False
     _save(trusted_files(folder), folder, caches)
     return True
-
-
-def open_judgment_cache(path: Path, folder: Path | None = None):
-    """The judgment cache at `path`, if it is the user's: made here by gsr for them (its id, a random token kept in
-    the file, is recorded in the trust store when gsr creates it) or approved with ``gsr trust --cache``.
-
-    A cache that answers decide verdicts with must not be planted: a cloned folder holding
-    ``.gsr-cache/judgments.sqlite`` would otherwise score every item as its author chose, with no call made.
-    So a cache owned by another user, or one whose id the trust store does not hold, raises
-    :class:`gsrlang.judges.llm.cache.CacheError` saying why and how to approve it; nothing is read from it."""
-    from gsrlang.judges.llm.cache import CacheError, JudgmentCache
-
-    path = Path(path)
-    folder = config_dir() if folder is None else Path(folder)
-    existed = path.exists()
-    uid = other_owner(path) if existed else None
-    if uid is not None:
-        raise CacheError(f"judgment cache {path} belongs to another user (uid {uid}), who can change its answers "
-                         "at any time: gsr does not read it. Use your own (--cache FILE, or --no-cache); if you trust "
-                         "its answers, copy it and run `gsr trust --cache COPY`", path=path)
-    store = JudgmentCache(path)
-    if not existed:
-        try:
-            trust_cache(store.id, path, folder)
-        except OSError as exc:
-            store.close()
-            raise CacheError(f"judgment cache {path}: cannot record it as yours in {folder / TRUST_STORE} "
-                             f"({exc.strerror or exc}); a later run could not tell it from a planted one", path=path) \
-                from None
-        return store
-    if store.id not in trusted_caches(folder):
-        n = len(store)
-        store.close()
-        raise CacheError(f"judgment cache {path} ({n} answer{'s' if n != 1 else ''}) was not made by gsr for you "
-                         f"(it is not recorded in {folder / TRUST_STORE}): its answers would decide verdicts without a "
-                         f"call, so gsr does not read it. If you trust it, run `gsr trust --cache {path}`; or use "
-                         "--no-cache, or --cache NEW_FILE", path=path)
-    return store
