@@ -16,11 +16,12 @@ the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["PathClash", "check_outputs", "check_work_dir", "same_file", "write_atomic"]
+__all__ = ["PathClash", "check_outputs", "check_work_dir", "disk_error", "same_file", "write_atomic"]
 
 Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
 
@@ -122,3 +123,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
             pass
         raise
 
+
+
+# errors of the machine's state, not of gsr: a full disk or quota, a file too large, a read-only file system
+_DISK = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+         errno.EFBIG: "the file is too large for its file system", errno.EROFS: "the file system is read-only",
+         errno.EIO: "the disk failed to read or write"}
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """The one-line message for an OSError that says the disk cannot take a write (ENOSPC, EDQUOT, EFBIG,
+    EROFS, EIO), naming the file when the error does; None for any other exception."""
+    if not isinstance(exc, OSError) or exc.errno not in _DISK:
+        return None
+    where = f" writing `{exc.filename}`" if exc.filename else ""
+    return (f"{exc.strerror or _DISK[exc.errno]}{where}: {_DISK[exc.errno]}; whole files gsr writes are replaced "
+            "atomically, so each is the old one or absent (a results or trace file being streamed stops where "
+            "the disk did, without its completion line)")

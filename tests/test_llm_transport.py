@@ -227,3 +227,89 @@ def test_gsr_run_against_an_endless_server_marks_the_items_and_stays_small(tmp_p
     assert all("larger than --max-answer-bytes 4194304" in r["reason"] for r in results)
     assert ends and all(why == "client" for _, why in ends)
     assert rss_mib < 600  # unbounded, loopback fills gigabytes in the 10 s of one --timeout
+
+
+# ----------------------------------------------------------------------------------------- item 7: what is kept
+
+
+def test_clip_says_it_cut_and_is_the_same_from_any_longer_text():
+    from gsrlang.judges.llm.jsonparse import clip, clip_strings
+
+    assert clip("short", 100) == "short"
+    cut = clip("x" * 1000, 100)
+    assert len(cut) == 100 and cut.endswith("[cut by gsr to 100 characters]") and cut.startswith("x" * 60)
+    assert clip(cut, 100) == cut and clip(clip("x" * 5000, 500), 100) == cut
+    assert clip_strings({"a" * 300: ["b" * 300, 3, None]}, 100) == {clip("a" * 300, 100): [clip("b" * 300, 100), 3,
+                                                                                           None]}
+
+
+PROGRAM = '''rubric r "r"
+task pointwise { scale = 1..5  quantize = round }
+criterion polite: Bool { ask "Is the response polite?" }
+sink normalize(polite)
+'''
+
+
+def _big_answer(body: dict) -> dict:
+    from fakeserver import schema_example
+
+    answer = schema_example(body["response_format"]["json_schema"]["schema"])
+    return {**answer, "reason": "why " * (5 * 1000 * 1000)}  # a 20 MB answer, almost all of it the reason
+
+
+def _run_big(server, tmp_path, monkeypatch, *extra):
+    import json
+
+    from gsrlang.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.gsr").write_text(PROGRAM)
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": f"i{k}", "input": "q", "response": f"r{k}"}) + "\n"
+                                              for k in range(2)))
+    server.responder = _big_answer
+    server.reset()
+    code = main(["run", "p.gsr", "--data", "d.jsonl", "--model", "fake-model", "--base-url", server.base_url,
+                 "--no-progress", "--out", "r.jsonl", "--trace", "t.jsonl", *extra])
+    return code, len(server.requests)
+
+
+def test_a_20_mb_answer_within_a_raised_cap_is_kept_cut_in_the_cache_and_trace(server, tmp_path, monkeypatch,
+                                                                                capsys):
+    """Issue 24, item 7: 4 judgments of a 20 MB answer made a 336 MB cache, and a 10 MB reason 21 MB trace lines."""
+    code, requests = _run_big(server, tmp_path, monkeypatch, "--max-answer-bytes", str(32 * MiB))
+    err = capsys.readouterr().err
+    assert code == 0 and requests == 2
+    cache = sum(f.stat().st_size for f in (tmp_path / ".gsr-cache").glob("judgments.sqlite*"))
+    lines = (tmp_path / "t.jsonl").read_bytes().splitlines()
+    print(f"two 20 MB answers: cache {cache} bytes, longest trace line {max(map(len, lines))} bytes")
+    assert cache < 2 * MiB  # two answers; each kept as 64 Ki characters in the call's entry and the judgment's
+    assert max(map(len, lines)) < 200_000
+    judgments = _judgments(tmp_path / "t.jsonl")
+    assert len(judgments) == 2
+    for j in judgments:
+        assert j["status"] == "ok" and len(j["raw"]) == 65536 and j["raw"].endswith("[cut by gsr to 65536 characters]")
+        assert len(j["reason"]) == 2000 and j["reason"].endswith("[cut by gsr to 2000 characters]")
+    assert "2 model answers were longer than the 65536 characters gsr keeps" in err
+
+    # a rerun is served from the cache: the same verdicts and the same (cut) raw answers and reasons
+    code, requests = _run_big(server, tmp_path, monkeypatch, "--max-answer-bytes", str(32 * MiB))
+    assert code == 0 and requests == 0
+    again = _judgments(tmp_path / "t.jsonl")
+    assert [(j["value"], j["raw"], j["reason"]) for j in again] == [(j["value"], j["raw"], j["reason"])
+                                                                    for j in judgments]
+
+
+def _judgments(trace) -> list[dict]:
+    from gsrlang.runtime.trace import read_trace
+
+    return [n["judgments"][0] for _, rec in read_trace(trace) for n in rec["nodes"] if n["id"] == "polite"]
+
+
+def test_a_20_mb_answer_under_the_default_cap_fails_its_item(server, tmp_path, monkeypatch, capsys):
+    import json
+
+    code, requests = _run_big(server, tmp_path, monkeypatch)
+    assert code == 1 and requests == 2  # one call per item, none retried
+    results = [r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines()) if "status" in r]
+    assert [r["status"] for r in results] == ["invalid", "invalid"]
+    assert all("declares" in r["reason"] and "--max-answer-bytes 4194304" in r["reason"] for r in results)

@@ -35,7 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("a", metavar="A", help="the baseline results file (JSONL)")
     p.add_argument("b", metavar="B", help="the results file to compare with it")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_group_arguments(p)
 

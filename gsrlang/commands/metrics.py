@@ -41,7 +41,9 @@ def add_arguments(p) -> None:
                    help="print the report as JSON; with --trace, `cost` holds the model judges' tokens (prompt, "
                         "cached, completion, reasoning; per judge and criterion) and dollars from its run record")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     g = add_criterion_arguments(p)
     g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
     from gsrlang.commands.compare import add_group_arguments

@@ -77,7 +77,9 @@ Behaviour
 * **Cache**: with a :class:`JudgmentCache`, a request whose
   :meth:`ChatRequest.cache_key` is stored returns without any HTTP call
   (``cached=True``, zero tokens, ``attempts=0``); each successful answer is
-  stored (committed) before ``complete`` returns.  Format errors are not stored.
+  stored (committed) before ``complete`` returns, its text and strings cut to
+  ``STORED_ANSWER_CHARS`` (64 Ki characters, marked ``[cut by gsr ...]``); an
+  entry still over ``STORED_ENTRY_CHARS`` is not stored.  Format errors are not stored.
 * **Counters**: ``client.usage`` (:class:`Usage`): calls, cache_hits,
   http_requests, prompt/completion tokens actually spent (including on answers
   that failed to parse), the cached part of the prompt tokens
@@ -117,7 +119,7 @@ from openai.types.chat import ChatCompletion
 
 from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
-from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
+from .jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip, clip_strings, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 from .transport import AnswerRefused, bounded_http_client, refusal_of
 
@@ -137,6 +139,7 @@ log = logging.getLogger("gsrlang.judges.llm")
 CACHE_KEY_VERSION = "gsr-judge/1"
 NO_KEY_PLACEHOLDER = "not-needed"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+STORED_ENTRY_CHARS = 4 * STORED_ANSWER_CHARS  # the largest judgment cache entry kept (answer, data, logprobs)
 
 # what a refused parameter becomes: a new name, or None (dropped: the server's default is used)
 ADAPTABLE: dict[str, str | None] = {
@@ -1072,11 +1075,11 @@ class LLMClient:
             reasoning_tokens=reasoning,
         )
         if self.cache is not None and key is not None:
-            self.cache.put(
+            self._store(
                 key,
                 {
-                    "text": text,
-                    "data": data,
+                    "text": clip(text, STORED_ANSWER_CHARS),
+                    "data": clip_strings(data, STORED_ANSWER_CHARS),
                     "model": model,
                     "structured": mode,
                     "finish_reason": finish_reason,
@@ -1089,6 +1092,16 @@ class LLMClient:
                 },
             )
         return result
+
+    def _store(self, key: str, entry: dict) -> None:
+        """Keep an answer in the cache, its text and strings cut to STORED_ANSWER_CHARS (the text says so); an
+        entry still larger than STORED_ENTRY_CHARS (many small strings) is not kept: the call is made again."""
+        size = len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+        if size > STORED_ENTRY_CHARS:
+            log.warning("%s at %s: an answer of %d characters is too large for the judgment cache (at most %d); "
+                        "it is not stored", self.config.model, self._origin, size, STORED_ENTRY_CHARS)
+            return
+        self.cache.put(key, entry)
 
     async def aclose(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""

@@ -66,9 +66,10 @@ from gsrlang.judges.llm.cache import JudgmentCache
 from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage, describe_adaptation
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
-from gsrlang.judges.llm.jsonparse import AnswerFormatError, RefusalError
+from gsrlang.judges.llm.jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip
 from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
 from gsrlang.judges.llm.prompts import (
+    MAX_REASON_CHARS,
     AnswerSpec,
     Example,
     OutsideType,
@@ -186,6 +187,7 @@ class _Stats:
     joint_disagreements: int = 0
     latency_s: float = 0.0
     past_deadline: int = 0  # units not called because the run's deadline had passed
+    answers_cut: int = 0  # answers longer than STORED_ANSWER_CHARS, kept cut in the trace and cache
 
 
 # ------------------------------------------------------------------------------------------ aggregation
@@ -560,11 +562,19 @@ class LLMJudge:
                             "enforces); use a mode it enforces or a larger model")
                 lines.append(f"judge {role!r} (model {cfg.model!r} at {rs.origin}): {rs.prose} of {rs.units} "
                              f"judgments got prose, not JSON, after every re-ask: {fix}")
+        if self.stats.answers_cut:
+            n = self.stats.answers_cut
+            lines.append(f"{n} model answer{'s were' if n != 1 else ' was'} longer than the {STORED_ANSWER_CHARS} "
+                         "characters gsr keeps: the trace and the cache hold the start, marked \"[cut by gsr to "
+                         f"{STORED_ANSWER_CHARS} characters]\" (the verdicts were read from the whole answers)")
         if self.fewshot is not None and self._fewshot_used:
             unused = sorted(self.fewshot.criteria() - self._fewshot_used)
             if unused:
                 lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
                              f"{', '.join(unused)}; those examples were not used")
+        unstored = getattr(self.cache, "unstored_warning", None)
+        if unstored is not None and unstored():
+            lines.append(unstored())
         return lines
 
     @property
@@ -856,7 +866,7 @@ class LLMJudge:
                 self._spend(client, usage.get("prompt_tokens", 0), usage.get("cached_tokens", 0),
                             usage.get("completion_tokens", 0))
                 out.model = exc.model or out.model
-                raw = exc.text
+                raw = self._kept(exc.text)
                 if isinstance(exc, RefusalError):
                     out.refusals += 1
                     stats.refusals += 1
@@ -877,7 +887,7 @@ class LLMJudge:
                 if result.cached:
                     stats.cache_hits += 1
                     hits += 1
-                raw = result.text
+                raw = self._kept(result.text)
                 last_results, problem = self._read(result.data, spec, keys)
             out.raw = raw
             if problem is None:
@@ -915,6 +925,13 @@ class LLMJudge:
         if unit_key is not None:
             self.cache.put("unit:" + unit_key, out.to_json())
         return out
+
+    def _kept(self, text: str | None) -> str | None:
+        """An answer as the trace, the cache and a re-ask keep it: cut past STORED_ANSWER_CHARS, saying so."""
+        if text is None or len(text) <= STORED_ANSWER_CHARS:
+            return text
+        self.stats.answers_cut += 1
+        return clip(text, STORED_ANSWER_CHARS)
 
     def _read(self, data, spec: AnswerSpec, keys: list[str] | None) -> tuple[list[dict] | None, str | None]:
         """Per-response results when every response's answer fits, else (partial results, the problem)."""
@@ -990,5 +1007,9 @@ def _rounded(row: dict) -> dict:
 def _answer_field(obj):
     if isinstance(obj, dict):
         value = obj.get("answer")
-        return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+        if isinstance(value, str):
+            return clip(value, MAX_REASON_CHARS)
+        if isinstance(value, (int, float, bool)) or value is None:
+            return value
+        return clip(json.dumps(value), MAX_REASON_CHARS)
     return None
