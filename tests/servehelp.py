@@ -66,8 +66,9 @@ class Served:
         self.host, self.port = url.split("//")[1].split(":")
         self.port = int(self.port)
 
-    def request(self, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+    def request(self, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None,
+                timeout: float = 120):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
             data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
             conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})

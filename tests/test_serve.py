@@ -224,8 +224,8 @@ def test_concurrent_requests_are_judged_in_one_batch_and_merged(fake, model_prog
     from gsrlang.serve.metrics import Metrics
 
     program = gsrlang.load(model_program)
-    with gsrlang.Judges(model="judge", base_url=fake.base_url, api_key="k") as judges:
-        engine = None
+    # room for all 12 calls at once: a call waiting for a free slot could start after its twin has finished
+    with gsrlang.Judges(model="judge", base_url=fake.base_url, api_key="k", concurrency=16) as judges:
         metrics = Metrics(lambda: (("served", program.hash), 0, judges.usage()))
         engine = Engine(program, judges, metrics=metrics)
 

@@ -30,7 +30,7 @@ criterion clear: Ordinal[1..5] { ask "How clear is the response?"  level 1 "Conf
 sink weighted_mean(items: [normalize(correct), normalize(clear)], weights: [2, 1])
 '''
 
-RESPONSES = ["The capital of France is Paris.", "I think it's Berlin, maybe.", "Paris.", "Lyon is the capital."]
+RESPONSES = ["The capital of France is Paris.", "I think it's Berlin, maybe.", "Lyon is the capital."]
 
 
 def test_a_group_through_a_real_model(tmp_path, monkeypatch, capsys):
@@ -44,7 +44,7 @@ def test_a_group_through_a_real_model(tmp_path, monkeypatch, capsys):
     with serving(program, "--model", MODEL, "--base-url", BASE_URL, "--concurrency", "1", "--timeout", "900",
                  "--max-tokens", "160", "--seed", "1", "--trace", str(trace)) as s:
         status, answer = s.post("/group", {"input": "What is the capital of France?", "responses": RESPONSES,
-                                           "normalize": "zscore", "step": 1})
+                                           "normalize": "zscore", "step": 1}, timeout=1800)
         usage = s.engine.judges.usage()["llm"]
     assert status == 200, answer
     assert answer["program"]["hash"] == gsrlang.load(program).hash
@@ -58,6 +58,6 @@ def test_a_group_through_a_real_model(tmp_path, monkeypatch, capsys):
     assert usage["http_requests"] > 0  # judged by the real server
     assert main(["replay", str(trace)]) == 0
     assert "reproduced exactly" in capsys.readouterr().out
-    assert sorted(r["item"]["id"] for _, r in read_trace(trace)) == [f"1/r1/{k}" for k in range(4)]
+    assert sorted(r["item"]["id"] for _, r in read_trace(trace)) == [f"1/r1/{k}" for k in range(3)]
     print(f"\nreal-model group rewards: raw {answer['raw']}, z-scores {answer['rewards']}")
     assert Path(trace).stat().st_size > 0
