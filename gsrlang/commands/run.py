@@ -278,8 +278,7 @@ def print_summary(summary, program, args, stream) -> None:
 
 def _columns(args, mode: str, program=None):
     """The columns to read; with `program`, only those its criteria read (gsrlang.columns)."""
-    from gsrlang.columns import program_needs
-    from gsrlang.data import ColumnMap
+    from gsrlang.columns import column_map, program_needs
 
     needs = program_needs(program) if program is not None else None
     need = 1 if mode == "pointwise" else 2
@@ -299,13 +298,9 @@ def _columns(args, mode: str, program=None):
         raise UsageError("--limit must not be negative")
     if not args.time_limit > 0:
         raise UsageError("--time-limit must be a positive number of seconds")
-    extra = {}
-    if needs is not None:
-        extra = {"read_input": bool(needs.input), "read_responses": bool(needs.responses),
-                 "fields": needs.field_columns(need)}
     try:
-        return ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field,
-                         **extra)
+        return column_map(program, mode, args.input_field, responses, args.id_field, args.label_field,
+                          args.reference_field)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
