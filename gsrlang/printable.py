@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["BIDI_CONTROLS", "printable"]
+__all__ = ["BIDI_CONTROLS", "printable", "visible"]
 
 # the characters that change the order text is displayed in (Unicode's bidirectional formatting characters):
 # embeddings and overrides (U+202A-U+202E), isolates (U+2066-U+2069), the marks (U+200E, U+200F, U+061C)
@@ -35,3 +35,11 @@ def printable(text: object) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def visible(text: str) -> str:
+    """`text` with each control, format or separator character replaced by U+FFFD, one for one (a source line
+    shown under a diagnostic keeps its columns, and cannot move the cursor or reorder the line)."""
+    if text.isprintable():
+        return text
+    return "".join("\ufffd" if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
