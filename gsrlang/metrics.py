@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsrlang.data import DataError, parse_pointwise_label
+from gsrlang.data import DataError, parse_pointwise_label, recorded_label_problem
 from gsrlang.jsonl import read_jsonl
 from gsrlang.resampling import PairwiseSample, PointwiseSample, draws, percentile_interval, resampled
 
@@ -543,6 +543,9 @@ def _numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[in
         if ends is not None:
             ends[path] = record.get("kind") == "run_summary" and record.get("complete") is True
         if record.get("kind") != "run_summary":
+            problem = recorded_label_problem(record.get("label"), _result_mode(record), record.get("scale"))
+            if problem:
+                raise DataError(f"{path}: line {line}: {problem} (was the file edited?)")
             yield line, record
 
 
