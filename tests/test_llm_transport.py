@@ -313,3 +313,14 @@ def test_a_20_mb_answer_under_the_default_cap_fails_its_item(server, tmp_path, m
     results = [r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines()) if "status" in r]
     assert [r["status"] for r in results] == ["invalid", "invalid"]
     assert all("declares" in r["reason"] and "--max-answer-bytes 4194304" in r["reason"] for r in results)
+
+
+async def test_gsr_probe_is_bounded_too(server):
+    """`gsr probe` talks to the server through its own SDK client: an endless answer ends it with one line."""
+    from gsrlang.judges.llm.probe import probe
+
+    server.chaos = lambda body: Fault.endless(seconds=30)
+    report = await probe(JudgeConfig(model="fake-model", base_url=server.base_url, max_answer_bytes=MiB,
+                                     timeout_s=30), overflow=False)
+    assert report["reachable"] and "larger than --max-answer-bytes 1048576" in report["error"]
+    assert stream_end(server)[1] == "client"

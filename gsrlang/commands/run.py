@@ -518,6 +518,7 @@ def _with_progress(args, run_items, registry=None):
     from gsrlang.runtime.engines import EngineError
 
     judge = registry.get("llm") if registry is not None else None
+    _announce_judges(args, judge)
     reporter = Reporter(args.data, not args.no_progress, args.quiet, judge)
     try:
         return run_items(reporter.item)
@@ -642,6 +643,28 @@ def _concurrency(args, settings) -> int:
     return settings.default.concurrency if settings is not None else (args.concurrency or 8)
 
 
+def _announce_judges(args, llm) -> None:
+    """The run's header, on standard error: each model judge's server and what chose it (a flag, a variable, a
+    config file), and the judgment cache whose answers may decide verdicts with no call."""
+    settings = getattr(llm, "settings", None)
+    if settings is None or getattr(args, "quiet", False):
+        return
+    sources = getattr(settings, "server_sources", {}) or {}
+    shown = set()
+    for role, cfg in [("default", settings.default), *sorted(settings.roles.items())]:
+        if (cfg.model, cfg.origin) in shown:
+            continue
+        shown.add((cfg.model, cfg.origin))
+        who = "judge" if role == "default" else f"judge role {role!r}"
+        source = sources.get(role) or sources.get("default") or "the default (the OpenAI API)"
+        print(f"gsr run: {who}: model {cfg.model!r} at {cfg.origin} (server chosen by {source})", file=sys.stderr)
+    cache = getattr(llm, "cache", None)
+    if cache is not None and getattr(cache, "path", None) is not None:
+        n = len(cache)
+        print(f"gsr run: judgment cache {cache.path} ({n} stored answer{'s' if n != 1 else ''}; a stored answer "
+              "decides its judgment with no call)", file=sys.stderr)
+
+
 def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
     """Print the model judges' cost (calls, cache hits, tokens, wall time) and, loudly, any judge that failed.
 
@@ -658,6 +681,9 @@ def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
               f"{u['completion_tokens']} completion tokens{token_parts(u)}, {cost_text(u)}, "
               f"{u['call_failures']} failed calls; wall time {summary.seconds:.1f} s", file=stream)
+        path = getattr(getattr(llm, "cache", None), "path", None)
+        if u["cache_hits"] and path is not None:
+            print(f"  {u['cache_hits']} answers came from the judgment cache {path}, not from the model", file=stream)
         for who, mode in (u.get("structured") or {}).items():
             print(f"  structured output of {who}: {mode}", file=stream)
         if u.get("rate_limited"):

@@ -24,13 +24,23 @@ examples:
   gsr trust                 # the nearest gsr.toml (this folder or a parent)
   gsr trust path/to/gsr.toml
   gsr trust --list
-  gsr trust --revoke"""
+  gsr trust --revoke
+  gsr trust --cache         # approve .gsr-cache/judgments.sqlite (made elsewhere: a clone, a copy)
+
+A judgment cache that gsr makes is recorded as yours (by a random id kept in the
+file); one it did not make for you, e.g. in a cloned project, is not read until
+you approve it with `gsr trust --cache FILE`. A cache owned by another user is
+never read: copy it, and approve the copy."""
 
 
 def add_arguments(p) -> None:
     p.add_argument("path", metavar="PATH", nargs="?", help="the gsr.toml (default: the nearest one)")
     p.add_argument("--list", action="store_true", help="list the trusted files (and whether each still matches)")
     p.add_argument("--revoke", action="store_true", help="stop trusting the file")
+    p.add_argument("--cache", metavar="FILE", nargs="?", const=".gsr-cache/judgments.sqlite", default=None,
+                   help="approve a judgment cache gsr did not make for you (a cloned project's; default "
+                        ".gsr-cache/judgments.sqlite): its stored answers then decide verdicts with no call; "
+                        "with --revoke, withdraw that")
 
 
 def run(args) -> int:
@@ -39,6 +49,8 @@ def run(args) -> int:
     from gsrlang.printable import printable
 
     folder = config_dir()
+    if getattr(args, "cache", None) is not None and not args.list:
+        return _trust_cache(Path(args.cache), folder, args.revoke)
     if args.list:
         files = trusted_files(folder)
         for path, digest in files.items():
@@ -49,6 +61,7 @@ def run(args) -> int:
             print(f"{printable(path)}: {state}")
         if not files:
             print(f"no trusted project files ({folder / 'trusted.json'})")
+        _list_caches(folder)
         return 0
     path = Path(args.path) if args.path else find_config_file(Path.cwd())
     if path is None:
@@ -106,3 +119,42 @@ def _name(name: str) -> str:
     from gsrlang.printable import printable
 
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + printable(name).replace('"', '\\"') + '"'
+
+
+def _trust_cache(path: Path, folder: Path, revoke: bool) -> int:
+    """`gsr trust --cache FILE [--revoke]`: approve a judgment cache (or withdraw it), by the id kept in it."""
+    from gsrlang.judges.llm.cache import CacheError, JudgmentCache
+    from gsrlang.judges.llm.trust import other_owner, trust_cache, untrust_cache
+
+    if not path.is_file():
+        raise UsageError(f"--cache {path}: no such judgment cache")
+    uid = other_owner(path)
+    if uid is not None and not revoke:
+        raise UsageError(f"--cache {path}: it belongs to another user (uid {uid}), who can change its answers after "
+                         "you approve it; copy it, and approve the copy")
+    try:
+        with JudgmentCache(path) as cache:
+            cache_id, n = cache.id, len(cache)
+    except CacheError as exc:
+        raise UsageError(str(exc)) from None
+    if revoke:
+        if not untrust_cache(cache_id, folder):
+            raise UsageError(f"--cache {path} was not trusted")
+        print(f"no longer trusted: judgment cache {path.resolve()}")
+        return 0
+    try:
+        store = trust_cache(cache_id, path, folder)
+    except OSError as exc:
+        raise UsageError(f"cannot record the trust in {folder}: {exc.strerror or exc}") from None
+    print(f"trusted judgment cache {path.resolve()} ({n} stored answer{'s' if n != 1 else ''}), recorded in {store}")
+    print("  its answers now decide verdicts with no model call; `gsr trust --cache FILE --revoke` withdraws it",
+          file=sys.stderr)
+    return 0
+
+
+def _list_caches(folder: Path) -> None:
+    from gsrlang.judges.llm.trust import trusted_caches
+
+    for cache_id, path in trusted_caches(folder).items():
+        state = "" if Path(path).exists() else " (not there now)"
+        print(f"judgment cache {path} (id {cache_id[:12]}){state}")

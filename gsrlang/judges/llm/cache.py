@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -38,7 +39,7 @@ from typing import Any
 
 from .config import LLMError
 
-__all__ = ["JudgmentCache", "CacheError"]
+__all__ = ["JudgmentCache", "CacheError", "open_judgment_cache"]
 
 SCHEMA_VERSION = 1
 
@@ -89,6 +90,15 @@ class JudgmentCache:
                 "CREATE TABLE IF NOT EXISTS judgments ("
                 " key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
             )
+            # the cache's id: a random token that gsr records as the user's when it makes the file (trust.py)
+            conn.execute("CREATE TABLE IF NOT EXISTS gsr_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            token = secrets.token_hex(16)
+            try:
+                conn.execute("INSERT OR IGNORE INTO gsr_meta (key, value) VALUES ('id', ?)", (token,))
+            except sqlite3.OperationalError:  # a full disk: answers are kept in memory (`put`), and so is the id
+                pass
+            row = conn.execute("SELECT value FROM gsr_meta WHERE key = 'id'").fetchone()
+            self.id = str(row[0]) if row else token
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("SELECT count(*) FROM judgments LIMIT 1").fetchone()
@@ -193,3 +203,41 @@ class JudgmentCache:
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
         return f"JudgmentCache({str(self.path)!r}, {state})"
+
+
+def open_judgment_cache(path: Path, folder: Path | None = None):
+    """The judgment cache at `path`, if it is the user's: made here by gsr for them (its id, a random token kept in
+    the file, is recorded in the trust store when gsr creates it) or approved with ``gsr trust --cache``.
+
+    A cache that answers decide verdicts with must not be planted: a cloned folder holding
+    ``.gsr-cache/judgments.sqlite`` would otherwise score every item as its author chose, with no call made.
+    So a cache owned by another user, or one whose id the trust store does not hold, raises
+    :class:`CacheError` saying why and how to approve it; nothing is read from it."""
+    from gsrlang.judges.llm.trust import TRUST_STORE, config_dir, other_owner, trust_cache, trusted_caches
+
+    path = Path(path)
+    folder = config_dir() if folder is None else Path(folder)
+    existed = path.exists()
+    uid = other_owner(path) if existed else None
+    if uid is not None:
+        raise CacheError(f"judgment cache {path} belongs to another user (uid {uid}), who can change its answers "
+                         "at any time: gsr does not read it. Use your own (--cache FILE, or --no-cache); if you trust "
+                         "its answers, copy it and run `gsr trust --cache COPY`", path=path)
+    store = JudgmentCache(path)
+    if not existed:
+        try:
+            trust_cache(store.id, path, folder)
+        except OSError as exc:
+            store.close()
+            raise CacheError(f"judgment cache {path}: cannot record it as yours in {folder / TRUST_STORE} "
+                             f"({exc.strerror or exc}); a later run could not tell it from a planted one", path=path) \
+                from None
+        return store
+    if store.id not in trusted_caches(folder):
+        n = len(store)
+        store.close()
+        raise CacheError(f"judgment cache {path} ({n} answer{'s' if n != 1 else ''}) was not made by gsr for you "
+                         f"(it is not recorded in {folder / TRUST_STORE}): its answers would decide verdicts without a "
+                         f"call, so gsr does not read it. If you trust it, run `gsr trust --cache {path}`; or use "
+                         "--no-cache, or --cache NEW_FILE", path=path)
+    return store

@@ -111,7 +111,6 @@ import random
 import re
 import time
 from typing import Any, Iterable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 import attrs
 import openai
@@ -119,6 +118,7 @@ from openai.types.chat import ChatCompletion
 
 from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
+from .config import origin_of as _origin
 from .jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip, clip_strings, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 from .transport import AnswerRefused, bounded_http_client, refusal_of
@@ -346,17 +346,6 @@ class _Failure(Exception):
         self.format_rejected = format_rejected
         self.wants_max_completion_tokens = wants_max_completion_tokens
         self.param = param  # the request parameter the server refused (its error's `param`), if it named one
-
-
-def _origin(url: str) -> str:
-    """scheme://host[:port] -- no userinfo, path or query (they may hold secrets)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}"
-    except ValueError:
-        return "<invalid url>"
 
 
 def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -164,6 +164,19 @@ def _norm_base_url(value: Any) -> str | None:
     return value or None
 
 
+def origin_of(url: str) -> str:
+    """scheme://host[:port] -- no userinfo, path or query (they may hold secrets)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"
+    except ValueError:
+        return "<invalid url>"
+
+
 # --------------------------------------------------------------------------- JudgeConfig
 
 
@@ -195,6 +208,11 @@ class JudgeConfig:
     def effective_base_url(self) -> str:
         """``base_url``, or the OpenAI API's URL when unset."""
         return self.base_url or OPENAI_DEFAULT_BASE_URL
+
+    @property
+    def origin(self) -> str:
+        """The server as scheme://host[:port] (see :func:`origin_of`)."""
+        return origin_of(self.effective_base_url)
 
     def public_dict(self) -> dict[str, Any]:
         """The config as plain data for traces and logs; the key shows as ``***``/None."""
@@ -275,6 +293,8 @@ class JudgeSettings:
     roles: Mapping[str, JudgeConfig] = attrs.field(factory=dict)
     config_file: Path | None = None
     notices: tuple[str, ...] = ()  # warnings about where keys go (printed once to standard error)
+    # what chose each judge's server: {"default" or role: "--base-url", a variable, or a config file's path}
+    server_sources: Mapping[str, str] = attrs.field(factory=dict, repr=False, eq=False)
 
     def for_role(self, name: str | None = None) -> JudgeConfig:
         """The config for role ``name``; ``None`` (or ``"default"`` when no role
@@ -389,13 +409,21 @@ def _typed(name: str, value: Any, where: str) -> Any:
     return _coerce(name, value, where)
 
 
-def find_config_file(cwd: Path) -> Path | None:
-    """``gsr.toml`` in ``cwd`` or its nearest parent that has one."""
+def find_config_file(cwd: Path, skipped: list[tuple[Path, int]] | None = None) -> Path | None:
+    """``gsr.toml`` in ``cwd`` or its nearest parent that has one, passing over (into `skipped`, with the owner's
+    uid) the files owned by another user: on a shared machine a ``/tmp/gsr.toml`` or ``/home/gsr.toml`` is not the
+    user's word on where their judges and key go."""
+    from gsrlang.judges.llm.trust import other_owner
+
     cwd = Path(cwd).resolve()
     for directory in (cwd, *cwd.parents):
         candidate = directory / CONFIG_FILE_NAME
         if candidate.is_file():
-            return candidate
+            uid = other_owner(candidate)
+            if uid is None:
+                return candidate
+            if skipped is not None:
+                skipped.append((candidate, uid))
     return None
 
 
@@ -579,7 +607,8 @@ def resolve_settings(
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found", path=path)
     else:
-        path = find_config_file(cwd)
+        foreign: list[tuple[Path, int]] = []
+        path = find_config_file(cwd, foreign)
 
     user = _user_layer(user_dir, env)
     project = _project_layer(path, env, user_dir) if path is not None else _FileLayer()
@@ -590,6 +619,9 @@ def resolve_settings(
     if not merged.get("model"):
         raise ConfigError(NO_MODEL_MESSAGE)
     notices = user.notices + project.notices
+    if config_path is None:
+        notices += [f"{p} is ignored: it belongs to another user (uid {uid}), so it could send your judges and key "
+                    f"to a server of theirs; pass --judge-config {p} to use it" for p, uid in foreign]
     default_from_project = _set_by_project("base_url", project.default, env_default, flag_default)
     default = JudgeConfig(**merged)
     if default_from_project:
@@ -613,7 +645,24 @@ def resolve_settings(
     for who, cfg in [("the default judge", default), *((f"judge role {n!r}", c) for n, c in roles.items())]:
         _warn_plain_http(cfg, who, notices)
     _announce(notices)
-    return attrs.evolve(settings, roles=roles, notices=tuple(dict.fromkeys(notices)))
+    sources = {"default": _server_source(flag_default, env_default, project, user, None)}
+    for name in roles:
+        sources[name] = _server_source(flag_roles.get(name, {}), env_roles.get(name, {}), project, user, name) \
+            or sources["default"]
+    sources["default"] = sources["default"] or "the default (the OpenAI API)"
+    return attrs.evolve(settings, roles=roles, notices=tuple(dict.fromkeys(notices)), server_sources=sources)
+
+
+def _server_source(flag: Mapping, env: Mapping, project: _FileLayer, user: _FileLayer, role: str | None) -> str | None:
+    """What chose a judge's server (its base_url): a flag, a variable, a file; None when nothing did."""
+    if "base_url" in flag:
+        return "--base-url" if role is None else "--role"
+    if "base_url" in env:
+        return "OPENAI_BASE_URL" if role is None else f"GSR_ROLE_{_env_name(role)}_BASE_URL"
+    for layer in (project, user):
+        if "base_url" in (layer.default if role is None else layer.roles.get(role, {})):
+            return str(layer.path)
+    return None
 
 
 def _set_by_project(name: str, project: Mapping, *higher: Mapping) -> bool:

@@ -209,9 +209,9 @@ def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot
                          fewshot_k: int = 4, max_reasks: int = 2, joint_disagreement: str = "mean",
                          **judge_kwargs: Any):
     """An LLMJudge from resolved settings and the judge's own options (paths are opened here)."""
-    from gsrlang.judges.llm.cache import JudgmentCache
     from gsrlang.judges.llm.config import ConfigError
     from gsrlang.judges.llm.fewshot import FewShotBank
+    from gsrlang.judges.llm.cache import open_judgment_cache
     from gsrlang.judges.llm.judge import LLMJudge
 
     if fewshot_k is not None and fewshot_k < 0:
@@ -219,7 +219,7 @@ def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot
     seed = settings.default.seed or 0
     bank = FewShotBank.load(fewshot, k=fewshot_k, seed=seed) if fewshot else None
     judge_kwargs.setdefault("price_overrides", price_overrides(settings))
-    store = JudgmentCache(cache) if cache else None
+    store = open_judgment_cache(Path(cache)) if cache else None
     return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=max_reasks,
                     joint_disagreement=joint_disagreement, owns_cache=True, **judge_kwargs)
 

@@ -22,6 +22,7 @@ from .client import ADAPTABLE, ChatRequest, LLMClient, _origin, _server_message,
     token_counts
 from .gbnf import schema_gbnf
 from .jsonparse import AnswerFormatError
+from .transport import AnswerRefused, bounded_http_client, refusal_of
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected
 
 __all__ = ["probe"]
@@ -86,12 +87,14 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
     base = config.effective_base_url
     report: dict[str, Any] = {"server": _origin(base), "model": config.model, "reachable": False}
     key = config.api_key.reveal() if config.api_key else "not-needed"
-    raw_sdk = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=config.timeout_s)
+    raw_sdk = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=config.timeout_s,
+                                 http_client=bounded_http_client(config.max_answer_bytes))
     known = knowledge.get(base, config.model) if knowledge is not None else {}
     adapted: dict[str, str] = dict(known.get("adapted") or {}) if isinstance(known.get("adapted"), dict) else {}
     sdk = _Sdk(_Adapting(raw_sdk, adapted))
     try:
-        status, listing = await asyncio.to_thread(_get_json, base.rstrip("/") + "/models", key, config.timeout_s)
+        status, listing = await asyncio.to_thread(_get_json, base.rstrip("/") + "/models", key, config.timeout_s,
+                                                  config.max_answer_bytes)
         if status is None:
             report["error"] = (f"cannot reach {report['server']} ({listing}): is the server running at that "
                                "base_url?")
@@ -105,7 +108,8 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
                                f"{', '.join(models) or 'none'}): pass --model with one of those")
         root = base.rstrip("/")
         root = root[:-3] if root.endswith("/v1") else root
-        status, props = await asyncio.to_thread(_get_json, root + "/props", key, config.timeout_s)
+        status, props = await asyncio.to_thread(_get_json, root + "/props", key, config.timeout_s,
+                                                config.max_answer_bytes)
         n_ctx = props.get("default_generation_settings", {}).get("n_ctx") if status == 200 and isinstance(
             props, dict) and isinstance(props.get("default_generation_settings"), dict) else None
         context = context or (n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None)  # llama.cpp's own server
@@ -122,8 +126,10 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
         report.update(await _speed(sdk, config))
     except openai.APIStatusError as exc:
         report["error"] = f"{report['server']} answered HTTP {exc.status_code}: {_server_message(exc)[:200]}"
-    except openai.APIConnectionError as exc:
-        report["error"] = f"{report['server']} dropped the connection ({type(exc).__name__})"
+    except (openai.APIConnectionError, AnswerRefused) as exc:
+        refused = refusal_of(exc)
+        report["error"] = f"{report['server']}: {refused.detail}" if refused is not None else \
+            f"{report['server']} dropped the connection ({type(exc).__name__})"
     finally:
         await raw_sdk.close()
     report["adapted"] = [describe_adaptation(p, a) for p, a in sorted(adapted.items())]
@@ -172,17 +178,36 @@ async def _prompt_cache(sdk, model: str) -> bool | None:
     return seen
 
 
-def _get_json(url: str, key: str, timeout: float) -> tuple[int | None, Any]:
-    """(HTTP status, decoded JSON body or None) of a GET; (None, why) when the server cannot be reached."""
+class _Unbounded(Exception):
+    """A GET's body passed the size or time bound."""
+
+
+def _get_json(url: str, key: str, timeout: float, limit: int = 4 * 1024 * 1024) -> tuple[int | None, Any]:
+    """(HTTP status, decoded JSON body or None) of a GET; (None, why) when the server cannot be reached, or its
+    body passes `limit` bytes or `timeout` seconds in all (as model calls are bounded, see transport.py)."""
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    def read(resp) -> bytes:
+        chunks, n, until = [], 0, time.monotonic() + timeout
+        while part := resp.read1(65536):
+            n += len(part)
+            if n > limit:
+                raise _Unbounded(f"an answer larger than --max-answer-bytes {limit}")
+            if time.monotonic() > until:
+                raise _Unbounded(f"no whole answer within {timeout:g}s")
+            chunks.append(part)
+        return b"".join(chunks)
+
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server URL
-            status, body = resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server URL
+                status, body = resp.status, read(resp)
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, read(exc)
+    except _Unbounded as exc:
+        return None, str(exc)
     except (urllib.error.URLError, OSError) as exc:
         return None, type(getattr(exc, "reason", exc)).__name__
     try:

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted", "trust_file",
-           "trusted_files", "untrust_file", "user_config_file"]
+__all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted",
+           "other_owner", "trust_cache", "trust_file", "trusted_caches", "trusted_files",
+           "untrust_cache", "untrust_file", "user_config_file"]
 
 TRUST_STORE = "trusted.json"
 USER_CONFIG = "config.toml"
@@ -55,17 +56,28 @@ def file_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def trusted_files(folder: Path) -> dict[str, str]:
-    """{resolved path: digest} of the project files the user trusted (empty when none, or unreadable).
-
-    `folder`: the user's configuration folder (:func:`config_dir`)."""
+def _table(folder: Path, name: str) -> dict[str, str]:
+    """One string-to-string table of the trust store ("files", "caches"); empty when none, or unreadable."""
     try:
         doc = json.loads((folder / TRUST_STORE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    files = doc.get("files") if isinstance(doc, dict) else None
-    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(files, dict) else {}
+    table = doc.get(name) if isinstance(doc, dict) else None
+    return {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(table, dict) else {}
+
+
+def trusted_files(folder: Path) -> dict[str, str]:
+    """{resolved path: digest} of the project files the user trusted (empty when none, or unreadable).
+
+    `folder`: the user's configuration folder (:func:`config_dir`)."""
+    return _table(folder, "files")
+
+
+def trusted_caches(folder: Path) -> dict[str, str]:
+    """{cache id: path where it was made or approved} of the judgment caches gsr made for the user, or the user
+    approved with ``gsr trust --cache`` (see :func:`gsrlang.judges.llm.cache.open_judgment_cache`)."""
+    return _table(folder, "caches")
 
 
 def is_trusted(path: Path, data: bytes, folder: Path) -> bool:
@@ -73,12 +85,14 @@ def is_trusted(path: Path, data: bytes, folder: Path) -> bool:
     return trusted_files(folder).get(str(Path(path).resolve())) == file_digest(data)
 
 
-def _save(files: dict[str, str], folder: Path) -> Path:
+def _save(files: dict[str, str], folder: Path, caches: dict[str, str] | None = None) -> Path:
     from gsrlang.safeio import write_atomic
 
     store = folder / TRUST_STORE
+    caches = trusted_caches(folder) if caches is None else caches
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomic(store, json.dumps({"version": 1, "files": dict(sorted(files.items()))}, indent=2) + "\n")
+    doc = {"version": 1, "files": dict(sorted(files.items())), "caches": dict(sorted(caches.items()))}
+    write_atomic(store, json.dumps(doc, indent=2) + "\n")
     os.chmod(store, 0o600)
     return store
 
@@ -128,3 +142,36 @@ def approved_host(url: str, hosts: list[str]) -> bool:
         if h == host and (not p or (p.isdigit() and port == int(p))):
             return True
     return False
+
+
+# --------------------------------------------------------------------------- ownership, judgment caches
+
+
+def other_owner(path: Path) -> int | None:
+    """The uid owning `path` when it is neither the user nor root (who can change any file anyway); else None.
+
+    None also where files have no owners (Windows) or `path` cannot be read."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return None
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return None
+    return None if uid in (getuid(), 0) else uid
+
+
+def trust_cache(cache_id: str, path: Path, folder: Path) -> Path:
+    """Record a judgment cache (by the id stored in it) as the user's; the trust store's path. Raises OSError."""
+    caches = trusted_caches(folder)
+    caches[cache_id] = str(Path(path).resolve())
+    return _save(trusted_files(folder), folder, caches)
+
+
+def untrust_cache(cache_id: str, folder: Path) -> bool:
+    """Forget a judgment cache; False when it was not trusted."""
+    caches = trusted_caches(folder)
+    if caches.pop(cache_id, None) is None:
+        return False
+    _save(trusted_files(folder), folder, caches)
+    return True
