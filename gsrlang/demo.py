@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from gsrlang.runtime.batch import replay_file
     from gsrlang.runtime.explain import decision_tree
     from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace import TraceView
 
     console = Console(width=max(100, min(140, Console().width)))
     t0 = time.perf_counter()
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     # one item's decision path: the first where a gate changed the score, if any
     chosen = None
     for _, record in read_trace(trace):
-        if any(_gate_changed(record, n) for n in record["nodes"] if n.get("kind") == "gate"):
+        if TraceView.of_record(record).score_changes():
             chosen = record
             break
         chosen = chosen or record
@@ -194,12 +195,6 @@ def next_commands(out: Path, item_id: str) -> list[str]:
             f"--label-field scores.overall --out {out}/again.results.jsonl --trace {out}/again.trace.jsonl",
             f"{gsr} report {results} --trace {trace} --compare {out}/flat.results.jsonl "
             f"--compare-trace {out}/flat.trace.jsonl -o {out}/report.html"]
-
-
-def _gate_changed(record: dict, gate: dict) -> bool:
-    nodes = {n["id"]: n for n in record["nodes"]}
-    base = (gate.get("inputs") or {}).get("base", [None])[0]
-    return (nodes.get(base) or {}).get("output") != gate.get("output")
 
 
 if __name__ == "__main__":
