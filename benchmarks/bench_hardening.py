@@ -16,6 +16,10 @@
    language server on the same documents (one run each).
 3. The worst time of `rule.regex(pattern: "^(a+)+$")` over subjects of 31 characters to 1 MB
    that almost match (Python's `re` took 36 s on 31 characters).
+4. Coverage-guided fuzzing (issue 24; benchmarks/fuzz_coverage.py, atheris/libFuzzer over gsrlang's
+   instrumented modules): the parser and checker, the JSON form (`gsr import`) and the JSONL row reader,
+   N inputs each (default 1,000 here: ~50 ms an input for the parser; GSR_FUZZ_RUNS=10000 for a full
+   count). Printed: crashes per 10,000 per entry point (target 0). Skipped without atheris.
 """
 
 from __future__ import annotations
@@ -68,6 +72,28 @@ def fuzz(n: int, seed: int = 2026, only: list[str] | None = None) -> None:
             took = time.perf_counter() - t0
             print(f"  {name:16s} {crashes * 10_000 / n:8.1f} crashes per 10,000   ({crashes} of {n:,}, "
                   f"{took / n * 1000:.2f} ms per input)" + (f"\n    first: {first}" if first else ""))
+
+
+def coverage_fuzz(runs: int) -> None:
+    import json
+    import os
+
+    try:
+        import atheris  # noqa: F401
+    except ImportError:
+        print("coverage-guided fuzzing: skipped (pip install atheris)")
+        return
+    print(f"coverage-guided fuzzing (atheris): {runs:,} inputs per entry point")
+    for entry in ("parser", "json", "jsonl"):
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fuzz_coverage.py"), entry, str(runs)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            print(f"  {entry:8s} did not report (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+            continue
+        r = json.loads(lines[-1])
+        print(f"  {entry:8s} {r['crashes'] * 10_000 / max(1, r['runs']):8.1f} crashes per 10,000   "
+              f"({r['crashes']} of {r['runs']:,}, {r['seconds']:.0f} s)" + (f"\n    first: {r['first']}" if r['first'] else ""))
 
 
 def _alias_program(n: int) -> str:
@@ -145,3 +171,6 @@ if __name__ == "__main__":
     if len(sys.argv) <= 2:
         aliases()
         regex()
+        import os
+
+        coverage_fuzz(int(os.environ.get("GSR_FUZZ_RUNS", "1000")))

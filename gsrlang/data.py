@@ -358,6 +358,37 @@ def parse_pointwise_label(value: object) -> float:
     return number
 
 
+RECORDED_PAIRWISE = ("first", "second", "tie")
+
+
+def recorded_label_problem(label: object, mode: object, scale: object = None) -> str | None:
+    """Why a label recorded in a results file or a trace cannot be the one gsr wrote, else None.
+
+    gsr records a pointwise label as the finite number it parsed, inside the line's scale (a label outside
+    it is recorded as null, with a `label_error`), and a pairwise one as first, second or tie. Anything else
+    ("3", 1e308 on a 1..5 scale, [3], true) was edited in: every command that reads labels back (metrics,
+    compare, ablate, report, replay, tune) refuses it with this reason and the line."""
+    if label is None:
+        return None
+    if mode == "pairwise":
+        return None if isinstance(label, str) and label in RECORDED_PAIRWISE else \
+            f"a pairwise 'label' must be first, second, tie or null; the recorded label is {_shown(label)}"
+    if type(label) not in (int, float) or not math.isfinite(label):
+        return f"the recorded pointwise label {_shown(label)} is not a finite number"
+    if (isinstance(scale, (list, tuple)) and len(scale) == 2 and all(type(v) in (int, float) for v in scale)
+            and scale[0] <= scale[1]):  # a malformed scale is the reader's own error
+        if not scale[0] <= label <= scale[1]:
+            return f"the recorded label {_shown(label)} lies outside the line's scale {scale[0]:g}..{scale[1]:g}"
+    elif abs(label) > 1e12:
+        return f"the recorded label {_shown(label)} is out of any scale's range"
+    return None
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 # --------------------------------------------------------------------------- rows to items
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsrlang.data import DataError, parse_pointwise_label
+from gsrlang.data import DataError, parse_pointwise_label, recorded_label_problem
 from gsrlang.jsonl import read_jsonl
 from gsrlang.resampling import PairwiseSample, PointwiseSample, draws, percentile_interval, resampled
 
@@ -127,27 +127,21 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _qwk(preds: Sequence[int], golds: Sequence[int], lo: int, hi: int) -> tuple[float | None, str | None]:
+    """The kappa over the categories lo..hi in closed form, O(n) in the items whatever the scale's width.
+
+    With weights (i - j)^2 / (k - 1)^2, the observed disagreement is sum (p - g)^2 / (k - 1)^2 and the
+    expected one, over every pairing of a prediction with a gold, (n sum p^2 + n sum g^2 - 2 sum p sum g) /
+    (n (k - 1)^2): the (k - 1)^2 cancels, and categories nobody used add nothing. So no k x k table is
+    built (a scale 0..100000 needed ~80 GB); the sums are exact integers."""
     if not preds:
         return None, "no valid items"
-    lo = min(lo, *preds, *golds)
-    hi = max(hi, *preds, *golds)
-    k = hi - lo + 1
-    if k < 2:
-        return None, "no disagreement expected by chance (all ratings in one category)"
     n = len(preds)
-    observed = [[0] * k for _ in range(k)]
-    for p, g in zip(preds, golds):
-        observed[p - lo][g - lo] += 1
-    pred_totals = [sum(row) for row in observed]
-    gold_totals = [sum(observed[i][j] for i in range(k)) for j in range(k)]
-    weight = [[(i - j) ** 2 / (k - 1) ** 2 for j in range(k)] for i in range(k)]
-    disagreement = math.fsum(weight[i][j] * observed[i][j] for i in range(k) for j in range(k))
-    expected = math.fsum(
-        weight[i][j] * pred_totals[i] * gold_totals[j] / n for i in range(k) for j in range(k)
-    )
-    if expected == 0:
+    squared = sum((p - g) ** 2 for p, g in zip(preds, golds))
+    sp, sg = sum(preds), sum(golds)
+    expected = n * sum(p * p for p in preds) + n * sum(g * g for g in golds) - 2 * sp * sg
+    if expected == 0:  # every rating, predicted and gold, in one category
         return None, "no disagreement expected by chance (all ratings in one category)"
-    return 1 - disagreement / expected, None
+    return 1 - n * squared / expected, None
 
 
 def quadratic_weighted_kappa(
@@ -549,6 +543,9 @@ def _numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[in
         if ends is not None:
             ends[path] = record.get("kind") == "run_summary" and record.get("complete") is True
         if record.get("kind") != "run_summary":
+            problem = recorded_label_problem(record.get("label"), _result_mode(record), record.get("scale"))
+            if problem:
+                raise DataError(f"{path}: line {line}: {problem} (was the file edited?)")
             yield line, record
 
 

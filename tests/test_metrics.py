@@ -680,3 +680,48 @@ def test_several_result_files_are_several_runs(tmp_path, capsys):
     assert main(["metrics", str(a), str(b), "--bootstrap", "0"]) == 0
     out = capsys.readouterr().out
     assert "0.900" in out
+
+
+def _qwk_by_table(preds, golds, lo, hi):
+    """The kappa from its definition: the k x k table of observed and expected counts (small k only)."""
+    k = hi - lo + 1
+    n = len(preds)
+    obs = [[0] * k for _ in range(k)]
+    for p, g in zip(preds, golds):
+        obs[p - lo][g - lo] += 1
+    pt = [sum(r) for r in obs]
+    gt = [sum(obs[i][j] for i in range(k)) for j in range(k)]
+    w = [[(i - j) ** 2 / (k - 1) ** 2 for j in range(k)] for i in range(k)]
+    dis = sum(w[i][j] * obs[i][j] for i in range(k) for j in range(k))
+    exp = sum(w[i][j] * pt[i] * gt[j] / n for i in range(k) for j in range(k))
+    return None if exp == 0 else 1 - dis / exp
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=30))
+def test_closed_form_qwk_equals_the_tables(pairs):
+    preds, golds = [p for p, _ in pairs], [g for _, g in pairs]
+    want = _qwk_by_table(preds, golds, 0, 6)
+    got = quadratic_weighted_kappa(preds, golds, 0, 6)
+    assert (got is None) == (want is None) and (got is None or got == pytest.approx(want, abs=1e-12))
+
+
+def test_qwk_on_a_huge_scale_builds_no_table(tmp_path, capsys):
+    # issue 24 item 11: `scale = 0..100000` checked clean, then gsr run and gsr metrics built a scale x scale
+    # table for QWK (~80 GB) and died with MemoryError
+    from gsrlang.cli import main
+
+    assert quadratic_weighted_kappa([0, 100000, 5], [0, 100000, 7], 0, 100000) == pytest.approx(
+        1 - 3 * 4 / (3 * (0 + 100000**2 + 25) + 3 * (0 + 100000**2 + 49) - 2 * 100005 * 100007))
+    prog = tmp_path / "wide.gsr"
+    prog.write_text('rubric wide "a wide scale"\ntask pointwise { scale = 0..100000 }\n'
+                    'criterion a: Score = human(field: "a")\nsink a\n')
+    rows = [{"id": str(i), "input": "q", "response": "r", "a": ((i * 37) % 11) / 10, "label": i * 9000} for i in range(12)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "o.jsonl"
+    assert main(["run", str(prog), "--data", str(data), "--id-field", "id", "--label-field", "label", "--out", str(out),
+                 "--no-progress", "--bootstrap", "50"]) == 0
+    assert "qwk" in capsys.readouterr().out
+    assert main(["metrics", str(out), "--bootstrap", "50"]) == 0
+    assert "qwk" in capsys.readouterr().out

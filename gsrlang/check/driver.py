@@ -18,6 +18,7 @@ from gsrlang.check.ports import resolve_alias
 from gsrlang.diagnostics import Diagnostic, has_errors
 from gsrlang.diagnostics.core import sort_key
 from gsrlang.program import Input, Node, Program
+from gsrlang.span import Span
 from gsrlang.syntax import ast
 from gsrlang.syntax.parser import decode_source, gc_paused, lossy_text, parse
 
@@ -58,6 +59,7 @@ def _analyze(text: str, path, catalog: Catalog | None) -> Analysis:
         semantic = [d for d in ctx.diagnostics if d.code not in _CASCADES_OF_SYNTAX_ERRORS]
         return Analysis(None, tuple(sorted([*parsed.diagnostics, *semantic], key=sort_key)), parsed.module, text)
     program = check_module(ctx, parsed.module, path)
+    _bidi_warnings(ctx, text)
     diagnostics = tuple(sorted(ctx.diagnostics, key=sort_key))
     return Analysis(program if not has_errors(diagnostics) else None, diagnostics, parsed.module, text)
 
@@ -117,3 +119,22 @@ def _program_node(ctx: Context, node_id: str) -> Node:
     return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path,
                 tune=tunable.node_tunables(ctx, g) or tunable.criterion_tunables(ctx, g),
                 number_spans=tunable.number_spans(ctx, g) or tunable.criterion_number_spans(ctx, g))
+
+
+def _bidi_warnings(ctx: Context, text: str) -> None:
+    """GSR705 for each line holding a bidirectional control (Trojan Source; rustc warns alike): they can
+    only be in strings and comments (anywhere else the lexer refuses them)."""
+    if text.isascii():
+        return
+    from gsrlang.printable import BIDI_CONTROLS, printable
+
+    lines: dict[int, list[int]] = {}  # line start -> offsets of the controls on it
+    for m in re.finditer("[" + "".join(sorted(BIDI_CONTROLS)) + "]", text):
+        lines.setdefault(text.rfind("\n", 0, m.start()) + 1, []).append(m.start())
+    for offsets in lines.values():
+        names = ", ".join(dict.fromkeys(printable(text[i]) for i in offsets))
+        n = len(offsets)
+        ctx.warn("GSR705", f"this line holds {n} bidirectional control character{'s' if n != 1 else ''} ({names}): "
+                 "it may be displayed otherwise than it reads", Span(offsets[0], offsets[0] + 1),
+                 "reorders how the line is shown",
+                 help="remove it (Trojan Source: what an editor shows is not what the file says)")

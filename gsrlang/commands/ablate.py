@@ -52,6 +52,11 @@ def run(args) -> int:
         raise UsageError("--bootstrap must not be negative")
     try:
         table = Table.from_trace(program, args.trace, f"`{args.program}`")
+        from gsrlang.commands.common import repeated_ids_warning
+
+        warning = repeated_ids_warning("gsr ablate", table.ids, args.trace, "each is counted")
+        if warning:
+            print(warning, file=sys.stderr)
     except ReplayError as exc:
         print(f"gsr ablate: {exc}", file=sys.stderr)
         return 1

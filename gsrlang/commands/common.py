@@ -151,3 +151,27 @@ def add_seed_argument(parser, what: str = "bootstrap seed") -> None:
     """The one `--seed` option of metrics, compare, ablate, report and tune (checked by `seed_value`)."""
     parser.add_argument("--seed", type=seed_value, default=0, metavar="N",
                         help=f"{what}: a whole number from 0 to {SEED_MAX} (default: 0)")
+
+
+def repeated_ids_warning(command: str, ids, source: str, policy: str) -> str | None:
+    """The one warning of every command that reads items by id (compare, ablate, tune) when some id repeats;
+    `policy` says what the command did with the repeats. None when every id is distinct."""
+    seen: set = set()
+    repeats: list = []
+    n = 0
+    for item_id in ids:
+        if item_id is None:
+            continue
+        if item_id in seen:
+            n += 1
+            if len(repeats) < 3 and item_id not in repeats:
+                repeats.append(item_id)
+        else:
+            seen.add(item_id)
+    if not n:
+        return None
+    from gsrlang.printable import printable
+
+    first = ", ".join(printable(repr(i)) for i in repeats)
+    return (f"{command}: warning: {source}: {n} item{'s repeat' if n != 1 else ' repeats'} an id an earlier item has "
+            f"(first: {first}): {policy}; a file run twice, or joined with another, counts its items twice")

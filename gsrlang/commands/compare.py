@@ -91,8 +91,10 @@ def _read(path: str) -> dict:
     mode = scale = None
     items: dict = {}
     programs = set()
+    ids: list = []
     for line, record in _numbered_results(Path(path)):  # the item lines (not the completion line)
         where = f"{path}: line {line}"
+        ids.append(record.get("id"))
         mode = mode or _result_mode(record)
         if record.get("scale") is not None:
             scale = tuple(record["scale"])
@@ -106,6 +108,11 @@ def _read(path: str) -> dict:
         items[record.get("id", ("line", line))] = (pred, gold)
     if mode is None:
         raise UsageError(f"{path}: no result lines")
+    from gsrlang.commands.common import repeated_ids_warning
+
+    warning = repeated_ids_warning("gsr compare", ids, path, "the last line of each id is compared")
+    if warning:
+        print(warning, file=sys.stderr)
     return {"mode": mode, "scale": scale, "items": items, "programs": sorted(programs, key=str)}
 
 

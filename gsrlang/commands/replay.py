@@ -203,6 +203,14 @@ def run(args) -> int:
                   "--no-short-circuit` to make every judgment.", file=out)
     if summary.recorded is not None and not args.quiet:
         print(f"  {recorded_run(summary.recorded)}", file=out)
+    claimed = summary.recorded.get("items") if isinstance(summary.recorded, dict) else None
+    if claimed is not None and claimed != summary.items:
+        from gsrlang.printable import printable
+
+        print(f"gsr replay: error: {args.trace}: its run summary claims {printable(repr(claimed))} items, but it "
+              f"holds {summary.items}: the file was cut, joined with another or edited; the figures above are "
+              "of the items it holds", file=sys.stderr)
+        code = max(code, 1)
     if summary.duplicate_ids and not args.quiet:
         print(duplicate_warning("gsr replay", summary), file=sys.stderr)
     if not recorded_complete(summary.recorded):

@@ -46,6 +46,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from gsrlang.judges.llm.config import find_config_file
     from gsrlang.judges.llm.trust import config_dir, file_digest, trust_file, trusted_files, untrust_file
+    from gsrlang.printable import printable
 
     folder = config_dir()
     if getattr(args, "cache", None) is not None and not args.list:
@@ -57,7 +58,7 @@ def run(args) -> int:
                 state = "trusted" if file_digest(Path(path).read_bytes()) == digest else "changed since trusted"
             except OSError:
                 state = "missing"
-            print(f"{path}: {state}")
+            print(f"{printable(path)}: {state}")
         if not files:
             print(f"no trusted project files ({folder / 'trusted.json'})")
         _list_caches(folder)
@@ -68,7 +69,7 @@ def run(args) -> int:
     if args.revoke:
         if not untrust_file(path, folder):
             raise UsageError(f"`{path}` was not trusted")
-        print(f"no longer trusted: {path.resolve()}")
+        print(f"no longer trusted: {printable(str(path.resolve()))}")
         return 0
     try:
         data = path.read_bytes()
@@ -79,7 +80,7 @@ def run(args) -> int:
         store = trust_file(path, data, folder)
     except OSError as exc:
         raise UsageError(f"cannot record the trust in {folder}: {exc.strerror or exc}") from None
-    print(f"trusted {path.resolve()} ({file_digest(data)[:19]}...), recorded in {store}")
+    print(f"trusted {printable(str(path.resolve()))} ({file_digest(data)[:19]}...), recorded in {store}")
     for line in grants:
         print(f"  {line}")
     print("  (an edit to the file withdraws the trust; `gsr trust --revoke` withdraws it now)", file=sys.stderr)
@@ -89,22 +90,35 @@ def run(args) -> int:
 def _grants(path: Path, data: bytes) -> list[str]:
     """What the trust lets the file do: the hosts it sends keys to, the variables it reads keys from."""
     from gsrlang.judges.llm.config import tomllib
+    from gsrlang.printable import printable
 
     try:
         judge = tomllib.loads(data.decode("utf-8")).get("judge") or {}
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"`{path}` is not a TOML file: {exc}") from None
-    tables = [("[judge]", judge)] if isinstance(judge, dict) else []
-    roles = judge.get("roles") if isinstance(judge, dict) else None
-    tables += [(f"[judge.roles.{n}]", t) for n, t in (roles or {}).items() if isinstance(t, dict)] \
-        if isinstance(roles, dict) else []
+    if not isinstance(judge, dict):
+        judge = {}
+    roles = judge.get("roles") if isinstance(judge.get("roles"), dict) else {}
+    tables = [("[judge]", judge)] + [(f"[judge.roles.{_name(n)}]", t) for n, t in roles.items() if isinstance(t, dict)]
     lines = []
     for where, table in tables:
+        # a role without a base_url of its own sends its key to [judge]'s; [judge] without one, to the OpenAI API
+        url = table.get("base_url") or judge.get("base_url")
+        to = printable(url) if url else "the OpenAI API (or $OPENAI_BASE_URL)"
         if table.get("base_url"):
-            lines.append(f"{where} may send your API key to {table['base_url']}")
+            lines.append(f"{where} may send your API key to {printable(table['base_url'])}")
         if table.get("api_key_env"):
-            lines.append(f"{where} sends the value of ${table['api_key_env']} as its API key")
+            lines.append(f"{where} sends the value of ${printable(table['api_key_env'])} as its API key to {to}")
     return lines or ["it sets no base_url and no api_key_env: trust changes nothing for it yet"]
+
+
+def _name(name: str) -> str:
+    """A role's name as TOML would write it in a table header: bare when it can be, else quoted, escaped."""
+    import re
+
+    from gsrlang.printable import printable
+
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + printable(name).replace('"', '\\"') + '"'
 
 
 def _trust_cache(path: Path, folder: Path, revoke: bool) -> int:

@@ -69,6 +69,7 @@ _CODES = [
     ("GSR702", "gate trigger is constant", "warning"),
     ("GSR703", "weights sum to zero", "warning"),
     ("GSR704", "default on a judgment that cannot abstain", "warning"),
+    ("GSR705", "bidirectional control character in the text", "warning"),
 ]
 
 CODES: dict[str, CodeInfo] = {c[0]: CodeInfo(*c) for c in _CODES}

@@ -774,6 +774,16 @@ _EXPLANATIONS = [
        _HEAD + _CORRECT + _UNSAFE
        + "sink cap(base: normalize(correct), trigger: default(unsafe, value: false), at: 0.2)\n",
        _HEAD + _CORRECT + _UNSAFE + "sink cap(base: normalize(correct), trigger: unsafe, at: 0.2)\n"),
+    _e("GSR705", """
+        The text holds a Unicode bidirectional control character (U+202A-U+202E, U+2066-U+2069,
+        U+200E, U+200F or U+061C) in a string or a comment. These reorder how the line is
+        displayed, so an editor or a review page can show text that is not what the file says
+        ("Trojan Source", CVE-2021-42574): a comment that seems to end can hide code, a
+        question can read otherwise than the model will get it. Remove the character; if
+        right-to-left text needs it, write it where it shows, and check the line byte by byte.
+        """,
+       _HEAD + "# reviewed: safe \u202e gsr.example \u202c\n" + _CORRECT + "sink normalize(correct)\n",
+       _HEAD + "# reviewed: safe\n" + _CORRECT + "sink normalize(correct)\n"),
 ]
 
 EXPLANATIONS: dict[str, Explanation] = {e.code: e for e in _EXPLANATIONS}

@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 from gsrlang.diagnostics.codes import CODES
 from gsrlang.diagnostics.core import Diagnostic, Label
+from gsrlang.printable import visible
 from gsrlang.span import SourceText
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -120,7 +121,7 @@ def _full_one(d: Diagnostic, sources: Sources, s: _Style) -> str:
             if previous is not None and line_no > previous + 1:
                 out.append(s("...", "34", "1"))
             previous = line_no
-            text = src.line_text(line_no - 1).expandtabs(1)
+            text = visible(src.line_text(line_no - 1).expandtabs(1))  # no escape or bidi control reaches the terminal
             marks = []
             for lab, primary in by_line[line_no]:
                 c = src.position(lab.span.start)[1]

@@ -38,9 +38,10 @@ class PositionMap:
         text = self.source.line_text(line)[:chars]
         if self.encoding == UTF32 or text.isascii():
             return len(text)
+        # surrogatepass: a lone surrogate (a client may send one) counts as the one unit _units gives it
         if self.encoding == UTF16:
-            return len(text.encode("utf-16-le")) // 2
-        return len(text.encode("utf-8"))
+            return len(text.encode("utf-16-le", "surrogatepass")) // 2
+        return len(text.encode("utf-8", "surrogatepass"))
 
     def position(self, offset: int) -> types.Position:
         line, col = self.source.line_col(offset)

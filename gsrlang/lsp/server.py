@@ -27,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from gsrlang import __version__
@@ -39,9 +41,62 @@ DEFAULT_DEBOUNCE = 0.150
 logger = logging.getLogger("gsrlang.lsp")
 
 
+MAX_MESSAGE = 64 << 20  # bytes: a larger message (a Content-Length of 99999999999) is read past, never held
+MAX_HEADER = 64 << 10  # bytes of one header line
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, answering a request it cannot read.
+
+    pygls logs a request whose params do not fit the method's type (a hover whose position is a string) and
+    drops it, so the client waits for ever; here it gets the JSON-RPC error pygls raised (-32602 invalid
+    params), naming the method."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if not ("method" in data and isinstance(data.get("id"), (int, str)) and not isinstance(data["id"], bool)):
+                return None  # a notification or a response: nothing to answer
+            method = str(data.get("method"))[:100]
+            self._send_response(data["id"], error=types.ResponseError(
+                code=exc.code, message=f"{exc.message}: the params of {method!r} do not fit its type"))
+            return None
+
+    def handle_message(self, message):
+        if message is None or not hasattr(message, "jsonrpc"):  # unreadable, already answered above
+            return None
+        return super().handle_message(message)
+
+
+class _BoundedInput:
+    """The server's stdin, read with bounds: a header line is cut at MAX_HEADER bytes, and the body of a message
+    longer than MAX_MESSAGE is read past in blocks and dropped (the framing stays in step, memory stays flat),
+    so a bad Content-Length costs that message, never the server."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def readline(self) -> bytes:
+        return self.raw.readline(MAX_HEADER)
+
+    def read(self, n: int) -> bytes:
+        if n <= MAX_MESSAGE:
+            return self.raw.read(n)
+        logger.warning("dropping a message of %d bytes (more than %d)", n, MAX_MESSAGE)
+        left = n
+        while left > 0:
+            block = self.raw.read(min(left, 1 << 20))
+            if not block:
+                return b""  # the client closed the stream
+            left -= len(block)
+        return b"null"  # read as nothing (handle_message above ignores it)
+
+
 class GsrLanguageServer(LanguageServer):
     def __init__(self, debounce: float = DEFAULT_DEBOUNCE):
-        super().__init__("gsr", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("gsr", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=_Protocol)
         self.debounce = debounce
         self.models: dict[str, DocumentModel] = {}
         self.pending: dict[str, asyncio.Task] = {}
@@ -292,4 +347,6 @@ def format_edits(ls: GsrLanguageServer, text: str) -> list[types.TextEdit]:
 
 
 def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
-    create_server(debounce).start_io()
+    import sys
+
+    create_server(debounce).start_io(_BoundedInput(sys.stdin.buffer))

@@ -82,7 +82,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
-from gsrlang.data import DataError
+from gsrlang.data import DataError, recorded_label_problem
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program, json_value
 from gsrlang.runtime.compose import Plan
@@ -454,6 +454,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
                 if header is None:
                     raise TraceError(f"{path}: line {line} names header {record['p']!r}, which no earlier line "
                                      "declares (is the file cut or reordered?)")
+                _check_label(path, line, record)
                 yield line, header, record
                 continue
             version = record.get("trace_version")
@@ -467,7 +468,18 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
                     raise TraceError(f"{path}: line {line} is a header record without `program` and `nodes`")
                 headers[record.get("key")] = record
                 continue
+            if record.get("kind") != RUN_SUMMARY:
+                _check_label(path, line, record)
             yield line, None, record
+
+
+def _check_label(path, line: int, record: dict) -> None:
+    """Refuse an item record whose recorded label gsr cannot have written (data.recorded_label_problem)."""
+    result = record.get("result")
+    if type(result) is dict and result.get("label") is not None:
+        problem = recorded_label_problem(result["label"], result.get("mode", record.get("mode")), result.get("scale"))
+        if problem:
+            raise TraceError(f"{path}: line {line}: {problem} (was the file edited?)")
 
 
 def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int, dict]]:
