@@ -196,9 +196,6 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
 
 
 # ---- exact sums ---------------------------------------------------------------------------------------------------
-_U = 2.0 ** -53
-
-
 def exact_sum(x: np.ndarray) -> np.ndarray:
     """Each row's sum along the slots, as `math.fsum` gives it (correctly rounded); a fresh array.
 
@@ -222,28 +219,34 @@ def exact_sum(x: np.ndarray) -> np.ndarray:
 
 
 def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
-    err = np.zeros(rows)
-    mag = np.zeros(rows)
+    err = np.zeros(rows)  # the rounding errors of the naive sum, themselves summed with TwoSum:
+    lost = np.zeros(rows)  # what summing them lost (magnitudes), so that sum = s + err + (at most lost) exactly
     for j in range(1, k):
         b = x[:, j]
         t = s + b
         bp = t - s
         e = (s - (t - bp)) + (b - bp)
-        err += e
-        mag += np.abs(e)
         s = t
+        t = err + e
+        bp = t - err
+        lost += np.abs((err - (t - bp)) + (e - bp))
+        err = t
     r = s + err
-    rp = r - s
-    delta = (s - (r - rp)) + (err - rp)  # r + delta = s + err exactly
-    # the exact sum is r + delta + (what summing the errors lost, at most k u mag, doubled to be safe): r is its
-    # rounding when that stays within half the gap to r's neighbours (the gap below a power of 2 is half the one above)
-    bound = np.abs(delta) + (k * _U) * mag * 2.0
-    half_gap = np.spacing(np.abs(r)) * np.where(np.frexp(np.abs(r))[0] == 0.5, 0.25, 0.5)
-    doubt = ~(bound < half_gap) | ~np.isfinite(r)
-    doubt &= mag != 0.0  # no rounding error anywhere: the naive sum is exact
-    if doubt.any():
-        idx = np.flatnonzero(doubt)
-        r[idx] = [math.fsum(row) for row in x[idx].tolist()]
+    # Where nothing was lost summing the errors, r is s + err rounded (ties to even, as fsum): the exact sum's
+    # rounding. Elsewhere it is when delta (r + delta = s + err exactly) plus twice what was lost stays within
+    # half the gap to r's neighbours (a quarter of the gap above when r is a power of 2, a zero r always doubted).
+    doubt = np.flatnonzero(lost != 0.0)
+    if len(doubt):
+        rc, sc, ec = r[doubt], s[doubt], err[doubt]
+        rp = rc - sc
+        delta = (sc - (rc - rp)) + (ec - rp)
+        m, ex = np.frexp(np.abs(rc))
+        half_gap = np.ldexp(np.where(m == 0.5, 0.25, 0.5), ex - 53)
+        doubt = doubt[~(np.abs(delta) + 2.0 * lost[doubt] < half_gap) | (rc == 0.0)]
+    if not np.isfinite(r).all():
+        doubt = np.union1d(doubt, np.flatnonzero(~np.isfinite(r)))
+    if len(doubt):
+        r[doubt] = [math.fsum(row) for row in x[doubt].tolist()]
     r += 0.0  # fsum's zero is +0.0
     return r
 
