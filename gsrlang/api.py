@@ -80,6 +80,7 @@ class Result:
     reason: str | None
     line: dict = attrs.field(repr=False)  # the results-file line
     trace: dict = attrs.field(repr=False)  # the trace record (replayable with gsr replay)
+    run: object = attrs.field(default=None, repr=False, eq=False)  # the executor's ItemRun (for a TraceWriter)
 
     @property
     def ok(self) -> bool:
@@ -99,7 +100,7 @@ def _result(run, static) -> Result:
     sink = line.get("sink") or {}
     value = sink.get("A") if line["status"] == "ok" else None
     return Result(line["status"], line["mode"], line.get("score"), line.get("raw"), line.get("winner"),
-                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, record)
+                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, record, run)
 
 
 # ---- judges ---------------------------------------------------------------------------------------------
@@ -111,16 +112,19 @@ class Judges:
     `temperature`, `concurrency`, `seed`, ...), then the environment (GSR_MODEL, OPENAI_BASE_URL,
     OPENAI_API_KEY), then the nearest gsr.toml, exactly as `gsr run` builds it; `llm=` gives your own.
     `cache`: the judgment cache file (SQLite), or None for none (the default, unlike `gsr run`).
-    `concurrency`: judge calls in flight across a batch.
+    `concurrency`: judge calls in flight across a batch (default 8); given, it is also the model client's
+    own limit on requests in flight (its `concurrency` setting, which would otherwise stay at gsr.toml's or 8).
     """
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, *,
-                 cache: str | Path | None = None, concurrency: int = 8, llm=None, **settings):
-        if concurrency < 1:
+                 cache: str | Path | None = None, concurrency: int | None = None, llm=None, **settings):
+        if concurrency is not None and concurrency < 1:
             raise InputError(f"concurrency must be at least 1, got {concurrency}")
         self.options = {"model": model, "base_url": base_url, "api_key": api_key, **settings}
+        if concurrency is not None:
+            self.options["concurrency"] = concurrency
         self.cache = str(cache) if cache is not None else None
-        self.concurrency = concurrency
+        self.concurrency = concurrency if concurrency is not None else 8
         self._llm = llm
         self._registry = None
         self._loop: asyncio.AbstractEventLoop | None = None

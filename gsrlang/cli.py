@@ -17,7 +17,7 @@ import sys
 
 from gsrlang import __version__
 from gsrlang.commands import UsageError
-from gsrlang.safeio import PathClash
+from gsrlang.safeio import PathClash, disk_error
 
 # name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -36,6 +36,7 @@ COMMANDS = {
     "probe": "probe",
     "render": "render",
     "report": "report",
+    "serve": "serve",
     "trust": "trust",
     "lsp": "lsp",
 }
@@ -109,12 +110,24 @@ def _main(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a full disk, a read-only or vanished folder: the machine's state, not a bug
+        message = disk_error(exc)
+        if message is None:
+            if os.environ.get("GSR_DEBUG"):
+                raise
+            return _internal(args, exc)
+        print(f"gsr {args.command}: error: {message}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug in gsr itself, never a user's mistake
         if os.environ.get("GSR_DEBUG"):
             raise
-        print(f"gsr {args.command}: internal error: {type(exc).__name__}: {exc}\n"
-              "this is a bug in gsr; rerun with GSR_DEBUG=1 for a traceback and report it", file=sys.stderr)
-        return 2
+        return _internal(args, exc)
+
+
+def _internal(args, exc: BaseException) -> int:
+    print(f"gsr {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+          "this is a bug in gsr; rerun with GSR_DEBUG=1 for a traceback and report it", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

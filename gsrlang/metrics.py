@@ -457,10 +457,12 @@ def metrics_with_confidence(
     seed: int = 0,
     alpha: float = 0.05,
     min_defined: float = 0.5,
+    groups: Sequence | None = None,
 ) -> dict:
     """:func:`pointwise_metrics` (with ``scale``) or :func:`pairwise_metrics`, with a bootstrap interval on each
     metric: what :func:`with_confidence` gives for that report function and seed, computed over all resamples at
-    once (numpy, :mod:`gsrlang.resampling`) instead of one report per resample."""
+    once (numpy, :mod:`gsrlang.resampling`) instead of one report per resample. With ``groups`` (each item's
+    group), a cluster bootstrap over the groups."""
     _check_alpha(alpha)
     if mode == "pointwise":
         point = pointwise_metrics(preds, golds, scale=scale)
@@ -470,7 +472,7 @@ def metrics_with_confidence(
         sample = PairwiseSample(preds, golds)
     else:
         raise ValueError(f"mode must be 'pointwise' or 'pairwise', got {mode!r}")
-    (values,) = resampled([sample], n_resamples, seed)
+    (values,) = resampled([sample], n_resamples, seed, groups)
     ci_key = _ci_key(alpha)
     result = dict(point)
     for key in _metric_keys(point):
@@ -561,7 +563,8 @@ def _result_mode(record: Mapping) -> str | None:
     return None
 
 
-def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int = 1000, seed: int = 0) -> dict:
+def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int = 1000, seed: int = 0,
+                         groups: Mapping | None = None) -> dict:
     """Agreement metrics, with bootstrap intervals, for a results JSONL file (or several: one per run).
 
     Several files are several runs of the same items (e.g. the same program judged
@@ -591,7 +594,10 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     ``n_unlabeled``, ``n_superseded``, ``status_counts``, ``bootstrap``, and
     ``runs`` (run id -> :func:`with_confidence` report; the id is None when the
     lines carry no run). With one run, ``metrics`` is that run's report; with
-    several, ``summary`` is :func:`summarize_runs` over them.
+    several runs of one program, ``summary`` is :func:`summarize_runs` over them; several files of
+    *different* programs are not repeats, so there is no summary: ``side_by_side`` is true and each
+    file's report stands in ``runs`` (shown in columns by :func:`format_report`). ``groups`` ({item id:
+    group}, None or a missing id: a group of its own) makes each interval a cluster bootstrap over groups.
 
     Raises:
         DataError: for an unreadable file, a file with no result lines, mixed
@@ -660,7 +666,9 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         pairs = list(runs[run_id].values())
         preds = [p for p, _ in pairs]
         golds = [g for _, g in pairs]
-        per_run[run_id] = metrics_with_confidence(mode, preds, golds, scale, n_resamples=bootstrap, seed=seed)
+        item_groups = None if groups is None else [groups.get(str(k)) for k in runs[run_id]]
+        per_run[run_id] = metrics_with_confidence(mode, preds, golds, scale, n_resamples=bootstrap, seed=seed,
+                                                  groups=item_groups)
 
     result = {
         "path": ", ".join(str(p) for p in paths),
@@ -674,14 +682,16 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         "runs": per_run,
         "incomplete": [str(p) for p in paths if not ends.get(p)],
     }
-    if len(per_run) == 1:
-        result["metrics"] = next(iter(per_run.values()))
-    else:
-        result["summary"] = summarize_runs(list(per_run.values()))
     if several:
         result["programs"] = {p: [{"name": n, "hash": h} for n, h in sorted(v, key=str)] for p, v in programs.items()}
         named = {h for v in programs.values() for _, h in v}
         result["same_program"] = None if None in named else len(named) == 1
+    if len(per_run) == 1:
+        result["metrics"] = next(iter(per_run.values()))
+    elif several and result["same_program"] is False:
+        result["side_by_side"] = True  # different programs: not repeats, so no mean over them
+    else:
+        result["summary"] = summarize_runs(list(per_run.values()))
     return result
 
 
@@ -786,6 +796,25 @@ def _format_flat(report: Mapping, indent: str = "") -> list[str]:
     return _table(("metric", "value"), [row[:2] for row in rows], indent)
 
 
+def _side_by_side(runs: Mapping) -> list[str]:
+    """One row per metric, one column per run (value and interval), for runs of different programs."""
+    tables = {run_id: {row[0]: row for row in _metric_rows(r)[0]} for run_id, r in runs.items()}
+    keys: list[str] = []
+    for rows in tables.values():
+        keys += [k for k in rows if k not in keys]
+    header = ["metric"] + [str(run_id) for run_id in runs]
+    body = []
+    for key in keys:
+        cells = [key]
+        for rows in tables.values():
+            row = rows.get(key)
+            cells.append("-" if row is None else row[1] if not row[2] or row[2] == "-" else f"{row[1]} {row[2]}")
+        body.append(cells)
+    width = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    return ["  " + "  ".join(c.ljust(width[0]) if i == 0 else c.rjust(width[i]) for i, c in enumerate(r)).rstrip()
+            for r in [header, *body]]
+
+
 def format_report(report: Mapping) -> str:
     """Render a report as a compact, aligned plain-text table.
 
@@ -823,10 +852,12 @@ def format_report(report: Mapping) -> str:
         (first,) = {e["hash"] for v in report["programs"].values() for e in v}
         lines.append(f"several runs of one program ({first.split(':')[-1][:12]})")
     elif report.get("same_program") is False:
-        lines.append("different programs: the runs are not repeats of one program")
+        lines.append("different programs: not repeats of one program, so side by side (no mean over them)")
         for path, entries in report["programs"].items():
             lines.append(f"  {path}: " + ", ".join(f"{e['name']} ({(e['hash'] or '?').split(':')[-1][:12]})"
                                                    for e in entries))
+    if report.get("side_by_side"):
+        return "\n".join(lines + _side_by_side(runs))
     lines.append(f"summary over {len(runs)} runs")
     summary_rows = []
     for key, stats in report["summary"].items():

@@ -22,6 +22,15 @@ Blocks keep the memory near ``BLOCK`` indices whatever the number of resamples.
 
 Values are float arrays, one per metric, with NaN where a resample leaves the metric
 undefined (no valid item, a constant side, no disagreement expected by chance).
+
+**Cluster bootstrap.** When items share a prompt, a conversation or a source, they are
+not independent, and resampling items makes the intervals too narrow. Given each
+item's group (``groups``), a resample draws *groups* with replacement (as many as
+there are) and takes every item of each drawn group, as often as the group was drawn
+(:func:`group_weights`): a block of resamples is then a matrix of per-item draw
+counts, the same counts-per-distinct-pair computation follows, and a metric is
+divided by the resample's own number of items (which now varies). Without groups
+the item draws are unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["BLOCK", "PairwiseSample", "PointwiseSample", "draws", "percentile_interval", "resampled"]
+__all__ = ["BLOCK", "PairwiseSample", "PointwiseSample", "draws", "group_codes", "group_weights", "percentile_interval",
+           "resampled"]
 
 #: Drawn indices held at once (resamples x items): 16 MB of int64.
 BLOCK = 1 << 21
@@ -45,6 +55,29 @@ def draws(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
     for start in range(0, n_resamples, rows):
         yield rng.integers(0, n, (min(rows, n_resamples - start), n))
 
+
+def group_codes(groups: Sequence) -> np.ndarray:
+    """Each item's group as a code 0..G-1, in order of first appearance (None: a group of its own)."""
+    seen: dict = {}
+    out = np.empty(len(groups), np.int64)
+    for i, g in enumerate(groups):
+        key = ("item", i) if g is None else ("group", g)
+        out[i] = seen.setdefault(key, len(seen))
+    return out
+
+
+def group_weights(codes: np.ndarray, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """Blocks of per-item draw counts (rows x n, float64) of a cluster bootstrap: each resample draws as many
+    groups as there are, with replacement, and counts each item as often as its group was drawn."""
+    n = len(codes)
+    k = int(codes.max()) + 1 if n else 0
+    if n == 0 or n_resamples <= 0:
+        return
+    rng = np.random.default_rng(seed)
+    rows = max(1, min(n_resamples, BLOCK // max(n, k)))
+    for start in range(0, n_resamples, rows):
+        drawn = _tally(np.arange(k), k, rng.integers(0, k, (min(rows, n_resamples - start), k)))
+        yield drawn[:, codes]
 
 
 def _tally(codes: np.ndarray, k: int, indices: np.ndarray) -> np.ndarray:
@@ -129,7 +162,15 @@ class PointwiseSample:
         self.kappa = np.stack([(vp - vg) ** 2, vp, vg, vp * vp + vg * vg], axis=1)
 
     def resampled(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """The metrics of each resample (rows of drawn item indices); NaN where undefined.
+        """The metrics of each resample (rows of drawn item indices); NaN where undefined."""
+        return self.counted(_tally(self.codes, self.k, indices), np.full(len(indices), float(self.n)))
+
+    def weighted(self, weights: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample given as per-item draw counts (rows x n: a cluster bootstrap)."""
+        return self.counted(_group(weights, self.codes, self.k), weights.sum(axis=1))
+
+    def counted(self, drawn: np.ndarray, size: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample from how often it drew each distinct pair (rows x k) and its size.
 
         The kappa is ``1 - m * sum (p - g)^2 / (m * sum (p^2 + g^2) - 2 * sum p * sum g)``
         over the m valid items: the expected disagreement ``sum_ij (i - j)^2 P_i G_j / m``
@@ -137,9 +178,8 @@ class PointwiseSample:
         (the (k - 1)^2 of the weights cancels), and it is 0 exactly when every rating
         is one category, where the kappa is undefined.
         """
-        drawn = _tally(self.codes, self.k, indices)
         valid_n, hits, near, abs_err = (drawn @ self.features).T
-        out = {"coverage": valid_n / self.n, "exact": hits / self.n, "within1": near / self.n,
+        out = {"coverage": _share(valid_n, size), "exact": _share(hits, size), "within1": _share(near, size),
                "mae": _share(abs_err, valid_n)}
         dv = drawn[:, self.valid]
         tp, tg = self.pred.tallies(dv), self.gold.tallies(dv)
@@ -178,27 +218,41 @@ class PairwiseSample:
 
     def resampled(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of each resample (rows of drawn item indices); NaN where undefined."""
-        drawn = _tally(self.codes, self.k, indices)
+        return self.counted(_tally(self.codes, self.k, indices), np.full(len(indices), float(self.n)))
+
+    def weighted(self, weights: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample given as per-item draw counts (rows x n: a cluster bootstrap)."""
+        return self.counted(_group(weights, self.codes, self.k), weights.sum(axis=1))
+
+    def counted(self, drawn: np.ndarray, size: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample from how often it drew each distinct pair (rows x k) and its size."""
         correct, decided_correct, decisive, invalid, tie, abstain = (drawn @ self.features).T
-        return {"accuracy": correct / self.n, "valid_only_accuracy": _share(decided_correct, decisive),
-                "coverage": decisive / self.n, "invalid_rate": invalid / self.n, "tie_rate": tie / self.n,
-                "abstain_rate": abstain / self.n}
+        return {"accuracy": _share(correct, size), "valid_only_accuracy": _share(decided_correct, decisive),
+                "coverage": _share(decisive, size), "invalid_rate": _share(invalid, size),
+                "tie_rate": _share(tie, size), "abstain_rate": _share(abstain, size)}
 
 
 def resampled(samples: Sequence[PointwiseSample | PairwiseSample], n_resamples: int,
-              seed: int) -> list[dict[str, np.ndarray]]:
+              seed: int, groups: Sequence | None = None) -> list[dict[str, np.ndarray]]:
     """Every metric of every sample over the same n_resamples resamples (paired: the same items drawn for all).
 
-    One dict per sample, metric -> array of n_resamples values (NaN where undefined);
+    With ``groups`` (each item's group; None: a group of its own) a cluster bootstrap: groups are drawn, not
+    items. One dict per sample, metric -> array of n_resamples values (NaN where undefined);
     empty arrays when there are no items or no resamples."""
     n = samples[0].n
     if any(s.n != n for s in samples):
         raise ValueError(f"samples differ in length: {[s.n for s in samples]}")
+    if groups is not None and len(groups) != n:
+        raise ValueError(f"{len(groups)} groups for {n} items")
     parts: list[dict[str, list]] = [{k: [] for k in s.keys} for s in samples]
-    for indices in draws(n, n_resamples, seed):
-        for sample, part in zip(samples, parts):
-            for key, values in sample.resampled(indices).items():
-                part[key].append(values)
+    if groups is None:
+        blocks = ((s.resampled, indices) for indices in draws(n, n_resamples, seed) for s in samples)
+    else:
+        codes = group_codes(groups)
+        blocks = ((s.weighted, w) for w in group_weights(codes, n_resamples, seed) for s in samples)
+    for i, (method, block) in enumerate(blocks):
+        for key, values in method(block).items():
+            parts[i % len(samples)][key].append(values)
     return [{k: np.concatenate(v) if v else np.empty(0) for k, v in part.items()} for part in parts]
 
 

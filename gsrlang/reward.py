@@ -31,6 +31,9 @@ from pathlib import Path
 __all__ = ["RewardFunction", "reward_function"]
 
 SCALES = ("unit", "native")
+# what TRL passes besides the data set's columns (`trainer_state`, `log_extra`, `log_metric` and `environments`
+# are not lists of one value per completion; `completion_ids` is TRL's tokens)
+TRL_OWN = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 
 
 def _text(value, what: str, index: int) -> str:
@@ -74,6 +77,8 @@ class RewardFunction:
         from gsrlang.api import InputError
 
         n = len(completions)
+        # TRL's own keywords are not data set columns: the trainer's state, its logging callbacks, ...
+        columns = {k: v for k, v in columns.items() if k not in TRL_OWN}
         if prompts is not None and len(prompts) != n:
             raise InputError(f"{len(prompts)} prompts for {n} completions")
         for key, values in columns.items():

@@ -16,11 +16,12 @@ the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["PathClash", "check_outputs", "same_file", "write_atomic"]
+__all__ = ["PathClash", "check_outputs", "check_work_dir", "disk_error", "same_file", "write_atomic"]
 
 Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
 
@@ -61,6 +62,24 @@ def check_outputs(inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
             if _clash(ident, other):
                 raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: two outputs "
                                 "cannot share a file; nothing was written")
+
+
+def check_work_dir(what: str, folder: str | os.PathLike, inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
+    """Raise PathClash when a work folder a command will make, fill and then empty is, holds, or lies inside
+    one of its inputs or outputs (a file in it could be taken for one of its own and removed).
+
+    The folder's resolved path is compared with each named path (the same path, the same inode, or
+    one below the other), so `--work-dir .` is safe only because the command makes a subfolder of
+    its own in it, and that subfolder is what is checked here."""
+    folder_path, folder_id = _identity(folder)
+    for other_what, other_path, (resolved, ident) in _named(list(inputs) + list(outputs)):
+        inside = resolved.startswith(folder_path.rstrip(os.sep) + os.sep)
+        around = folder_path.startswith(resolved.rstrip(os.sep) + os.sep)
+        if resolved == folder_path or (ident is not None and ident == folder_id) or inside or around:
+            relation = "holds" if inside else "lies inside" if around else "is"
+            raise PathClash(f"{what} `{os.fspath(folder)}` {relation} {other_what} "
+                            f"`{other_path}`: the work folder is gsr's own, emptied when the run ends; "
+                            "choose another; nothing was written")
 
 
 def _clash(a: tuple, b: tuple) -> bool:
@@ -104,3 +123,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
             pass
         raise
 
+
+
+# errors of the machine's state, not of gsr: a full disk or quota, a file too large, a read-only file system
+_DISK = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+         errno.EFBIG: "the file is too large for its file system", errno.EROFS: "the file system is read-only",
+         errno.EIO: "the disk failed to read or write"}
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """The one-line message for an OSError that says the disk cannot take a write (ENOSPC, EDQUOT, EFBIG,
+    EROFS, EIO), naming the file when the error does; None for any other exception."""
+    if not isinstance(exc, OSError) or exc.errno not in _DISK:
+        return None
+    where = f" writing `{exc.filename}`" if exc.filename else ""
+    return (f"{exc.strerror or _DISK[exc.errno]}{where}: {_DISK[exc.errno]}; whole files gsr writes are replaced "
+            "atomically, so each is the old one or absent (a results or trace file being streamed stops where "
+            "the disk did, without its completion line)")

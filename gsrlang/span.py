@@ -74,3 +74,18 @@ class SourceText:
             return len(self.text)
         start = self._line_starts[line]
         return min(start + col, start + len(self.line_text(line)))
+
+
+def source_lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of a program's text as the lexer sees them: split at "\n" only.
+
+    `str.splitlines` also splits at "\r" alone, U+000B, U+000C, U+001C-U+001E, U+0085, U+2028 and U+2029,
+    where a `#` comment does not end; a tool that cut a program's text with it could turn the end of a
+    comment into code (issue 24 item 12). Every tool that cuts source text into lines uses this instead."""
+    lines = text.split("\n")
+    if keepends:
+        lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    elif lines and lines[-1] == "":
+        lines.pop()
+    return lines
+

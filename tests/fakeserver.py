@@ -19,6 +19,10 @@ Usage::
         server.reject_grammar = True       # 400 for a `grammar` field (OpenAI: unknown argument)
         server.llamacpp = True             # imitate llama-cpp-python's server (below)
         server.context_length = 4096       # 400 "exceed context window" past it (prompt tokens)
+        server.reasoning = True            # answer as OpenAI documents its reasoning models (below)
+        server.prompt_cache = 1024         # serve repeated prompt prefixes "from the cache" (below)
+        server.refusal_style = "detail"    # how `reasoning` refuses: openai (default), detail, no_param, french
+        server.rate_limit = 4              # more chat requests than this at once: 429 with rate-limit headers
         server.max_in_flight       # peak number of chat requests handled at once
         server.chaos = fn          # fn(body) -> Fault | None, asked per request when the queue is empty
 
@@ -31,6 +35,34 @@ validation error it sends ("Input should be 'text' or 'json_object'");
 ``{"type": "json_object", "schema": S}`` is answered by the default responder with
 an instance of ``S`` (the server constrains decoding to it); a ``grammar`` field is
 accepted; ``logprobs: true`` gets per-token logprobs (``Reply.logprobs``).
+
+``reasoning = True`` answers as OpenAI's API reference and error bodies show for its
+reasoning models (o1, o3, o4-mini, gpt-5): a request with ``temperature`` other than 1
+gets ``400 {"error": {"message": "Unsupported value: 'temperature' does not support 0.0
+with this model. Only the default (1) value is supported.", "type":
+"invalid_request_error", "param": "temperature", "code": "unsupported_value"}}``; one
+with ``max_tokens``, ``top_p``, ``logprobs``/``top_logprobs`` gets the same shape with
+``code: "unsupported_parameter"`` ("Unsupported parameter: 'max_tokens' is not supported
+with this model. Use 'max_completion_tokens' instead."); ``reasoning_effort`` must be
+one of minimal, low, medium, high (else ``unsupported_value``). An answer's
+``completion_tokens`` include ``completion_tokens_details.reasoning_tokens`` (by
+effort: minimal 0, low 64, medium 192 -- the default --, high 512), which the message
+does not show. A model that is not a reasoning model (``reasoning = False``) refuses
+``reasoning_effort`` with ``unsupported_parameter``. ``refusal_style`` changes the
+error's shape: ``detail`` (``{"detail": "..."}``, no ``param``), ``no_param`` (the
+OpenAI shape with ``param: null``), ``french`` (the message in French, no ``param``).
+
+``prompt_cache = N`` imitates OpenAI's automatic prompt caching: a prompt of at least
+``N`` tokens whose leading part was sent before (the longest prefix shared with any of
+the last 256 prompts, in whole 128-token blocks) reports that part as
+``usage.prompt_tokens_details.cached_tokens``. Every answer carries
+``prompt_tokens_details`` and ``completion_tokens_details`` when ``reasoning`` or
+``prompt_cache`` is set, as OpenAI's do.
+
+``rate_limit = N``: a chat request arriving while ``N`` are in flight gets ``429
+{"error": {"type": "requests", "code": "rate_limit_exceeded", ...}}`` with
+``retry-after-ms``, ``x-ratelimit-limit-requests``, ``x-ratelimit-remaining-requests: 0``
+and ``x-ratelimit-reset-requests`` headers; ``server.rate_limited`` counts them.
 
 ``responder(body: dict) -> str | dict | Reply`` computes the answer to a chat
 request whose faults queue is empty.  A ``str`` is the assistant message
@@ -71,6 +103,17 @@ Faults (served FIFO, one per chat request, before normal answers):
 * ``Fault.malformed(body=...)`` -- ``200`` with a body that is not JSON;
 * ``Fault.refusal(text)`` -- ``200`` whose message has ``content: null`` and a
   ``refusal`` field.
+* ``Fault.endless(seconds=60, limit=2**31)`` -- ``200`` with a chunked body that
+  begins like a chat completion and never ends: 64 KiB chunks as fast as the
+  client reads them, until the client hangs up, ``seconds`` pass, ``limit``
+  bytes are sent or the server shuts down;
+* ``Fault.trickle(interval=2.0, seconds=60)`` -- the same body, one byte every
+  ``interval`` seconds.
+
+``server.streamed`` lists, per endless or trickle answer that ended, ``(bytes,
+why)``: the body bytes the server managed to send (socket buffers included)
+and why it stopped: ``"client"`` (the client hung up), ``"time"`` (``seconds``
+passed, or the server shut down) or ``"limit"``.
 
 ``usage`` is realistic-ish: ``prompt_tokens = ceil(len(prompt chars) / 4)``,
 ``completion_tokens = ceil(len(content) / 4)`` (at least 1 each).
@@ -88,6 +131,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import socket
 import struct
 import threading
@@ -139,6 +183,8 @@ class Fault:
     message: Union[str, None] = None
     seconds: float = 0.0
     body: bytes = b""
+    interval: float = 0.0  # trickle: seconds between two bytes
+    limit: int = 0  # endless: the most body bytes sent
 
     @classmethod
     def status(cls, code: int, retry_after: Union[float, None] = None, message: Union[str, None] = None) -> "Fault":
@@ -159,6 +205,14 @@ class Fault:
     @classmethod
     def refusal(cls, text: str = "I'm sorry, but I can't help with that.") -> "Fault":
         return cls("refusal", message=text)
+
+    @classmethod
+    def endless(cls, seconds: float = 60.0, limit: int = 2 ** 31) -> "Fault":
+        return cls("endless", seconds=seconds, limit=limit)
+
+    @classmethod
+    def trickle(cls, interval: float = 2.0, seconds: float = 60.0) -> "Fault":
+        return cls("trickle", seconds=seconds, interval=interval)
 
     @property
     def name(self) -> str:
@@ -404,9 +458,16 @@ class FakeOpenAI:
         self.reject_grammar = False
         self.llamacpp = False
         self.context_length: int | None = None
+        self.reasoning = False
+        self.prompt_cache: int | None = None
+        self.refusal_style = "openai"
+        self.rate_limit: int | None = None
+        self.rate_limited = 0
+        self._prompts: deque[str] = deque(maxlen=256)  # for the prompt cache: what was sent before
         self.chaos: Callable[[dict], Fault | None] | None = None  # a fault per request when the queue is empty
         self.requests: list[Received] = []
         self.errors: list[str] = []
+        self.streamed: list[tuple[int, str]] = []  # (body bytes sent, why it stopped) per endless/trickle answer
         self.in_flight = 0
         self.max_in_flight = 0
         self._faults: deque[Fault] = deque()
@@ -494,12 +555,22 @@ class FakeOpenAI:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
             fault = self._faults.popleft() if self._faults else (self.chaos(body) if self.chaos else None)
+            limited = self.rate_limit is not None and fault is None and self.in_flight >= self.rate_limit
+            if limited:
+                self.rate_limited += 1
             rec = Received(body, headers=headers, path=h.path, time=time.monotonic(),
-                           fault=fault.name if isinstance(fault, Fault) else None)
+                           fault=fault.name if isinstance(fault, Fault) else ("status 429" if limited else None))
             self.requests.append(rec)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if limited:
+                h._send(429, {"error": {"message": f"Rate limit reached for requests: limit {self.rate_limit} at "
+                                                   "once. Please try again in 20ms.", "type": "requests",
+                                        "param": None, "code": "rate_limit_exceeded"}},
+                        {"retry-after-ms": "20", "x-ratelimit-limit-requests": str(self.rate_limit),
+                         "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"})
+                return
             self._answer(h, body, headers, fault)
         finally:
             with self._lock:
@@ -527,6 +598,9 @@ class FakeOpenAI:
             if fault.kind == "refusal":
                 self._complete(h, body, Reply(content=None, refusal=fault.message))
                 return
+            if fault.kind in ("endless", "trickle"):
+                self._stream_forever(h, fault)
+                return
         if body.get("stream"):
             h._error(400, "fakeserver: streaming is not supported", param="stream")
             return
@@ -541,6 +615,11 @@ class FakeOpenAI:
                        "ctx": {"expected": "'text' or 'json_object'"}}]
             h._send(500, {"error": {"message": str(detail), "type": "internal_server_error",
                                     "param": None, "code": None}})
+            return
+        refused = self._refuse(body)
+        if refused is not None:
+            status, payload = refused
+            h._send(status, payload)
             return
         if "grammar" in body and self.reject_grammar:
             h._error(400, "Unrecognized request argument supplied: grammar", param="grammar")
@@ -576,6 +655,87 @@ class FakeOpenAI:
             return
         self._complete(h, body, answer)
 
+    def _refuse(self, body: dict) -> tuple[int, dict] | None:
+        """The 400 a reasoning model (or, for reasoning_effort, another model) answers this body with, or None."""
+        problem = None
+        effort = body.get("reasoning_effort")
+        if self.reasoning:
+            if "temperature" in body and body["temperature"] != 1:
+                t = body["temperature"]
+                problem = ("temperature", "unsupported_value", f"Unsupported value: 'temperature' does not support "
+                           f"{t!r} with this model. Only the default (1) value is supported.")
+            elif "top_p" in body and body["top_p"] != 1:
+                problem = ("top_p", "unsupported_parameter",
+                           "Unsupported parameter: 'top_p' is not supported with this model.")
+            elif "max_tokens" in body:
+                problem = ("max_tokens", "unsupported_parameter", "Unsupported parameter: 'max_tokens' is not "
+                           "supported with this model. Use 'max_completion_tokens' instead.")
+            elif "logprobs" in body or "top_logprobs" in body:
+                name = "logprobs" if "logprobs" in body else "top_logprobs"
+                problem = (name, "unsupported_parameter",
+                           f"Unsupported parameter: '{name}' is not supported with this model.")
+            elif effort is not None and effort not in ("minimal", "low", "medium", "high"):
+                problem = ("reasoning_effort", "unsupported_value", f"Unsupported value: 'reasoning_effort' does "
+                           f"not support {effort!r} with this model. Supported values are: 'minimal', 'low', "
+                           "'medium', and 'high'.")
+        elif effort is not None:
+            problem = ("reasoning_effort", "unsupported_parameter",
+                       "Unsupported parameter: 'reasoning_effort' is not supported with this model.")
+        if problem is None:
+            return None
+        param, code, message = problem
+        if self.refusal_style == "detail":
+            return 400, {"detail": message}
+        if self.refusal_style == "french":
+            return 400, {"error": {"message": f"Valeur non prise en charge : le paramètre '{param}' n'est pas "
+                                              "accepté par ce modèle.", "type": "invalid_request_error",
+                                   "param": None, "code": None}}
+        return 400, {"error": {"message": message, "type": "invalid_request_error",
+                               "param": None if self.refusal_style == "no_param" else param, "code": code}}
+
+    def _cached_tokens(self, body: dict, prompt_tokens: int) -> int:
+        """OpenAI-style prompt caching: the prefix shared with an earlier prompt, in 128-token blocks."""
+        if self.prompt_cache is None:
+            return 0
+        text = json.dumps(body.get("messages"), sort_keys=True)
+        with self._lock:
+            shared = max((len(os.path.commonprefix([text, p])) for p in self._prompts), default=0)
+            self._prompts.append(text)
+        if prompt_tokens < self.prompt_cache:
+            return 0
+        return min(prompt_tokens, (_tokens(text[:shared]) // 128) * 128) if shared else 0
+
+    def _stream_forever(self, h: _Handler, fault: Fault) -> None:
+        """A 200 whose chunked body never ends (Fault.endless, Fault.trickle); bounded by time, bytes and close()."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        head = b'{"id":"chatcmpl-endless","object":"chat.completion","created":0,"model":"fake-model",' \
+               b'"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"'
+        chunk = b"a" * (1 if fault.kind == "trickle" else 65536)
+        sent, until, why = 0, time.monotonic() + fault.seconds, "limit"
+        try:
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(head), head))
+            h.wfile.flush()
+            sent += len(head)
+            while fault.kind == "trickle" or sent < fault.limit:
+                if self._stop.is_set() or time.monotonic() > until:
+                    why = "time"
+                    break
+                if fault.kind == "trickle" and self._stop.wait(fault.interval):
+                    why = "time"
+                    break
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                h.wfile.flush()
+                sent += len(chunk)
+        except OSError:  # the client hung up
+            why = "client"
+        finally:
+            with self._lock:
+                self.streamed.append((sent, why))
+            h._drop(rst=False)
+
     def _complete(self, h: _Handler, body: dict, reply: Reply) -> None:
         content = reply.content
         if isinstance(content, (dict, list)):
@@ -584,6 +744,15 @@ class FakeOpenAI:
             "prompt_tokens": _tokens(prompt_text(body)),
             "completion_tokens": _tokens(content or reply.refusal or ""),
         }
+        if (self.reasoning or self.prompt_cache is not None) and reply.usage is None:
+            reasoning = {"minimal": 0, "low": 64, "medium": 192, "high": 512}.get(
+                body.get("reasoning_effort") or "medium", 192) if self.reasoning else 0
+            usage = {**usage, "completion_tokens": usage["completion_tokens"] + reasoning,
+                     "prompt_tokens_details": {"cached_tokens": self._cached_tokens(body, usage["prompt_tokens"]),
+                                               "audio_tokens": 0},
+                     "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0,
+                                                   "accepted_prediction_tokens": 0,
+                                                   "rejected_prediction_tokens": 0}}
         usage = {**usage, "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)}
         payload = {
             "id": f"chatcmpl-fake-{next(self._ids)}",

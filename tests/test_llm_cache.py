@@ -143,3 +143,18 @@ def test_repr_shows_path(tmp_path):
     assert "c.sqlite" in repr(cache) and "open" in repr(cache)
     cache.close()
     assert "closed" in repr(cache)
+
+
+def test_a_bad_byte_in_the_schema_text_gives_the_clear_error(tmp_path):
+    # issue 24 item 16: one bad byte in the stored CREATE TABLE text was an internal UnicodeDecodeError
+    path = tmp_path / "c.sqlite"
+    cache = JudgmentCache(path)
+    cache.put("k", {"a": 1})
+    cache.close()
+    data = bytearray(path.read_bytes())
+    data[data.index(b"CREATE TABLE") + 3] = 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CacheError) as info:
+        JudgmentCache(path)
+    msg = str(info.value)
+    assert f"judgment cache {path}: cannot open" in msg and "delete it" in msg

@@ -121,3 +121,61 @@ def test_a_local_run_imports_neither_ray_nor_pyarrow():
             "print(status, sorted(m for m in ('ray', 'pyarrow', 'fsspec') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "0 []"
+
+
+def test_a_folder_gsr_did_not_make_is_never_used_as_a_work_folder(tmp_path, capsys):
+    # issue 24 item 1: a folder named like gsr's work folder but not made by gsr (no run.json of its own) is
+    # refused, and left as it was; --work-dir names the folder gsr makes its own subfolder in
+    pytest.importorskip("ray")
+    work = tmp_path / "o.jsonl.gsr-ray"
+    work.mkdir()
+    (work / "thesis.tex").write_text("years of work")
+    assert _run(TC_DATA, tmp_path / "o.jsonl", "--engine", "ray") == 2
+    err = capsys.readouterr().err
+    assert "is not a work folder gsr made" in err and "Traceback" not in err
+    assert sorted(p.name for p in work.iterdir()) == ["thesis.tex"]
+    (tmp_path / "file").write_text("x")
+    assert _run(TC_DATA, tmp_path / "o.jsonl", "--engine", "ray", "--work-dir", tmp_path / "file") == 2
+    assert "--work-dir" in capsys.readouterr().err and (tmp_path / "file").read_text() == "x"
+
+
+@pytest.mark.parametrize("where", ["data", "out"])
+def test_a_work_folder_holding_an_input_or_output_is_refused(tmp_path, capsys, where):
+    # the work folder is checked against every input and output, as the other outputs are (safeio)
+    pytest.importorskip("ray")
+    work = tmp_path / "o.jsonl.gsr-ray"
+    inner = tmp_path / "w"
+    inner.mkdir()
+    data = TC_DATA
+    if where == "data":  # --data lies in the folder gsr would make and empty
+        work.mkdir()
+        data = work / "dev.jsonl"
+        data.write_bytes(TC_DATA.read_bytes())
+        code = _run(data, tmp_path / "o.jsonl", "--engine", "ray")
+    else:  # --trace is the very path of the work folder gsr would make for --out
+        code = _run(data, tmp_path / "o.jsonl", "--engine", "ray", "--trace", work)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "the work folder" in err and ("holds --data" if where == "data" else "is --trace") in err
+    assert "Traceback" not in err
+
+
+def test_remove_own_removes_only_gsrs_block_files(tmp_path):
+    from gsrlang.runtime.engines.ray_engine import _remove_own
+
+    work = tmp_path / "w"
+    work.mkdir()
+    own = ["run.json", "block-000000.results.jsonl", "block-000000.done.json", "block-000001.trace.jsonl",
+           ".block-000001.done.json.abc_12.tmp", ".run.json.x1y2.tmp"]
+    others = ["block-000002.done.json", "notes.txt", ".notes.txt.a.tmp", "block-000000.results.jsonl.bak"]
+    for name in own + others:
+        (work / name).write_text("x")
+    (work / "sub").mkdir()
+    _remove_own(work, 2)
+    assert sorted(p.name for p in work.iterdir()) == sorted(others + ["sub"])
+    for name in others:
+        (work / name).unlink()
+    (work / "sub").rmdir()
+    (work / "run.json").write_text("{}")
+    _remove_own(work, 2)
+    assert not work.exists()  # emptied of gsr's files only: then the folder goes

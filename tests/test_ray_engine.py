@@ -246,3 +246,61 @@ def test_a_killed_driver_resumes_without_redoing_blocks_or_buying_judgments_agai
     assert not set(again) & stored  # nothing stored was bought again
     assert len(set(again)) == needed - len(stored)  # exactly what was missing (an HTTP retry may repeat one)
     assert not work.exists()
+
+
+def _project(root: Path) -> dict[str, bytes]:
+    """A project folder as a user has it (a git folder, the program, the data, notes), by relative path."""
+    tc = Path(__file__).resolve().parents[1] / "examples" / "topical_chat"
+    files = {".git/HEAD": b"ref: refs/heads/main\n", ".git/config": b"[core]\n", "overall.gsr": (tc / "overall.gsr").read_bytes(),
+             "dev.jsonl": b"".join((tc / "data" / "dev.jsonl").read_bytes().splitlines(keepends=True)[:30]),
+             "notes.txt": b"mine\n",
+             # named like gsr's own block files, but not in a folder gsr made: never gsr's to remove
+             "block-000000.results.jsonl": b"{}\n", "run.json": b"{}\n"}
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+TC_COLUMNS = ["--input-field", "context", "--reference-field", "fact", "--id-field", "id", "--label-field",
+              "scores.overall", "--no-progress", "-q", "--engine", "ray", "--block-size", "7"]
+
+
+def test_work_dir_dot_leaves_the_project_folder_as_it_was(ray_session, tmp_path, monkeypatch, capsys):
+    # issue 24 item 1: `--work-dir .` removed the whole project folder (.git, program, data, outputs), exit 0
+    project = tmp_path / "project"
+    project.mkdir()
+    files = _project(project)
+    monkeypatch.chdir(project)
+    assert main(["run", "overall.gsr", "--data", "dev.jsonl", *TC_COLUMNS, "--ray-address", ray_session,
+                 "--work-dir", ".", "--out", "o.jsonl", "--trace", "t.jsonl"]) == 0
+    capsys.readouterr()
+    for rel, data in files.items():
+        assert (project / rel).read_bytes() == data, rel
+    assert len(read_jsonl(project / "o.jsonl")) == 30 and read_jsonl(project / "t.jsonl")[-1]["kind"] == "run_summary"
+    # gsr's own subfolder (o.jsonl.gsr-ray) came and went; nothing else was added or removed
+    assert sorted(p.name for p in project.iterdir()) == sorted({*(r.split("/")[0] for r in files), "o.jsonl", "t.jsonl"})
+
+
+def test_a_work_folder_keeps_what_gsr_did_not_write(ray_session, tmp_path, monkeypatch, capsys):
+    # a resumable work folder that also holds a file of the user's: the run ends, gsr removes its block files
+    # and its run.json, and leaves the folder with the user's file in it
+    files = _project(tmp_path)
+    args = ["run", "overall.gsr", "--data", "dev.jsonl", *TC_COLUMNS, "--ray-address", ray_session,
+            "--out", "o.jsonl"]
+    monkeypatch.chdir(tmp_path)
+    from gsrlang.runtime.engines import ray_engine
+
+    real = ray_engine._Run._merge
+
+    def merge_after_a_user_file(self, wall_s):
+        (self.work / "keep.txt").write_text("the user's")
+        (self.work / "block-000999.results.jsonl").write_text("not one of this run's blocks")
+        return real(self, wall_s)
+
+    monkeypatch.setattr(ray_engine._Run, "_merge", merge_after_a_user_file)
+    assert main(args) == 0
+    capsys.readouterr()
+    work = tmp_path / "o.jsonl.gsr-ray"
+    assert sorted(p.name for p in work.iterdir()) == ["block-000999.results.jsonl", "keep.txt"]
+    assert all((tmp_path / rel).read_bytes() == data for rel, data in files.items())

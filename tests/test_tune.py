@@ -134,7 +134,7 @@ def test_gsr_tune_bad_input(tmp_path, capsys):
     assert "too few for 5 folds" in capsys.readouterr().err
     # never overwrite an input
     assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label", "--out", str(prog)]) == 2
-    assert "would overwrite an input" in capsys.readouterr().err
+    assert "refusing to overwrite an input" in capsys.readouterr().err
 
 
 def test_a_program_with_both_tasks_is_tuned_for_the_one_named_by_mode(tmp_path, capsys):
@@ -235,3 +235,53 @@ def test_gsr_tune_shrink_auto_reports_its_choice(tmp_path, capsys, monkeypatch):
     for bad in ("-1", "lots", "nan"):
         assert main(["tune", str(prog), "--data", str(data), "--label-field", "label", "--shrink", bad]) == 2
         assert "--shrink must be" in capsys.readouterr().err
+
+
+def _tune_argv(prog, data, *extra):
+    return ["tune", str(prog), "--data", str(data), "--id-field", "id", "--label-field", "label", "--folds", "2",
+            "--bootstrap", "10", *map(str, extra)]
+
+
+@pytest.mark.parametrize("what", ["data", "program"])
+def test_tune_out_onto_a_hard_link_of_an_input_is_refused(tmp_path, capsys, what):
+    # issue 24 item 4: tune compared only resolved paths, so --out onto a hard link of its data or program
+    # overwrote it; it now uses safeio's check (same path or same inode), as every other writer
+    prog, data = tmp_path / "synth.gsr", tmp_path / "d.jsonl"
+    prog.write_text(SYNTH)
+    _write_data(data, synthetic(40))
+    link = tmp_path / "link"
+    link.hardlink_to(data if what == "data" else prog)
+    before = (data if what == "data" else prog).read_bytes()
+    assert main(_tune_argv(prog, data, "--out", link)) == 2
+    err = capsys.readouterr().err
+    assert "is the same file as" in err and "refusing to overwrite an input" in err
+    assert (data if what == "data" else prog).read_bytes() == before
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\r"])
+def test_text_hidden_after_a_line_separator_in_an_old_header_stays_a_comment(tmp_path, capsys, sep):
+    # issue 24 item 12: str.splitlines() also splits at these, where the lexer's comment does not end: text
+    # hidden after one in an old header comment became code (a `task pairwise` appeared)
+    prog, data, out = tmp_path / "synth.gsr", tmp_path / "d.jsonl", tmp_path / "out.gsr"
+    hidden = "task pairwise { epsilon = 0.05  on_tie = tie }"
+    prog.write_text(f"{HEADER_PREFIX}tuned from x{sep}{hidden}\n" + SYNTH)
+    assert analyze_file(str(prog)).program.readout.pairwise is None  # the lexer reads it as one comment
+    _write_data(data, synthetic(40))
+    assert main(_tune_argv(prog, data, "--out", out)) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    written = analyze_file(str(out)).program
+    assert written is not None and written.readout.pairwise is None
+    assert hidden not in out.read_text()  # the old header went whole, as one comment line
+
+
+def test_a_newline_in_a_file_name_stays_in_the_header_comment(tmp_path, capsys):
+    # the header names the data file: a name with a newline in it must not end the comment
+    prog = tmp_path / "synth.gsr"
+    prog.write_text(SYNTH)
+    data = tmp_path / "d\ntask pairwise { epsilon = 0.05  on_tie = tie }\n.jsonl"
+    _write_data(data, synthetic(40))
+    out = tmp_path / "out.gsr"
+    assert main(_tune_argv(prog, data, "--out", out)) == 0
+    capsys.readouterr()
+    written = analyze_file(str(out)).program
+    assert written is not None and written.readout.pairwise is None

@@ -151,3 +151,36 @@ def test_a_yes_no_question_reads_as_the_probability_of_yes(tmp_path):
     assert j["value"] == pytest.approx(0.7 / 0.9)
     assert j["provenance"]["weighted"]["probs"] == {"0": pytest.approx(0.2 / 0.9, abs=1e-6),
                                                     "1": pytest.approx(0.7 / 0.9, abs=1e-6)}
+
+
+@pytest.mark.parametrize("bad", [0.7, float("nan")])
+def test_an_impossible_log_probability_is_a_malformed_answer(bad, capsys):
+    """Issue 24, item 21: a positive (or NaN) log-probability was accepted silently, and weighted a verdict."""
+    from fakeserver import FakeOpenAI
+
+    def answer(body: dict) -> Reply:
+        reply = answer_with_logprobs(body)
+        reply.logprobs["content"][10]["top_logprobs"][1]["logprob"] = bad  # the "5" at the answer position
+        return reply
+
+    with FakeOpenAI(responder=answer) as server:
+        assert run(server) == 1
+        assert len(server.requests) == 1  # not retried: the same server gives the same numbers
+    j = trace_judgment()
+    assert j["status"] == "invalid" and "malformed answer" in j["reason"] and "(not retried)" in j["reason"]
+    assert f"the server gave token '5' the log-probability {bad!r}" in j["reason"]
+    assert "weighted" not in j["provenance"]
+
+
+def test_float_rounding_above_zero_is_read_as_zero(capsys):
+    from fakeserver import FakeOpenAI
+
+    def answer(body: dict) -> Reply:
+        reply = answer_with_logprobs(body)
+        reply.logprobs["content"][10]["top_logprobs"][0]["logprob"] = 3e-7  # "4", certain, rounded above 0
+        return reply
+
+    with FakeOpenAI(responder=answer) as server:
+        assert run(server) == 0
+    w = trace_judgment()["provenance"]["weighted"]
+    assert w["probs"]["4"] > 0.5 and w["mass"] == 1.0

@@ -31,7 +31,9 @@ def add_arguments(p) -> None:
     p.add_argument("program", metavar="PROGRAM", help="the .gsr program")
     p.add_argument("--trace", required=True, metavar="FILE", help="a trace with labels (`gsr run --trace`)")
     p.add_argument("--bootstrap", type=int, default=500, metavar="N", help="bootstrap resamples (default: 500)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 

@@ -129,3 +129,25 @@ def write_output(path: str | None, text: str) -> None:
         write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write `{path}`: {exc.strerror}") from exc
+
+
+SEED_MAX = 2**32 - 1  # numpy's legacy generators and scipy's resampling take seeds below 2**32
+
+
+def seed_value(text: str) -> int:
+    """`--seed N` of every command that resamples or splits (argparse type): a whole number, 0 to 2**32-1."""
+    import argparse
+
+    try:
+        value = int(text.strip().replace("_", ""), 10)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {SEED_MAX}, not `{text}`")
+    return value
+
+
+def add_seed_argument(parser, what: str = "bootstrap seed") -> None:
+    """The one `--seed` option of metrics, compare, ablate, report and tune (checked by `seed_value`)."""
+    parser.add_argument("--seed", type=seed_value, default=0, metavar="N",
+                        help=f"{what}: a whole number from 0 to {SEED_MAX} (default: 0)")

@@ -18,19 +18,71 @@ label (wins, losses, ties); and the exact McNemar test on exact agreement (the
 items only one of them gets right). Items are matched by id; files whose
 labelled items or labels differ are refused, with what differs.
 
+Items that share a prompt, a conversation or a source are not independent: with
+--group-field F and --data FILE (the data the runs read; items joined by id, as
+--id-field names it) each resample draws groups, not items (a cluster
+bootstrap), so the intervals are honest. Needs numpy only.
+
 exit status: 0 compared; 1 the files are not of the same items; 2 unreadable.
 
 examples:
   gsr compare out/flat.jsonl out/overall.jsonl
-  gsr compare out/untuned.jsonl out/tuned.jsonl --json"""
+  gsr compare out/untuned.jsonl out/tuned.jsonl --json
+  gsr compare out/flat.jsonl out/tuned.jsonl --data dev.jsonl --id-field id --group-field context"""
 
 
 def add_arguments(p) -> None:
     p.add_argument("a", metavar="A", help="the baseline results file (JSONL)")
     p.add_argument("b", metavar="B", help="the results file to compare with it")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    add_group_arguments(p)
+
+
+def add_group_arguments(p) -> None:
+    """--group-field, --data and --id-field for a cluster bootstrap (shared with `gsr metrics`)."""
+    g = p.add_argument_group("cluster bootstrap (items that share a prompt, conversation or source)")
+    g.add_argument("--group-field", metavar="FIELD", help="the data's field naming each item's group: resample "
+                   "groups, not items (needs --data)")
+    if not any(a.dest == "data" for a in p._actions):
+        g.add_argument("--data", metavar="FILE", help="the data file the runs read (for --group-field)")
+    if not any(a.dest == "id_field" for a in p._actions):
+        g.add_argument("--id-field", metavar="NAME", help="the item id column, as given to gsr run")
+
+
+def read_groups(args, ids, command: str) -> list | None:
+    """Each item's group for a cluster bootstrap (None: no --group-field); rows without the field, or items the
+    data does not hold, are groups of their own, counted in a note on stderr."""
+    from gsrlang.data import DataError
+    from gsrlang.learn.groups import data_groups, groups_note
+
+    if not args.group_field:
+        return None
+    if not args.data:
+        raise UsageError("--group-field needs --data (the data file holding the field; items are joined by id)")
+    try:
+        found, _ = data_groups(args.data, args.group_field, args.id_field)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    groups = [found.get(str(i)) for i in ids]
+    absent = sum(str(i) not in found for i in ids)
+    unnamed = sum(g is None for g in groups) - absent
+    if absent == len(ids):
+        raise UsageError(f"--data {args.data}: none of the items' ids is in it (ids joined by "
+                         f"{'--id-field ' + args.id_field if args.id_field else 'the row number'})")
+    notes = []
+    if unnamed:
+        notes.append(f"{unnamed} without `{args.group_field}`")
+    if absent:
+        notes.append(f"{absent} not in {args.data}")
+    if notes:
+        print(f"{command}: warning: " + " and ".join(notes) + " of the items: each is a group of its own",
+              file=sys.stderr)
+    print(f"{command}: cluster bootstrap over `{args.group_field}`: {groups_note(groups)}", file=sys.stderr)
+    return groups
 
 
 def _read(path: str) -> dict:
@@ -96,15 +148,12 @@ def run(args) -> int:
         return 1
     mode = a["mode"]
     scale = a["scale"] or b["scale"]
-    try:
-        import scipy  # noqa: F401
-    except ImportError:
-        raise UsageError("gsr compare needs scipy: pip install 'gsrlang[learn]'") from None
-    report = paired_report(mode, pa, pb, golds, scale, args.bootstrap, args.seed)
+    groups = read_groups(args, ids, "gsr compare")
+    report = paired_report(mode, pa, pb, golds, scale, args.bootstrap, args.seed, groups=groups)
     result = {"a": args.a, "b": args.b, "mode": mode, "n": len(ids), "programs": {"a": a["programs"],
                                                                                  "b": b["programs"]},
               "metrics": report, "wins": wins(mode, pa, pb, golds), "mcnemar": mcnemar(mode, pa, pb, golds),
-              "bootstrap": {"n_resamples": args.bootstrap, "seed": args.seed}}
+              "bootstrap": {"n_resamples": args.bootstrap, "seed": args.seed, "group_field": args.group_field}}
     if args.json:
         json.dump(result, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -117,13 +166,18 @@ def _program_text(entries) -> str:
     return ", ".join(f"{n} ({(h or '?').split(':')[-1][:12]})" for n, h in entries) or "no program named"
 
 
+def _bootstrap_text(b: dict) -> str:
+    over = f" over groups of `{b['group_field']}`" if b.get("group_field") else ""
+    return f"bootstrap ({b['n_resamples']} resamples{over})"
+
+
 def format_comparison(result: dict) -> str:
     from gsrlang.commands.tune import _ci
 
     lines = [f"A: {result['a']}  [{_program_text(result['programs']['a'])}]",
              f"B: {result['b']}  [{_program_text(result['programs']['b'])}]",
-             f"{result['n']} labelled items, {result['mode']}; paired bootstrap ({result['bootstrap']['n_resamples']} "
-             "resamples), difference B - A", ""]
+             f"{result['n']} labelled items, {result['mode']}; paired {_bootstrap_text(result['bootstrap'])}, "
+             "difference B - A", ""]
     lines.append(f"  {'metric':<16}{'A':>8}{'B':>8}{'B - A [95% CI]':>28}")
     for key, r in result["metrics"].items():
         a = "undef." if r["a"] is None else f"{r['a']:.3f}"

@@ -19,21 +19,36 @@ an invalid item is a miss), MAE, Pearson, Spearman and quadratic-weighted kappa
 errors unless the gold is a tie), valid-only accuracy, coverage, invalid, tie and
 abstain rates. Several files are several runs of the same items (each file a run),
 as are lines with a `run` field; then means and standard deviations over the runs
-are shown. An undefined metric is shown as undefined, never as 0.
+are shown. Files of different programs (their lines name the program and its
+content hash) are not repeats: they are shown side by side, one column each, with
+no mean over them. An undefined metric is shown as undefined, never as 0.
+
+--group-field F with --data FILE (the data the run read, items joined by id as
+--id-field names them) makes each interval a cluster bootstrap over the groups:
+honest when items share a prompt, a conversation or a source.
 
 examples:
   gsr metrics out/results.jsonl
   gsr metrics out/seed1.jsonl out/seed2.jsonl out/seed3.jsonl   # mean and sd over three runs
+  gsr metrics out/flat.jsonl out/overall.jsonl                   # two programs, side by side
+  gsr metrics out/results.jsonl --data dev.jsonl --id-field id --group-field context
   gsr metrics out/results.jsonl --json > metrics.json"""
 
 
 def add_arguments(p) -> None:
     p.add_argument("results", metavar="RESULTS", nargs="+", help="results files (JSONL); several are several runs")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON; with --trace, `cost` holds the model judges' tokens (prompt, "
+                        "cached, completion, reasoning; per judge and criterion) and dollars from its run record")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     g = add_criterion_arguments(p)
     g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
+    from gsrlang.commands.compare import add_group_arguments
+
+    add_group_arguments(p)
 
 
 def add_criterion_arguments(p):
@@ -55,13 +70,27 @@ def run(args) -> int:
             raise UsageError(f"{path}: no such file")
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
+    groups = None
+    if args.group_field:
+        from gsrlang.commands.compare import read_groups
+        from gsrlang.metrics import read_results
+
+        try:
+            ids = list(dict.fromkeys(r.get("id") for p in args.results for r in read_results(p)
+                                     if "kind" not in r and r.get("label") is not None))
+        except DataError as exc:
+            print(f"gsr metrics: {exc}", file=sys.stderr)
+            return 1
+        groups = dict(zip(map(str, ids), read_groups(args, ids, "gsr metrics")))
     try:
-        report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed)
+        report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed, groups=groups)
     except DataError as exc:
         print(f"gsr metrics: {exc}", file=sys.stderr)
         return 1
     if args.criterion:
         report["criteria"] = criteria_agreement(args)
+    if args.trace:
+        report["cost"] = trace_cost(args.trace)
     for path in report["incomplete"]:
         print(f"gsr metrics: warning: {path} does not end with a completed run's end line: its run was killed, "
               "failed or is still going, so these metrics cover only the items it holds", file=sys.stderr)
@@ -74,7 +103,30 @@ def run(args) -> int:
             unusable = f"; {r['n_unusable']} unusable labels left out" if r["n_unusable"] else ""
             print(f"\ncriterion {name} against {r['field']}{unusable}:")
             print(format_report(r))
+        if report.get("cost"):
+            from gsrlang.judges.llm.prices import cost_text, token_parts
+
+            c = report["cost"]
+            print(f"\nmodel judges: {c.get('calls', 0)} calls, {c.get('prompt_tokens', 0)} prompt + "
+                  f"{c.get('completion_tokens', 0)} completion tokens{token_parts(c)}, {cost_text(c)}")
     return 0
+
+
+def trace_cost(path: str) -> dict | None:
+    """The model judges' tokens (prompt, cached, completion, reasoning; per judge and criterion) and dollars,
+    from the trace's run-summary record; None when it has none (a killed run) or no model judged."""
+    from gsrlang.data import DataError
+    from gsrlang.judges.llm.prices import cost_record
+    from gsrlang.runtime.trace import is_summary, read_trace
+
+    summary = None
+    try:
+        for _, record in read_trace(path, summaries=True):
+            if is_summary(record):
+                summary = record
+    except (OSError, DataError) as exc:
+        raise UsageError(f"--trace {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return cost_record(summary)
 
 
 def criteria_agreement(args, command: str = "gsr metrics") -> dict:

@@ -16,12 +16,15 @@ context length where it tells it (vLLM's /v1/models, llama.cpp's /props; for a s
 this machine, read from the error to one over-long prompt), which structured-output modes
 it enforces (json_schema; json_object with a schema; a GBNF grammar), which grammar field
 it obeys (gbnf: llama.cpp's `grammar`; structured_outputs or guided_grammar: vLLM's Lark),
-whether it returns logprobs, its generation speed in tokens/s and the latency of one short
-judgment.
+whether it returns logprobs, whether it caches prompts (cached tokens reported on a
+repeated prefix of about 1,300 tokens), its generation speed in tokens/s and the latency of
+one short judgment. Parameters the model refuses (OpenAI's reasoning models refuse
+`temperature`, `max_tokens`, `logprobs`) are adapted once each, as `gsr run` adapts them,
+and listed.
 
 What it learns is written to servers.json beside the judgment cache (--cache), where
-`gsr run` takes its structured-output mode from (no negotiation needed) and `gsr compile`
-its context length and grammar field.
+`gsr run` takes its structured-output mode and the refused parameters from (no negotiation
+needed) and `gsr compile` its context length and grammar field.
 
 exit status: 0 the server answered and serves the model; 1 it is unreachable or does not
 serve the model; 2 bad options.
@@ -72,6 +75,12 @@ def _table(report: dict) -> str:
     silent = "unknown: the model answered with no text"
     if "logprobs" in report:
         rows.append(("logprobs", silent if report["logprobs"] is None else show(report["logprobs"])))
+    if "prompt_cache" in report:
+        rows.append(("prompt cache", {True: "yes (cached tokens on a repeated prefix)",
+                                      False: "no (0 cached tokens on a repeated prefix)",
+                                      None: "not told (no cached_tokens in the usage)"}[report["prompt_cache"]]))
+    if report.get("adapted"):
+        rows.append(("refused parameters", "; ".join(report["adapted"])))
     if "tokens_per_s" in report:
         empty = report["tokens_per_s"] is None and report.get("speed_answer_empty")
         rows.append(("tokens/s", silent if empty else show(report["tokens_per_s"])))

@@ -56,7 +56,9 @@ def add_arguments(p) -> None:
     p.add_argument("--title", metavar="TEXT", help="the page's title")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                    help="bootstrap resamples for the 95%% intervals (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p)
     add_criterion_arguments(p)
 
 

@@ -32,7 +32,12 @@ criteria needs no input column; one of human criteria alone needs no response co
 program reads, the run stops with one message listing what it needs and what the file has.
 
 A completed run ends its trace with a run-summary record (counts, wall time, model
-calls, cache hits and tokens); `gsr replay` skips it and reports it.
+calls, cache hits, tokens by kind and dollars); `gsr replay` skips it and reports it.
+
+Model calls cost money: --dry-run prints what the run would ask for and cost, making
+no call (with --trace PREVIOUS, from a previous run's rates); --budget USD stops buying
+calls before the spend would pass USD and writes a resumable prefix (docs/judges.md,
+"Frontier models and cost").
 
 exit status: 0 every item ok; 1 some item failed (a bad row), was invalid, or had
 an unusable label; 2 the program, the data file or the options cannot be used.
@@ -79,6 +84,16 @@ def add_arguments(p) -> None:
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                    help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
+    c = p.add_argument_group("cost (model judges; docs/judges.md, \"Frontier models and cost\")")
+    c.add_argument("--dry-run", action="store_true",
+                   help="make no model call: print, per criterion and in total, the judgments the program needs, the "
+                        "calls after merging identical ones and answering from the cache, the prompt tokens "
+                        "(estimated), the expected completion tokens and the dollars; with --trace PREVIOUS, a "
+                        "previous run's trace gives the short-circuit rates, re-asks and answer lengths")
+    c.add_argument("--budget", metavar="USD",
+                   help="stop buying model calls when the dollars spent plus the calls in flight would pass USD; the "
+                        "answers in flight are kept, the results written are a prefix that a later run (with a "
+                        "larger budget) resumes from the cache, buying only what is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
     from gsrlang.runtime.engines import ENGINES
@@ -93,8 +108,9 @@ def add_arguments(p) -> None:
     e.add_argument("--actors", type=int, metavar="N", help="ray: actors in the pool (default: the cluster's CPUs)")
     e.add_argument("--block-size", type=int, metavar="N", help="ray: items per block (default 500)")
     e.add_argument("--work-dir", metavar="DIR",
-                   help="ray: where finished blocks are kept until the run completes, for resuming "
-                        "(default: OUT.gsr-ray beside --out, else beside --trace)")
+                   help="ray: the folder in which gsr makes its work folder OUT.gsr-ray, where finished blocks "
+                        "wait for the end of the run, for resuming (default: --out's folder, else --trace's); only "
+                        "gsr's own files are ever removed")
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
@@ -301,6 +317,7 @@ def run(args) -> int:
         raise UsageError("PROGRAM and --programs exclude each other: run one program over every item, or each "
                          "item under its own program from a compile index")
     _check_engine_options(args)
+    _check_cost_options(args)
     check_paths(args)
     if args.programs is not None:
         if args.engine != "local":
@@ -312,7 +329,11 @@ def run(args) -> int:
     mode = choose_mode(program, args.mode)
     columns = _columns(args, mode, program)
     _check_columns(args.data, columns)
+    if args.dry_run:
+        return dry_run(args, program, mode, columns)
     registry, settings = build_registry(program, args)
+    if args.budget_usd is not None:
+        _check_priced(program, registry)
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
                  short_circuit=args.short_circuit)
@@ -321,6 +342,129 @@ def run(args) -> int:
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_summary(summary, program, args, stream)
     return _finish(args, registry, summary, stream)
+
+
+def _check_cost_options(args) -> None:
+    """--budget's value and where --dry-run / --budget apply, as one-line usage errors before anything runs."""
+    import math
+
+    args.budget_usd = None
+    if args.budget is not None:
+        try:
+            value = float(args.budget.strip().lstrip("$"))
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise UsageError(f"--budget must be a positive number of US dollars (e.g. --budget 5 or 0.50), got "
+                             f"{args.budget!r}")
+        args.budget_usd = value
+    given = [f for f, on in (("--dry-run", args.dry_run), ("--budget", args.budget is not None)) if on]
+    if given and args.engine != "local":
+        raise UsageError(f"{' and '.join(given)} work with the local engine only (the ray engine's actors spend "
+                         "apart); drop --engine ray")
+    if given and args.programs is not None:
+        raise UsageError(f"{' and '.join(given)} work with one PROGRAM, not --programs")
+    if args.budget is not None and args.out and args.out.lower().endswith(".parquet"):
+        raise UsageError("--budget may stop a run part way, and a Parquet results file cannot say it holds only a "
+                         "prefix: write a .jsonl --out")
+    if args.dry_run and args.budget is not None:
+        raise UsageError("--dry-run makes no call, so it needs no --budget (its plan shows the dollars)")
+    if args.dry_run and args.out:
+        raise UsageError("--dry-run writes nothing: drop --out (with --dry-run, --trace names a previous run's "
+                         "trace to learn from)")
+
+
+def _model_roles(program) -> set:
+    """The judge roles (None: the default) of the program's model-judged criteria, ensembles included."""
+    roles = set()
+    for node in program.criteria:
+        spec = node.criterion
+        procs = spec.ensemble.judges if spec.ensemble is not None else (spec.procedure,)
+        roles.update(p.args.get("role") for p in procs if p.kind == "llm")
+    return roles
+
+
+def _check_priced(program, registry) -> None:
+    """--budget needs a price for every model the program calls: one line naming the first without one."""
+    llm = registry.get("llm")
+    if llm is None:
+        return
+    for role in sorted(_model_roles(program), key=lambda r: r or ""):
+        client = llm.pool.for_role(role)
+        if llm.price(client) is None:
+            raise UsageError(f"--budget needs the price of model {client.config.model!r}, which the price library "
+                             f"(genai-prices) does not know: set [prices.\"{client.config.model}\"] input and output "
+                             "(US dollars per million tokens) in gsr.toml, or run without --budget")
+
+
+def dry_run(args, program, mode, columns) -> int:
+    """`gsr run --dry-run`: the plan of the run's model calls (gsrlang.judges.llm.plan), no call made."""
+    import os
+
+    from gsrlang.data import DataError
+    from gsrlang.judges.llm.options import DEFAULT_CACHE
+    from gsrlang.judges.llm.plan import CallPlan, TraceRates, forecast
+    from gsrlang.runtime.batch import run_file
+
+    rates = None
+    if args.trace:
+        try:
+            rates = TraceRates.read(args.trace)
+        except OSError as exc:
+            raise UsageError(f"--trace {args.trace}: cannot read it ({exc.strerror or exc})") from None
+        except DataError as exc:
+            raise UsageError(f"--trace {args.trace}: {exc}") from None
+    if not args.no_cache and not os.path.exists(args.cache or DEFAULT_CACHE):
+        args.no_cache = True  # nothing is cached yet: a dry run creates no cache
+    args.plan = CallPlan()
+    registry, settings = build_registry(program, args)
+    llm = registry.get("llm")
+    try:
+        run_file(program, args.data, columns, registry, mode, None, None, _concurrency(args, settings), args.limit,
+                 args.program, short_circuit=False, columnar=False)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    if llm is None:
+        print(f"{program.name}: no criterion is judged by a model: the run makes no model call and costs $0")
+        return 0
+    print_plan(program, mode, forecast(args.plan, rates, llm.price), args)
+    return 0
+
+
+def print_plan(program, mode: str, fc: dict, args) -> None:
+    """The dry run's table: per criterion and in total."""
+    from gsrlang.judges.llm.prices import dollars
+
+    short = program.content_hash.split(":")[-1][:12]
+    print(f"plan for {program.name} ({short}), {mode}: no model call made")
+    head = ("criterion", "judgments", "calls", "cached", "merged", "expected calls", "prompt tokens",
+            "completion tokens", "dollars")
+    rows = []
+    for name, r in [*fc["criteria"].items(), ("total", fc["total"])]:
+        rows.append((name, f"{r['judgments']:,}", f"{r['calls']:,}", f"{r['cached']:,}", f"{r['merged']:,}",
+                     f"{r['expected_calls']:,.0f}", f"{r['prompt_tokens']:,.0f}",
+                     f"{r['completion_tokens']:,.0f}", dollars(r["cost_usd"])))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    print(line(head))
+    for row in rows[:-1]:
+        print(line(row))
+    print(line(rows[-1]))
+    print("  judgments: what the program needs, every criterion of every item; calls: after answering from the "
+          "judgment cache (cached) and merging identical requests (merged)")
+    if fc["previous_items"] is not None:
+        print(f"  expected calls and tokens use the {fc['previous_items']} items of --trace {args.trace}: the share "
+              "short-circuit judging skipped, re-asks, answer lengths and cached prompt tokens per criterion")
+    else:
+        print("  expected calls: every judgment asked (short-circuit judging may skip some; --trace PREVIOUS uses a "
+              "previous run's rates)")
+    print("  prompt tokens: estimated at about 4 characters a token (no offline tokenizer for hosted models)")
+    if fc["guessed_completion"]:
+        print("  completion tokens: guessed where no previous run measured them (60 a call, plus a guess for a "
+              "--reasoning-effort); --trace PREVIOUS uses measured lengths")
+    sources = sorted({r["price"] or f"no price for {r['model']}" for r in fc["criteria"].values()})
+    print("  dollars: " + "; ".join(sources) + ("" if fc["total"]["cost_usd"] is not None else
+                                                 " (unknown: [prices] in gsr.toml sets one)"))
 
 
 def _check_engine_options(args) -> None:
@@ -384,7 +528,15 @@ def _with_progress(args, run_items, registry=None):
 
 
 def _finish(args, registry, summary, stream) -> int:
-    judge_failed = _llm_report(registry, summary, stream)
+    judge_failed = _llm_report(registry, summary, stream, args)
+    if getattr(summary, "stopped", None) == "budget":
+        from gsrlang.judges.llm.prices import dollars
+
+        llm = registry.get("llm")
+        print(f"gsr run: stopped by the budget: spent {dollars(llm.spent_usd)} of the --budget of "
+              f"{dollars(llm.budget_usd)}; {summary.items} items written, {summary.unwritten} not (the results are "
+              "a prefix: run again with a larger --budget to buy only what is missing)", file=sys.stderr)
+        return 1
     if summary.duplicate_ids:
         print(duplicate_warning("gsr run", summary), file=sys.stderr)
     if not args.out and not args.trace and not args.quiet:
@@ -490,10 +642,12 @@ def _concurrency(args, settings) -> int:
     return settings.default.concurrency if settings is not None else (args.concurrency or 8)
 
 
-def _llm_report(registry, summary, stream) -> bool:
+def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
     """Print the model judges' cost (calls, cache hits, tokens, wall time) and, loudly, any judge that failed.
 
     True when some judge failed every call it made."""
+    from gsrlang.judges.llm.prices import cost_text, token_parts
+
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "usage"):
         return False
@@ -502,10 +656,22 @@ def _llm_report(registry, summary, stream) -> bool:
         merged = f"{u['merged']} merged with an identical call in flight, " if u.get("merged") else ""
         print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {merged}{u['http_requests']} HTTP "
               f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
-              f"{u['completion_tokens']} completion tokens, {u['call_failures']} failed calls; "
-              f"wall time {summary.seconds:.1f} s", file=stream)
+              f"{u['completion_tokens']} completion tokens{token_parts(u)}, {cost_text(u)}, "
+              f"{u['call_failures']} failed calls; wall time {summary.seconds:.1f} s", file=stream)
         for who, mode in (u.get("structured") or {}).items():
             print(f"  structured output of {who}: {mode}", file=stream)
+        if u.get("rate_limited"):
+            low = u.get("lowest_concurrency")
+            print(f"  rate limited: {u['rate_limited']} answers were HTTP 429; requests in flight were lowered"
+                  + (f" to {low}" if low else "") + " and raised again as calls succeeded (--rpm / --tpm cap them "
+                  "ahead of the server)", file=stream)
+        for who, changes in (u.get("adapted") or {}).items():
+            print(f"  adapted for {who}: {'; '.join(changes)}", file=stream)
+        rows = u.get("by_criterion") or {}
+        if len(rows) > 1 and not getattr(args_quiet, "quiet", False):
+            print("  by criterion: " + "; ".join(
+                f"{name} {r['calls']} calls, {r['prompt_tokens']} prompt + {r['completion_tokens']} completion"
+                f"{token_parts(r)}, {cost_text(r)}" for name, r in rows.items()), file=stream)
     for line in llm.report():
         print(f"gsr run: WARNING: {line}", file=sys.stderr)
     return bool(getattr(llm, "failed_every_call", False))

@@ -55,7 +55,9 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
                    help="the task to tune, for a program that declares both (default: its only task)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the folds and the search (default: 0)")
+    from gsrlang.commands.common import add_seed_argument
+
+    add_seed_argument(p, "seed of the folds and the search")
     p.add_argument("--shrink", default="0.01", metavar="L",
                    help="pull towards the written numbers: L x mean squared relative move (default: 0.01); "
                         "`auto`: choose L from 0.01, 0.03, 0.1, 0.3, 1 by an inner CV of the items tuned on "
@@ -124,8 +126,9 @@ def run(args) -> int:
     args.shrink = _shrink(args.shrink)
     out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
     source = args.trace or args.data
-    if Path(out).resolve() in (Path(args.program).resolve(), Path(source).resolve()):
-        raise UsageError(f"--out `{out}` would overwrite an input; choose another file")
+    from gsrlang.safeio import check_outputs  # the same path or the same inode (a hard link), as every writer
+
+    check_outputs([("PROGRAM", args.program), ("--trace" if args.trace else "--data", source)], [("--out", out)])
     try:
         import scipy  # noqa: F401
     except ImportError:
@@ -201,13 +204,17 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
         f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
         f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
     ]
-    text = Path(args.program).read_text(encoding="utf-8")
+    from gsrlang.syntax.parser import decode_source
+
+    # the text exactly as the checker read it (no newline translation: the knobs' spans are offsets into it)
+    text, _ = decode_source(Path(args.program).read_bytes())
     tuned_text = tuned_source(text, ks, values, header)
     analysis = analyze(tuned_text, out)
     if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
         raise RuntimeError("the tuned program does not check: " + "; ".join(d.message for d in analysis.errors))
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(tuned_text, encoding="utf-8")
+    from gsrlang.safeio import write_atomic
+
+    write_atomic(out, tuned_text)  # an old tuned file stays whole until the new one is (a full disk: the old)
     print(f"\nwrote {out} (tuned on all {labelled} labelled items):")
     width = max(len(k.name) for k in ks)
     for k, v in zip(ks, values):

@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Sequence
 
+from gsrlang.span import source_lines
 from gsrlang.syntax.formatter import format_source
 
 __all__ = ["HEADER_PREFIX", "file_hash", "number_text", "tuned_source"]
@@ -39,8 +40,13 @@ def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Se
                     for k, v in zip(knobs, values) if k.span is not None), key=lambda e: e[0].start, reverse=True)
     for span, replacement in edits:
         text = text[:span.start] + replacement + text[span.end:]
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text, keepends=True)  # as the lexer ends a comment: at "\n" only
     while lines and lines[0].startswith(HEADER_PREFIX):
         lines.pop(0)
     body = format_source("".join(lines))
-    return "".join(f"{HEADER_PREFIX}{line}".rstrip() + "\n" for line in header) + body
+    return "".join(f"{HEADER_PREFIX}{_one_line(line)}".rstrip() + "\n" for line in header) + body
+
+
+def _one_line(text: str) -> str:
+    """A header line that stays one comment: a newline in it (a file name may hold one) is written escaped."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n") if "\n" in text else text

@@ -12,7 +12,7 @@ from gsrlang import tasks
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.span import SourceText
+from gsrlang.span import SourceText, source_lines
 from gsrlang.syntax import ast
 
 MAX_DEFINITION_LINES = 12
@@ -197,7 +197,7 @@ def _definition(source: str | None, item) -> str:
     text = _slice(source, item.span if item is not None else None)
     if not text:
         return ""
-    lines = text.splitlines()
+    lines = source_lines(text)
     if len(lines) > MAX_DEFINITION_LINES:
         lines = lines[:MAX_DEFINITION_LINES] + ["  ..."]
     return "\n" + _code("\n".join(lines))

@@ -62,6 +62,8 @@ class RunSummary:
     needs: dict = attrs.field(factory=dict)  # what-if replay: criterion -> items that need its skipped judgment
     judgments: int = 0  # judgments made (short-circuit judging leaves out the skipped ones)
     skipped: int = 0  # judgments not asked for: they could not change the result
+    stopped: str | None = None  # why the run stopped writing before the end of its data ("budget")
+    unwritten: int = 0  # items run but not written because the run stopped (a prefix was written)
 
     @property
     def problems(self) -> int:
@@ -177,9 +179,15 @@ async def _write_runs(batches, out: str | None, trace: str | None, registry, sum
     the trace with the run summary when the stream is done. Closes the files and the judges."""
     out_f, trace_f = open_results(out, summary.mode), _open(trace)
     writer = TraceWriter(trace_f) if trace_f else None
+    model_judge = registry.get("llm") if hasattr(registry, "get") else None
+    cut = getattr(model_judge, "budget_cut", None) if getattr(model_judge, "budget_usd", None) else None
     try:
         async for batch in batches:
             for run, static, line, record in batch:
+                if cut is not None and (summary.stopped or cut(run)):  # --budget: only a prefix is written, so
+                    summary.stopped = "budget"  # that a later run with more budget resumes it from the cache
+                    summary.unwritten += 1
+                    continue
                 if line is None:
                     line = result_line(run, static.program, static.source)
                 if out_f:
@@ -193,8 +201,12 @@ async def _write_runs(batches, out: str | None, trace: str | None, registry, sum
                 if on_item:
                     on_item(run, line)
         if writer:
-            writer.write_summary(run_summary_record(summary, registry, time.perf_counter() - t0, run_info()))
-        end_results(out_f, summary)
+            record = run_summary_record(summary, registry, time.perf_counter() - t0, run_info())
+            if summary.stopped:
+                record.update(complete=False, stopped=summary.stopped, unwritten=summary.unwritten)
+            writer.write_summary(record)
+        if not summary.stopped:
+            end_results(out_f, summary)
     finally:
         for f in (out_f, trace_f):
             if f is not None and f.name != "<stdout>":

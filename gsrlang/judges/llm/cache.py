@@ -16,6 +16,11 @@ answer).  Table ``judgments(key TEXT PRIMARY KEY, value TEXT, created REAL)``.
 * **Errors**: a corrupt or unreadable file raises :class:`CacheError` naming the
   path, with the hint to delete it (and its ``-wal``/``-shm`` companions);
   the cache is rebuilt empty on the next run.
+* **A put that cannot be stored** (the disk is full, the file became read-only, a
+  write lock held past the timeout) never fails the answer it stores: the value
+  is kept in memory for the rest of the run (``get`` still serves it), and
+  :attr:`unstored` / :attr:`unstored_error` count it for the run's warning. A
+  full cache disk costs the cache, never a judgment.
 
 Nothing secret is written: values are model answers and metadata, never
 requests or keys.
@@ -53,6 +58,9 @@ class JudgmentCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._memory: dict[str, str] = {}  # answers a put could not store (see `put`)
+        self.unstored = 0
+        self.unstored_error: str | None = None
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +95,7 @@ class JudgmentCache:
         except CacheError:
             conn.close()
             raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged schema text fails to decode
             conn.close()
             raise self._error(f"cannot open: {exc}") from None
         self._conn = conn
@@ -119,8 +127,10 @@ class JudgmentCache:
     def get(self, key: str) -> dict[str, Any] | None:
         """The dict stored under ``key``, or None."""
         with self._lock:
+            kept = self._memory.get(key)
             try:
-                row = self._db().execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
+                row = (kept,) if kept is not None else self._db().execute(
+                    "SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
             except sqlite3.Error as exc:
                 raise self._wrap(exc) from None
         if row is None:
@@ -132,16 +142,30 @@ class JudgmentCache:
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store ``value`` under ``key`` and commit before returning."""
+        """Store ``value`` under ``key`` and commit before returning; when the file cannot take it (disk full,
+        read-only, locked too long), keep it in memory instead and count it (`unstored`): never raises for that."""
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         with self._lock:
+            db = self._db()
             try:
-                self._db().execute(
+                db.execute(
                     "INSERT OR REPLACE INTO judgments (key, value, created) VALUES (?, ?, ?)",
                     (key, text, time.time()),
                 )
-            except sqlite3.Error as exc:
-                raise self._wrap(exc) from None
+            except (sqlite3.Error, OSError) as exc:  # sqlite3.OperationalError: "database or disk is full"
+                self._memory[key] = text
+                self.unstored += 1
+                if self.unstored_error is None:
+                    self.unstored_error = str(exc)
+
+    def unstored_warning(self) -> str | None:
+        """One line for the run's end when some answers could not be stored, else None."""
+        if not self.unstored:
+            return None
+        n = self.unstored
+        return (f"judgment cache {self.path}: {n} answer{'s' if n != 1 else ''} could not be stored "
+                f"({self.unstored_error}); they are in this run's results and trace, and a rerun will ask "
+                "for them again (free some space, or choose another --cache)")
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None

@@ -10,6 +10,13 @@ Behaviour
 * **Concurrency**: at most ``config.concurrency`` HTTP requests in flight per
   client (one ``asyncio.Semaphore``, held per attempt, released while backing
   off).
+* **Bounds**: ``config.timeout_s`` bounds each request whole, from sending it
+  to the answer's last byte (``asyncio.wait_for`` around the SDK call; the
+  SDK's own timeout only bounds the wait between two reads), and never past
+  ``deadline_at`` (the run's ``--deadline``; a call cut there is not retried).
+  At most ``config.max_answer_bytes`` of an answer are read
+  (:mod:`gsrlang.judges.llm.transport`): a larger one fails at once, not
+  retried (kind ``"too_large"``).
 * **Retries**: the SDK's own retries are off (``max_retries=0``).  On 429, 408,
   409, 5xx, timeouts, connection errors and malformed (non-JSON) response
   bodies the client retries up to ``config.max_retries`` times (so at most
@@ -28,7 +35,10 @@ Behaviour
   plus the instruction) or ``off`` (only the appended instruction).  ``auto``
   negotiates the mode once per (base_url, model), see
   :mod:`gsrlang.judges.llm.server`: the first request with a schema walks the
-  ladder while the others wait, an error that says the format is unsupported
+  ladder while the others wait for the outcome of its first attempt that is not
+  a refusal (never longer than one request's timeout; after that they go ahead
+  concurrently, each stepping down on its own refusals, so a hanging server
+  costs one timeout, not one per queued call), an error that says the format is unsupported
   (400, 422, or a 500 that says so) steps down and is never retried, and the
   outcome is remembered in ``servers.json`` beside the judgment cache, so a
   resumed run does not negotiate at all (fallbacks are not counted as retries).
@@ -40,16 +50,42 @@ Behaviour
   The instruction is appended to the last user message (or added as a new
   user message), because several local chat templates reject a system
   message that is not first.
-* **max_tokens**: sent as ``max_tokens``; if the server asks for
-  ``max_completion_tokens`` instead (OpenAI reasoning models), the client
-  switches for good.
+* **Rate limits**: the requests in flight adapt (AIMD): a 429 halves the
+  window (once per burst: only a request sent after the last cut can cut it
+  again), and every ``window`` successes raise it by one, up to
+  ``config.concurrency``. A 429's ``Retry-After`` / ``retry-after-ms`` is
+  honoured, else its ``x-ratelimit-reset-requests`` / ``-tokens`` ("20ms",
+  "1s", "6m0s"). ``config.rpm`` / ``config.tpm`` cap requests and tokens a
+  minute with ``aiolimiter`` (tokens: the prompt, estimated at 4 characters a
+  token, plus ``max_tokens`` or the mean answer so far).
+* **Refused parameters** (OpenAI reasoning models): a 400/422 whose error names
+  a parameter the request sent (``param``, as OpenAI sends it:
+  ``{"error": {"message", "type": "invalid_request_error", "param":
+  "temperature", "code": "unsupported_value"}}``) adapts the request once per
+  parameter and model (:data:`ADAPTABLE`): ``max_tokens`` is sent as
+  ``max_completion_tokens``, ``temperature``, ``top_p``, ``seed`` are dropped
+  (the server's default is used). The adaptation is remembered in the
+  negotiation record (``servers.json``, ``adapted``) beside the structured-output
+  mode, so a later run sends a valid request at once; :attr:`LLMClient.adapted`
+  lists it for the run summary. ``logprobs`` refused for a request that needs
+  them (weighted verdicts) fails the client at once, saying what to use instead,
+  and is remembered (``logprobs: false``) so a later run refuses before any call.
+  A refusal under another shape (no ``param``, a parameter not sent, another
+  language) is an ordinary 400: a clear error quoting the server's message.
+* **reasoning_effort**: ``config.reasoning_effort`` is sent when set, and is
+  part of the cache key.
 * **Cache**: with a :class:`JudgmentCache`, a request whose
   :meth:`ChatRequest.cache_key` is stored returns without any HTTP call
   (``cached=True``, zero tokens, ``attempts=0``); each successful answer is
-  stored (committed) before ``complete`` returns.  Format errors are not stored.
+  stored (committed) before ``complete`` returns, its text and strings cut to
+  ``STORED_ANSWER_CHARS`` (64 Ki characters, marked ``[cut by gsr ...]``); an
+  entry still over ``STORED_ENTRY_CHARS`` is not stored.  Format errors are not stored.
 * **Counters**: ``client.usage`` (:class:`Usage`): calls, cache_hits,
   http_requests, prompt/completion tokens actually spent (including on answers
-  that failed to parse), retries, failures, format_errors, fallbacks.
+  that failed to parse), the cached part of the prompt tokens
+  (``usage.prompt_tokens_details.cached_tokens``) and the reasoning part of the
+  completion tokens (``usage.completion_tokens_details.reasoning_tokens``),
+  retries, failures, format_errors, fallbacks, adaptations.
 
 Cache key
 ---------
@@ -59,7 +95,8 @@ model name on two servers is two different judges (quantisation, templates,
 versions), so their answers must not be mixed -- ``messages``, ``schema``,
 ``schema_name``, the effective ``temperature``, ``seed`` and ``max_tokens``,
 the *configured* ``structured`` mode (the effective one is only known after
-talking to the server) and the request's ``sample`` index.  Never the key,
+talking to the server), ``reasoning_effort`` when set, and the request's
+``sample`` index.  Never the key,
 the timeout, retries or concurrency.
 """
 
@@ -71,6 +108,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import time
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -81,10 +119,12 @@ from openai.types.chat import ChatCompletion
 
 from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
-from .jsonparse import AnswerFormatError, RefusalError, excerpt, extract_json
+from .jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip, clip_strings, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
+from .transport import AnswerRefused, bounded_http_client, refusal_of
 
 __all__ = [
+    "ADAPTABLE",
     "ChatRequest",
     "ChatResult",
     "Usage",
@@ -99,13 +139,43 @@ log = logging.getLogger("gsrlang.judges.llm")
 CACHE_KEY_VERSION = "gsr-judge/1"
 NO_KEY_PLACEHOLDER = "not-needed"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+STORED_ENTRY_CHARS = 4 * STORED_ANSWER_CHARS  # the largest judgment cache entry kept (answer, data, logprobs)
+
+# what a refused parameter becomes: a new name, or None (dropped: the server's default is used)
+ADAPTABLE: dict[str, str | None] = {
+    "max_tokens": "max_completion_tokens",
+    "temperature": None,
+    "top_p": None,
+    "seed": None,
+    "logprobs": None,
+    "top_logprobs": None,
+}
+_TOGETHER = {"logprobs": ("logprobs", "top_logprobs"), "top_logprobs": ("logprobs", "top_logprobs")}
+
+
+def adapt_body(kwargs: dict[str, Any], adapted: Mapping[str, str]) -> dict[str, Any]:
+    """`kwargs` with the remembered adaptations applied: a refused parameter renamed or dropped."""
+    for param, action in adapted.items():
+        if param in kwargs:
+            value = kwargs.pop(param)
+            if action not in (None, "", "dropped"):
+                kwargs.setdefault(action, value)
+    return kwargs
+
+
+def describe_adaptation(param: str, action: str) -> str:
+    """`temperature dropped (the server's default)` / `max_tokens sent as max_completion_tokens`."""
+    if action in (None, "", "dropped"):
+        return f"{param} dropped (the server's default is used)"
+    return f"{param} sent as {action}"
 
 
 class JudgeCallError(LLMError):
     """A model call failed for good (after retries, or at once for other 4xx).
 
     Attributes: ``status`` (HTTP status or None), ``kind`` (``"http"``,
-    ``"timeout"``, ``"connection"`` or ``"malformed"``), ``server_message``
+    ``"timeout"``, ``"connection"``, ``"malformed"`` or ``"too_large"``: the
+    answer passed ``max_answer_bytes``, not retried), ``server_message``
     (shortened, key-free), ``attempts``, ``retryable`` (whether the last error
     was of a transient kind, i.e. retries were exhausted) and ``model``.
     """
@@ -186,6 +256,8 @@ class ChatRequest:
         }
         if self.top_logprobs:
             payload["top_logprobs"] = self.top_logprobs
+        if config.reasoning_effort is not None:  # absent when unset: earlier caches stay valid
+            payload["reasoning_effort"] = config.reasoning_effort
         canon = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
@@ -210,6 +282,8 @@ class ChatResult:
     finish_reason: str | None = None
     logprobs: list | None = None  # [[token, [[candidate, logprob], ...]], ...] when asked for and given
     merged: bool = False  # answered by an identical request already in flight (no call of its own)
+    cached_tokens: int = 0  # of prompt_tokens, served from the server's prompt cache
+    reasoning_tokens: int = 0  # of completion_tokens, spent on reasoning the answer does not show
 
 
 @attrs.define
@@ -226,6 +300,10 @@ class Usage:
     format_errors: int = 0  # answers with no parseable JSON (incl. refusals)
     fallbacks: int = 0  # structured-output downgrades
     merged: int = 0  # complete() calls answered by an identical request in flight (no HTTP request)
+    cached_tokens: int = 0  # of prompt_tokens: served from the server's prompt cache
+    reasoning_tokens: int = 0  # of completion_tokens: reasoning
+    adaptations: int = 0  # requests re-sent without (or with a renamed) refused parameter
+    rate_limited: int = 0  # 429 answers
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -256,6 +334,7 @@ class _Failure(Exception):
         retry_after: float | None = None,
         format_rejected: bool = False,
         wants_max_completion_tokens: bool = False,
+        param: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.kind = kind
@@ -266,6 +345,7 @@ class _Failure(Exception):
         self.retry_after = retry_after
         self.format_rejected = format_rejected
         self.wants_max_completion_tokens = wants_max_completion_tokens
+        self.param = param  # the request parameter the server refused (its error's `param`), if it named one
 
 
 def _origin(url: str) -> str:
@@ -302,6 +382,59 @@ def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def _ratelimit_reset(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds until OpenAI's `x-ratelimit-reset-requests` / `-tokens` ("20ms", "1s", "6m0s"), the later one."""
+    if not headers:
+        return None
+    found = None
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+        value = headers.get(name)
+        parts = _DURATION.findall(value or "")
+        if parts:
+            seconds = sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+            found = seconds if found is None else max(found, seconds)
+    return found
+
+
+class AdaptiveWindow:
+    """Requests in flight, between 1 and `ceiling`, additive increase and multiplicative decrease (see the module
+    doc): `async with window.slot() as slot: ...; slot.throttled()` on a 429."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = self.limit = self.lowest = max(1, ceiling)
+        self.active = 0
+        self.cuts = 0
+        self._epoch = 0
+        self._ok = 0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> int:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.active < self.limit)
+            self.active += 1
+            return self._epoch
+
+    async def release(self, epoch: int, throttled: bool) -> None:
+        async with self._cond:
+            self.active -= 1
+            if throttled:
+                if epoch == self._epoch and self.limit > 1:  # one cut per burst of 429s
+                    self.limit = max(1, self.limit // 2)
+                    self.lowest = min(self.lowest, self.limit)
+                    self._epoch += 1
+                    self.cuts += 1
+                self._ok = 0
+            else:
+                self._ok += 1
+                if self._ok >= self.limit and self.limit < self.ceiling:
+                    self.limit += 1
+                    self._ok = 0
+            self._cond.notify_all()
+
+
 def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, Mapping):
@@ -318,6 +451,14 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return body
     return exc.message or ""
+
+
+def _retry_hint(headers: Mapping[str, str] | None, status: int | None) -> float | None:
+    """How long a server asks to wait: Retry-After (or retry-after-ms), else for a 429 its rate-limit reset."""
+    hint = _parse_retry_after(headers)
+    if hint is None and status == 429:
+        hint = _ratelimit_reset(headers)
+    return hint
 
 
 def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict]:
@@ -355,13 +496,55 @@ def _mentions_json(messages: Sequence[dict]) -> bool:
     return False
 
 
+def _count(value) -> int:
+    try:
+        n = int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+    return max(0, n)
+
+
+def token_counts(usage) -> tuple[int, int, int, int]:
+    """(prompt, completion, cached prompt, reasoning) tokens of a response's `usage` (the SDK's object or a
+    dict): `prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`, as
+    OpenAI reports them; 0 for what a server does not report. The parts never exceed their whole."""
+    def get(obj, name):
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    if usage is None:
+        return 0, 0, 0, 0
+    pt, ct = _count(get(usage, "prompt_tokens")), _count(get(usage, "completion_tokens"))
+    pd, cd = get(usage, "prompt_tokens_details"), get(usage, "completion_tokens_details")
+    cached = _count(get(pd, "cached_tokens")) if pd is not None else 0
+    reasoning = _count(get(cd, "reasoning_tokens")) if cd is not None else 0
+    return pt, ct, min(cached, pt), min(reasoning, ct)
+
+
+LOGPROB_SLACK = 1e-4  # a log-probability above 0 by less is float rounding (exp(1e-4) = 1.0001), read as 0
+
+
+def _logprob(value: Any, token: Any) -> float:
+    """A log-probability as a float <= 0; ValueError for one no model can give (positive, NaN)."""
+    x = float(value)
+    if not x <= LOGPROB_SLACK:  # NaN fails this too
+        raise ValueError(f"the server gave token {str(token)[:20]!a} the log-probability {x!r}; a probability is "
+                         "at most 1, so a log-probability is at most 0")
+    return min(x, 0.0)
+
+
 def _token_logprobs(choice) -> list | None:
-    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none."""
+    """``[[token, [[candidate, logprob], ...]], ...]`` of a choice, or None when the server sent none.
+    ValueError when a log-probability is impossible (see :func:`_logprob`)."""
     lp = getattr(choice, "logprobs", None)
     content = getattr(lp, "content", None) if lp is not None else None
     if not content:
         return None
-    return [[t.token, [[c.token, float(c.logprob)] for c in (t.top_logprobs or [])]] for t in content]
+    out = []
+    for t in content:
+        if getattr(t, "logprob", None) is not None:
+            _logprob(t.logprob, t.token)
+        out.append([t.token, [[c.token, _logprob(c.logprob, c.token)] for c in (t.top_logprobs or [])]])
+    return out
 
 
 class LLMClient:
@@ -385,6 +568,7 @@ class LLMClient:
         rng: random.Random | None = None,
         http_client: Any = None,
         knowledge: KnowledgeStore | None = None,
+        deadline_at: float | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -394,6 +578,14 @@ class LLMClient:
         self.retry_after_cap = retry_after_cap
         self._rng = rng or random.Random()
         self._sem = asyncio.Semaphore(config.concurrency)
+        self.window = AdaptiveWindow(config.concurrency)  # lowered on 429s, raised again as calls succeed
+        self._rpm = self._tpm = None
+        if config.rpm or config.tpm:
+            from aiolimiter import AsyncLimiter
+
+            self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
+            self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
+        self._answer_tokens = [0, 0]  # completion tokens and answers so far (the --tpm allowance of the next)
         self._secrets = tuple(s for s in [config.api_key.reveal() if config.api_key else ""] if len(s) >= 4)
         self._origin = _origin(config.effective_base_url)
         # auto mode: the modes the server rejected, and the one settled on (negotiated or remembered)
@@ -404,10 +596,17 @@ class LLMClient:
         known = knowledge.get(config.effective_base_url, config.model) if knowledge is not None else {}
         self._settled: str | None = known.get("structured") if known.get("structured") in LADDER else None
         self.negotiation: str | None = "remembered" if self._settled else None  # or "negotiated"
-        self._negotiating = asyncio.Lock()
+        # set once the negotiating request's first attempt that was not a refusal has an outcome: the
+        # other requests wait for it (one request's time at most), never for each other in turn
+        self._negotiated: asyncio.Event | None = None
         self._fatal: JudgeCallError | None = None  # the server is unreachable: fail the rest at once
         self._answered = 0
-        self._max_tokens_param = "max_tokens"
+        remembered = known.get("adapted")
+        # refused parameter -> what it became (a new name, or "dropped"); from the negotiation record
+        self.adapted: dict[str, str] = {str(k): str(v) for k, v in remembered.items()} if isinstance(
+            remembered, dict) else {}
+        self.adapted_now: set[str] = set()  # the adaptations this client made itself (not remembered)
+        self.logprobs_refused = known.get("logprobs") is False or "logprobs" in self.adapted
         self._pause_until = 0.0
         self._closed = False
         self._inflight: dict[str, asyncio.Future] = {}  # cache key -> the answer of the request in flight
@@ -416,8 +615,9 @@ class LLMClient:
             api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
             max_retries=0,
             timeout=config.timeout_s,
-            http_client=http_client,
+            http_client=bounded_http_client(config.max_answer_bytes, http_client),
         )
+        self.deadline_at = deadline_at  # time.monotonic() past which no call runs (the run's --deadline)
 
     _LADDER = LADDER
 
@@ -492,18 +692,37 @@ class LLMClient:
         if eff["seed"] is not None:
             kwargs["seed"] = eff["seed"]
         if eff["max_tokens"] is not None:
-            kwargs[self._max_tokens_param] = eff["max_tokens"]
-        return kwargs
+            kwargs["max_tokens"] = eff["max_tokens"]
+        if self.config.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.config.reasoning_effort
+        return adapt_body(kwargs, self.adapted)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body of `request` exactly as the online path sends it now: the structured-output mode
+        negotiated (or remembered, or forced) and every remembered adaptation applied; `extra_body` fields
+        (a grammar) are merged in, as the SDK merges them. For the Batch API, which sends the same bodies."""
+        kwargs = self._build(request, self._mode_for(request))
+        extra = kwargs.pop("extra_body", None) or {}
+        return {**kwargs, **extra}
 
     async def _post(self, kwargs: dict[str, Any]) -> tuple[ChatCompletion, float]:
         async with self._sem:
             self.usage.http_requests += 1
             t0 = time.monotonic()
-            try:
-                resp = await self._client.chat.completions.create(**kwargs)
-            except openai.APITimeoutError:
-                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s", retryable=True) from None
+            limit, by_deadline = self._time_limit(t0)
+            try:  # the whole call, not only the wait between two reads (the SDK's timeout)
+                resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
+            except (openai.APITimeoutError, asyncio.TimeoutError):
+                if by_deadline:
+                    raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
+                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
+                               "request)", retryable=True) from None
+            except AnswerRefused as exc:
+                raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
             except openai.APIConnectionError as exc:
+                refused = refusal_of(exc)
+                if refused is not None:  # older SDKs wrap what the transport's hooks raise
+                    raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
                 cause = exc.__cause__ or exc.__context__
                 why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
                 raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
@@ -519,6 +738,13 @@ class LLMClient:
                            retryable=True)
         return resp, latency
 
+    def _time_limit(self, now: float) -> tuple[float, bool]:
+        """(seconds this request may take, whether the run's --deadline is what sets them)."""
+        limit = float(self.config.timeout_s)
+        if self.deadline_at is not None and self.deadline_at - now < limit:
+            return max(self.deadline_at - now, 0.0), True
+        return limit, False
+
     def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> _Failure:
         status = exc.status_code
         message = self._scrub(_server_message(exc))
@@ -531,6 +757,15 @@ class LLMClient:
         wants_mct = (
             status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         )
+        param = getattr(exc, "param", None)
+        refused = None
+        if status in (400, 422) and not rejected:
+            if isinstance(param, str) and param in ADAPTABLE and param in kwargs:
+                refused = param
+            elif wants_mct:  # a server that says so in words only
+                refused = "max_tokens"
+            elif isinstance(param, str) and param in kwargs and param != "messages":
+                refused = param  # sent but not adaptable (reasoning_effort): a clear error, never a loop
         detail = f"HTTP {status}: {short}" if short else f"HTTP {status}"
         return _Failure(
             "http",
@@ -538,10 +773,24 @@ class LLMClient:
             status=status,
             server_message=short,
             retryable=retryable,
-            retry_after=_parse_retry_after(exc.response.headers if exc.response is not None else None),
+            retry_after=_retry_hint(exc.response.headers if exc.response is not None else None, status),
             format_rejected=rejected,
             wants_max_completion_tokens=wants_mct,
+            param=refused,
         )
+
+    async def _throttle(self, kwargs: Mapping[str, Any]) -> None:
+        """Wait for --rpm / --tpm room (aiolimiter): one request, and its tokens (the prompt, estimated, plus the
+        answer's allowance: max_tokens, else the mean answer so far)."""
+        if self._rpm is not None:
+            await self._rpm.acquire(1)
+        if self._tpm is not None:
+            chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str) else 0
+                        for m in kwargs.get("messages") or ())
+            done, answers = self._answer_tokens
+            allowance = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or (
+                done // answers if answers else 256)
+            await self._tpm.acquire(min(float(self.config.tpm), chars / 4 + allowance))
 
     def _backoff(self, retry_number: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * (2 ** (retry_number - 1)))
@@ -556,6 +805,8 @@ class LLMClient:
         self.usage.failures += 1
         if failure.retryable:
             how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        elif failure.status is None:
+            how = "(not retried)"
         else:
             how = f"(HTTP {failure.status} is not retried)"
         hint = ""
@@ -569,6 +820,14 @@ class LLMClient:
         elif failure.format_rejected:
             hint = (f" -- the server does not take --structured {self.config.structured}; use --structured auto to "
                     "negotiate a mode it takes")
+        elif failure.param == "reasoning_effort":
+            hint = (f" -- the model does not take --reasoning-effort {self.config.reasoning_effort}: choose another "
+                    "value, or leave it unset (gsr.toml [judge] reasoning_effort)")
+        elif failure.param in ("logprobs", "top_logprobs"):
+            hint = (" -- weighted verdicts need a model that returns logprobs: drop `weighted` (llm(weighted: "
+                    "false) or no --weighted) to judge with this model, or judge with one that returns them")
+        elif failure.param is not None:
+            hint = f" -- the server refused the parameter {failure.param!r}, which gsr does not adapt"
         elif context is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
@@ -647,12 +906,18 @@ class LLMClient:
             self.usage.failures += 1
             raise self._fatal
         if self.config.structured == "auto" and self._settled is None and request.schema is not None:
-            async with self._negotiating:  # one request negotiates; the others wait for its outcome
-                if self._settled is None:
-                    resp, latency, attempts, mode = await self._send(request)
-                    self._settle(mode)
-                    return self._finish(request, resp, latency, attempts, mode, key)
+            if self._negotiated is None:  # this request negotiates; the others wait for its first outcome
+                self._negotiated = asyncio.Event()
+                try:
+                    resp, latency, attempts, mode = await self._send(request, negotiating=True)
+                finally:
+                    self._negotiated.set()
+                self._settle(mode)
+                return self._finish(request, resp, latency, attempts, mode, key)
+            await self._negotiated.wait()
         resp, latency, attempts, mode = await self._send(request)
+        if self.config.structured == "auto" and self._settled is None and request.schema is not None:
+            self._settle(mode)  # the negotiating request failed for good; this one found the mode
         return self._finish(request, resp, latency, attempts, mode, key)
 
     def _settle(self, mode: str) -> None:
@@ -661,58 +926,97 @@ class LLMClient:
         self.negotiation = "negotiated"
         if self.knowledge is not None:
             self.knowledge.update(self.config.effective_base_url, self.config.model, structured=mode,
-                                  rejected=sorted(self._rejected))
+                                  rejected=sorted(self._rejected), adapted=dict(sorted(self.adapted.items())))
         log.info("%s at %s: structured output negotiated: %s", self.config.model, self._origin, mode)
 
-    async def _send(self, request: ChatRequest) -> tuple[ChatCompletion, float, int, str]:
-        """Post the request, stepping down the ladder on format rejections and retrying transient errors."""
+    def _adapt(self, param: str, request: ChatRequest) -> None:
+        """Remember that the server refused `param` (see the module doc), here and in the negotiation record.
+        Raises the judge error at once when the refused parameter is one the request cannot do without."""
+        for name in _TOGETHER.get(param, (param,)):
+            if name not in self.adapted:
+                self.adapted[name] = ADAPTABLE[name] or "dropped"
+                self.adapted_now.add(name)
+        if param in _TOGETHER:
+            self.logprobs_refused = True
+        if self.knowledge is not None:
+            facts: dict[str, Any] = {"adapted": dict(sorted(self.adapted.items()))}
+            if param in _TOGETHER:
+                facts["logprobs"] = False
+            self.knowledge.update(self.config.effective_base_url, self.config.model, **facts)
+        log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self._origin, param,
+                    describe_adaptation(param, self.adapted[param]))
+
+    async def _send(self, request: ChatRequest, negotiating: bool = False) -> tuple[ChatCompletion, float, int, str]:
+        """Post the request, stepping down the ladder on format rejections, adapting refused parameters (once
+        each) and retrying transient errors. `negotiating`: release the requests waiting on the negotiation
+        as soon as an attempt has an outcome that is not a refusal."""
         if self._fatal is not None:
             self.usage.failures += 1
             raise self._fatal
         attempts = 0
         retries = 0
-        adaptations = 0
+        fallbacks = 0
+        tried: set[str] = set()  # parameters this request had refused: each is adapted at most once
         while True:
             mode = self._mode_for(request)
             kwargs = self._build(request, mode)
             await self._respect_pause()
             attempts += 1
+            await self._throttle(kwargs)
+            epoch = await self.window.acquire()
+            failure: _Failure | None = None
             try:
                 resp, latency = await self._post(kwargs)
+            except _Failure as exc:
+                failure = exc
+            finally:
+                await self.window.release(epoch, throttled=failure is not None and failure.status == 429)
+            if failure is None:
                 self._answered += 1
+                self._answer_tokens[0] += token_counts(getattr(resp, "usage", None))[1]
+                self._answer_tokens[1] += 1
                 return resp, latency, attempts, mode
-            except _Failure as failure:
-                if (adaptations < 4 and failure.format_rejected and self.config.structured == "auto"
-                        and mode != "off" and self._settled is None):
-                    adaptations += 1
-                    if mode not in self._rejected:
-                        self._rejected.add(mode)
-                        self.usage.fallbacks += 1
-                        log.warning(
-                            "%s at %s rejected structured-output mode %s (%s); falling back to %s",
-                            self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
-                        )
-                    continue
-                if adaptations < 4 and failure.wants_max_completion_tokens and self._max_tokens_param == "max_tokens":
-                    adaptations += 1
-                    self._max_tokens_param = "max_completion_tokens"
-                    log.info("%s at %s wants max_completion_tokens; switching", self.config.model, self._origin)
-                    continue
-                if not failure.retryable or retries >= self.config.max_retries:
-                    raise self._fail(failure, attempts) from None
-                retries += 1
-                self.usage.retries += 1
-                if failure.retry_after is not None:
-                    delay = min(failure.retry_after, self.retry_after_cap)
-                    if failure.status == 429:
-                        self._pause_until = max(self._pause_until, time.monotonic() + delay)
-                else:
-                    delay = self._backoff(retries)
-                log.info(
-                    "judge call to %s at %s: %s; retry %d/%d in %.2fs",
-                    self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
-                )
-                await asyncio.sleep(delay)
+            if failure.status == 429:
+                self.usage.rate_limited += 1
+            if (fallbacks < len(LADDER) and failure.format_rejected and self.config.structured == "auto"
+                    and mode != "off" and self._settled is None):
+                fallbacks += 1
+                if mode not in self._rejected:
+                    self._rejected.add(mode)
+                    self.usage.fallbacks += 1
+                    log.warning(
+                        "%s at %s rejected structured-output mode %s (%s); falling back to %s",
+                        self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
+                    )
+                continue
+            param = failure.param
+            if param in ADAPTABLE and param not in tried:
+                tried.add(param)
+                if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
+                    self._adapt(param, request)
+                    error = self._fail(failure, attempts)
+                    self._fatal = error
+                    raise error from None
+                self._adapt(param, request)
+                self.usage.adaptations += 1
+                continue
+            if negotiating and self._negotiated is not None:
+                self._negotiated.set()  # an outcome: the others need not wait for this request's retries
+            if not failure.retryable or retries >= self.config.max_retries:
+                raise self._fail(failure, attempts) from None
+            retries += 1
+            self.usage.retries += 1
+            if failure.retry_after is not None:
+                delay = min(failure.retry_after, self.retry_after_cap)
+                if failure.status == 429:
+                    self._pause_until = max(self._pause_until, time.monotonic() + delay)
+            else:
+                delay = self._backoff(retries)
+            log.info(
+                "judge call to %s at %s: %s; retry %d/%d in %.2fs",
+                self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
+            )
+            await asyncio.sleep(delay)
 
     def _finish(
         self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str, key: str | None
@@ -720,14 +1024,16 @@ class LLMClient:
         choice = resp.choices[0]
         message = choice.message
         usage = resp.usage
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
-        ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage is not None else 0
+        pt, ct, cached, reasoning = token_counts(usage)
         self.usage.prompt_tokens += pt
         self.usage.completion_tokens += ct
+        self.usage.cached_tokens += cached
+        self.usage.reasoning_tokens += reasoning
         model = resp.model or self.config.model
         finish_reason = getattr(choice, "finish_reason", None)
         details = {
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct},
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached,
+                      "reasoning_tokens": reasoning},
             "model": model,
             "structured": mode,
             "finish_reason": finish_reason,
@@ -749,7 +1055,10 @@ class LLMClient:
             if finish_reason == "length":
                 msg += " (the answer was cut off at max_tokens)"
             raise AnswerFormatError(msg, text=text, **details) from None
-        logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        try:
+            logprobs = _token_logprobs(choice) if request.top_logprobs else None
+        except (TypeError, ValueError) as exc:  # a malformed answer: the server's, not the model's words
+            raise self._fail(_Failure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
         result = ChatResult(
             text=text,
             data=data,
@@ -762,23 +1071,37 @@ class LLMClient:
             structured=mode,
             finish_reason=finish_reason,
             logprobs=logprobs,
+            cached_tokens=cached,
+            reasoning_tokens=reasoning,
         )
         if self.cache is not None and key is not None:
-            self.cache.put(
+            self._store(
                 key,
                 {
-                    "text": text,
-                    "data": data,
+                    "text": clip(text, STORED_ANSWER_CHARS),
+                    "data": clip_strings(data, STORED_ANSWER_CHARS),
                     "model": model,
                     "structured": mode,
                     "finish_reason": finish_reason,
                     "prompt_tokens": pt,
                     "completion_tokens": ct,
+                    **({"cached_tokens": cached} if cached else {}),
+                    **({"reasoning_tokens": reasoning} if reasoning else {}),
                     "latency_s": latency,
                     **({"logprobs": logprobs} if logprobs is not None else {}),
                 },
             )
         return result
+
+    def _store(self, key: str, entry: dict) -> None:
+        """Keep an answer in the cache, its text and strings cut to STORED_ANSWER_CHARS (the text says so); an
+        entry still larger than STORED_ENTRY_CHARS (many small strings) is not kept: the call is made again."""
+        size = len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+        if size > STORED_ENTRY_CHARS:
+            log.warning("%s at %s: an answer of %d characters is too large for the judgment cache (at most %d); "
+                        "it is not stored", self.config.model, self._origin, size, STORED_ENTRY_CHARS)
+            return
+        self.cache.put(key, entry)
 
     async def aclose(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""

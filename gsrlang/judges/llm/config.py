@@ -10,11 +10,13 @@ Precedence (highest first)
 1. **flags** -- a dict from the command line (or a caller): any
    :class:`JudgeConfig` field name (``model``, ``base_url``, ``api_key``,
    ``temperature``, ``max_tokens``, ``timeout_s``, ``max_retries``,
-   ``concurrency``, ``seed``, ``structured``) and ``roles``, a dict
+   ``concurrency``, ``seed``, ``structured``, ``max_answer_bytes``, ``reasoning_effort``, ``rpm``,
+   ``tpm``) and ``roles``, a dict
    ``{role: {field: value}}``.  ``None`` values mean "not given".
 2. **environment** -- ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``GSR_MODEL``,
    ``GSR_TEMPERATURE``, ``GSR_CONCURRENCY`` (and also ``GSR_MAX_TOKENS``,
-   ``GSR_TIMEOUT_S``, ``GSR_MAX_RETRIES``, ``GSR_SEED``, ``GSR_STRUCTURED``);
+   ``GSR_TIMEOUT_S``, ``GSR_MAX_RETRIES``, ``GSR_SEED``, ``GSR_STRUCTURED``,
+   ``GSR_MAX_ANSWER_BYTES``, ``GSR_REASONING_EFFORT``, ``GSR_RPM``, ``GSR_TPM``);
    per role ``GSR_ROLE_<NAME>_MODEL``, ``GSR_ROLE_<NAME>_BASE_URL`` (and
    ``GSR_ROLE_<NAME>_API_KEY``).  ``<NAME>`` is the role name upper-cased; it
    maps to the role of that name in any case, or to the lower-cased name.
@@ -32,7 +34,8 @@ Precedence (highest first)
    the same tables, ``api_key_env`` included, plus ``[trust] hosts``.
 5. **defaults** -- ``temperature=0.0``, ``max_tokens=None``, ``timeout_s=60``,
    ``max_retries=5``, ``concurrency=8``, ``seed=None``, ``structured="auto"``,
-   ``base_url=None`` (the OpenAI API).  There is no default model.
+   ``max_answer_bytes=4194304`` (4 MiB), ``reasoning_effort=None`` (not sent: the model's own
+   default), ``rpm=None``, ``tpm=None``, ``base_url=None`` (the OpenAI API).  There is no default model.
 
 Roles
 -----
@@ -81,7 +84,10 @@ __all__ = [
 
 CONFIG_FILE_NAME = "gsr.toml"
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "grammar", "off")
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")  # OpenAI's `reasoning_effort` values
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024
+"""4 MiB: a chat completion of 1,000 tokens with 20 log-probability alternatives each is about 1 MB of JSON."""
 
 NO_MODEL_MESSAGE = "no judge model configured: pass --model, set GSR_MODEL, or set [judge] model in gsr.toml"
 
@@ -175,6 +181,10 @@ class JudgeConfig:
     concurrency: int = 8
     seed: int | None = None
     structured: str = "auto"
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES  # the most bytes of one HTTP answer read (transport.py)
+    reasoning_effort: str | None = None  # sent as `reasoning_effort` when set (reasoning models)
+    rpm: int | None = None  # at most this many requests a minute (aiolimiter)
+    tpm: int | None = None  # at most this many tokens a minute (prompt estimate + answer allowance)
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self, recurse=False).items():
@@ -237,9 +247,18 @@ def _check_value(name: str, value: Any, where: str) -> None:
     elif name == "seed":
         if value is not None and not _is_int(value):
             bad = "an integer"
+    elif name == "max_answer_bytes":
+        if not _is_int(value) or value < 1024:
+            bad = "a whole number of bytes, at least 1024"
     elif name == "structured":
         if value not in STRUCTURED_MODES:
             bad = "one of " + ", ".join(repr(m) for m in STRUCTURED_MODES)
+    elif name in ("rpm", "tpm"):
+        if value is not None and (not _is_int(value) or value < 1):
+            bad = "a positive integer (a rate per minute)"
+    elif name == "reasoning_effort":
+        if value is not None and value not in REASONING_EFFORTS:
+            bad = "one of " + ", ".join(repr(m) for m in REASONING_EFFORTS)
     if bad is not None:
         shown = "***" if name == "api_key" else repr(value)
         raise ConfigError(f"{where}: {name} must be {bad}, got {shown}")
@@ -324,12 +343,16 @@ _ENV_DEFAULT = {
     "GSR_MAX_RETRIES": "max_retries",
     "GSR_SEED": "seed",
     "GSR_STRUCTURED": "structured",
+    "GSR_MAX_ANSWER_BYTES": "max_answer_bytes",
+    "GSR_REASONING_EFFORT": "reasoning_effort",
+    "GSR_RPM": "rpm",
+    "GSR_TPM": "tpm",
 }
 _ENV_ROLE = re.compile(r"^GSR_ROLE_(?P<name>[A-Za-z0-9_]+?)_(?P<field>MODEL|BASE_URL|API_KEY)$")
 
-_INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed"}
+_INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed", "max_answer_bytes", "rpm", "tpm"}
 _FLOAT_FIELDS = {"temperature", "timeout_s"}
-_STR_FIELDS = {"model", "base_url", "structured"}
+_STR_FIELDS = {"model", "base_url", "structured", "reasoning_effort"}
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:

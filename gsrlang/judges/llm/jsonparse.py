@@ -27,7 +27,11 @@ from typing import Any, Iterator
 
 from .config import LLMError
 
-__all__ = ["AnswerFormatError", "RefusalError", "extract_json", "excerpt"]
+__all__ = ["AnswerFormatError", "RefusalError", "STORED_ANSWER_CHARS", "clip", "clip_strings", "extract_json",
+           "excerpt"]
+
+STORED_ANSWER_CHARS = 64 * 1024
+"""The most characters of a model's answer kept in the judgment cache and the trace (more is cut, saying so)."""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
@@ -58,6 +62,28 @@ class RefusalError(AnswerFormatError):
     def __init__(self, message: str, refusal: str, **details: Any) -> None:
         super().__init__(message, text=refusal, **details)
         self.refusal = refusal
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, or its start and a note that gsr cut it, `limit` characters in all (`limit` >= 100).
+
+    The note names only the limit, so cutting a longer text, or one already cut longer, to the same limit gives
+    the same string, and cutting again changes nothing."""
+    if len(text) <= limit:
+        return text
+    note = f"\u2026 [cut by gsr to {limit} characters]"
+    return text[: max(0, limit - len(note))] + note
+
+
+def clip_strings(value: Any, limit: int) -> Any:
+    """A JSON value with every string in it (keys included) cut by :func:`clip`."""
+    if isinstance(value, str):
+        return clip(value, limit)
+    if isinstance(value, list):
+        return [clip_strings(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {clip(k, limit) if isinstance(k, str) else k: clip_strings(v, limit) for k, v in value.items()}
+    return value
 
 
 def excerpt(text: str, limit: int = 160) -> str:

@@ -51,6 +51,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import statistics
 import time
 from collections import Counter
@@ -62,12 +63,13 @@ from gsrlang.catalog import default_catalog
 from gsrlang.data import Candidate, Item
 from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.llm.cache import JudgmentCache
-from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage
+from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage, describe_adaptation
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
-from gsrlang.judges.llm.jsonparse import AnswerFormatError, RefusalError
+from gsrlang.judges.llm.jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip
 from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
 from gsrlang.judges.llm.prompts import (
+    MAX_REASON_CHARS,
     AnswerSpec,
     Example,
     OutsideType,
@@ -91,6 +93,8 @@ def _declared_policy(proc) -> str | None:
     """The criterion's own `llm(on_disagree: ...)`, which overrides the run's default policy."""
     value = proc.args.get("on_disagree")
     return str(value) if value is not None else None
+_OPENAI_REASONING = re.compile(r"^(o1|o3|o4|gpt-5)(-|$)")  # OpenAI's reasoning model families (no logprobs)
+FIRST_ANSWER_GUESS = 300  # completion tokens expected of the first call (--budget), before any answer is seen
 DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
 _FATAL_STATUS = (401, 403, 404)
 
@@ -127,6 +131,8 @@ class _Outcome:
     requests: int = 0  # HTTP requests (retries included; 0 when every call was cached)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens: from the server's prompt cache
+    reasoning_tokens: int = 0  # of completion_tokens: reasoning
     latency_s: float = 0.0
     cached: bool = False
     model: str | None = None
@@ -134,6 +140,7 @@ class _Outcome:
     refusals: int = 0
     error: str | None = None  # the call failed (not an answer problem)
     weighted: dict | None = None  # llm(weighted: true): the point probabilities and expected value
+    not_bought: bool = False  # --budget: the call was not made, the budget would have been passed
 
     def to_json(self) -> dict:
         d = attrs.asdict(self)
@@ -169,6 +176,10 @@ class _Stats:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0  # of the calls whose price is known
+    unpriced_calls: int = 0  # calls that spent tokens on a model without a known price
     reasks: int = 0
     refusals: int = 0
     outside_type: int = 0  # units that ended abstained/invalid because no answer fitted
@@ -176,6 +187,7 @@ class _Stats:
     joint_disagreements: int = 0
     latency_s: float = 0.0
     past_deadline: int = 0  # units not called because the run's deadline had passed
+    answers_cut: int = 0  # answers longer than STORED_ANSWER_CHARS, kept cut in the trace and cache
 
 
 # ------------------------------------------------------------------------------------------ aggregation
@@ -316,6 +328,9 @@ class LLMJudge:
         owns_cache: bool = False,
         deadline_s: float | None = None,
         weighted: bool = False,
+        price_overrides: dict | None = None,
+        budget_usd: float | None = None,
+        plan=None,
         **client_kwargs: Any,
     ) -> None:
         if joint_disagreement not in DISAGREEMENT_POLICIES:
@@ -335,12 +350,27 @@ class LLMJudge:
         self.max_reasks = max_reasks
         self.joint_disagreement = joint_disagreement
         self.seed = seed if seed is not None else (settings.default.seed or 0)
+        if deadline_s is not None:  # a call in flight at the deadline is cut there
+            client_kwargs.setdefault("deadline_at", self._started + deadline_s)
         self.pool = pool or ClientPool(settings, cache, **client_kwargs)
         self.stats = _Stats()
         self._roles: dict[str, _RoleStats] = {}
         self._gates: dict[int, asyncio.Semaphore] = {}
         self._closed_usage = Usage()
         self._closed_modes: dict[str, str] = {}
+        self._closed_adapted: dict[str, list[str]] = {}
+        self._by_judge: dict[str, dict] = {}
+        self._by_criterion: dict[str, dict] = {}
+        self._prices: dict = {}
+        self.price_overrides = price_overrides
+        if budget_usd is not None and not (budget_usd > 0 and budget_usd != float("inf")):
+            raise ConfigError(f"--budget must be a positive number of US dollars, got {budget_usd!r}")
+        self.budget_usd = budget_usd  # stop buying calls when spend + calls in flight would pass it
+        self.spent_usd = 0.0  # dollars of the calls made so far (for --budget)
+        self._reserved = 0.0  # the expected dollars of the calls in flight
+        self._answers = [0, 0]  # completion tokens and calls so far: the expected length of the next answer
+        self.stopped_by_budget: str | None = None
+        self.plan = plan  # gsr run --dry-run: a gsrlang.judges.llm.plan.CallPlan; calls are counted, never made
         self._fewshot_used: set[str] = set()
 
     # ---------------------------------------------------------------- interface
@@ -353,15 +383,33 @@ class LLMJudge:
                 return f"criterion `{node.id}`: {eligible(node.type)}"
             role = proc.args.get("role")
             try:
-                self.settings.for_role(role)
+                config = self.settings.for_role(role)
             except ConfigError as exc:
                 return f"criterion `{node.id}`: {exc}"
+            if proc.args.get("weighted", self.weighted and eligible(node.type) is None):
+                why = self._no_logprobs(role, config)
+                if why:
+                    flag = "llm(weighted: true)" if proc.args.get("weighted") else "--weighted"
+                    return (f"criterion `{node.id}`: {flag} reads the answer's logprobs, and {why}: drop it (the "
+                            "written answer is used), or judge with a model that returns logprobs "
+                            "(`gsr probe` shows whether one does)")
         if node.type.kind not in ("bool", "score", "ordinal", "nominal"):
             return f"criterion `{node.id}`: the LLM judge cannot answer `{node.type}`"
         if self.fewshot is not None:
             problem = self.fewshot.problem(node.id, node.type.required())
             if problem:
                 return problem
+        return None
+
+    def _no_logprobs(self, role: str | None, config) -> str | None:
+        """Why the role's model gives no logprobs, known before any call: the negotiation record (an earlier
+        refusal, or `gsr probe`) says so, or it is one of OpenAI's reasoning models, which refuse them."""
+        client = self.pool.for_role(role)
+        if client.logprobs_refused:
+            return f"model {config.model!r} at {client.origin} returns none (its negotiation record says so)"
+        if config.effective_base_url.rstrip("/") == "https://api.openai.com/v1" and \
+                _OPENAI_REASONING.match(config.model):
+            return f"{config.model!r} is an OpenAI reasoning model, which returns none"
         return None
 
     async def judge(self, node: Node, item: Item, candidate: Candidate) -> Judgment:
@@ -386,6 +434,7 @@ class LLMJudge:
         """Close the HTTP clients (and the cache, when this judge opened it)."""
         self._closed_usage = self._closed_usage + self.pool.usage  # the pool forgets its clients on close
         self._closed_modes = self.structured_modes()
+        self._closed_adapted = self.adaptations()
         await self.pool.aclose()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
@@ -405,8 +454,13 @@ class LLMJudge:
             "merged": transport.merged,
             "cache_hits": s.cache_hits,
             "prompt_tokens": s.prompt_tokens,
+            "cached_tokens": s.cached_tokens,
             "completion_tokens": s.completion_tokens,
+            "reasoning_tokens": s.reasoning_tokens,
+            "cost_usd": None if s.unpriced_calls else round(s.cost_usd, 9),
             "retries": transport.retries,
+            "rate_limited": transport.rate_limited,
+            "lowest_concurrency": min((c.window.lowest for c in self.pool.clients), default=None),
             "reasks": s.reasks,
             "refusals": s.refusals,
             "outside_type": s.outside_type,
@@ -415,7 +469,59 @@ class LLMJudge:
             "past_deadline": s.past_deadline,
             "model_latency_s": round(s.latency_s, 3),
             "structured": self.structured_modes(),
+            "adapted": self.adaptations(),
+            "by_judge": {k: _rounded(v) for k, v in sorted(self._by_judge.items())},
+            "by_criterion": {k: _rounded(v) for k, v in self._by_criterion.items()},
         }
+
+    def adaptations(self) -> dict[str, list[str]]:
+        """{"MODEL at ORIGIN": ["temperature dropped (...)", ...]}: the refused parameters adapted for each
+        client used so far, with whether the negotiation record already had them."""
+        out = dict(self._closed_adapted)
+        for client in self.pool.clients:
+            if client.adapted:
+                out[f"{client.config.model} at {client.origin}"] = [
+                    describe_adaptation(p, a) + ("" if p in client.adapted_now else " (remembered)")
+                    for p, a in sorted(client.adapted.items())]
+        return out
+
+    def price(self, client: LLMClient):
+        """The client's model's price (gsrlang.judges.llm.prices), or None when unknown."""
+        key = (client.config.model, client.config.base_url)
+        if key not in self._prices:
+            from gsrlang.judges.llm.prices import price_of
+
+            self._prices[key] = price_of(client.config.model, client.config.base_url, overrides=self.price_overrides)
+        return self._prices[key]
+
+    def _account(self, client: LLMClient, role: str, node_id: str | None, out: "_Outcome", cache_hits: int) -> None:
+        """Add a unit's calls and tokens to the totals, its judge's and its criterion's, with their dollars."""
+        s = self.stats
+        s.prompt_tokens += out.prompt_tokens
+        s.completion_tokens += out.completion_tokens
+        s.cached_tokens += out.cached_tokens
+        s.reasoning_tokens += out.reasoning_tokens
+        spent = out.prompt_tokens or out.completion_tokens
+        price = self.price(client) if spent else None
+        cost = price.cost(out.prompt_tokens, out.cached_tokens, out.completion_tokens) if price else None
+        if spent and cost is None:
+            s.unpriced_calls += 1
+        elif cost:
+            s.cost_usd += cost
+        rows = [self._by_judge.setdefault(role, {"model": client.config.model, **_zero()})]
+        if node_id is not None:
+            rows.append(self._by_criterion.setdefault(node_id, _zero()))
+        for row in rows:
+            row["calls"] += out.calls
+            row["cache_hits"] += cache_hits
+            row["prompt_tokens"] += out.prompt_tokens
+            row["cached_tokens"] += out.cached_tokens
+            row["completion_tokens"] += out.completion_tokens
+            row["reasoning_tokens"] += out.reasoning_tokens
+            if spent and cost is None:
+                row["cost_usd"] = None
+            elif cost and row["cost_usd"] is not None:
+                row["cost_usd"] += cost
 
     def past_deadline(self) -> bool:
         return self.deadline_s is not None and time.monotonic() - self._started > self.deadline_s
@@ -456,11 +562,19 @@ class LLMJudge:
                             "enforces); use a mode it enforces or a larger model")
                 lines.append(f"judge {role!r} (model {cfg.model!r} at {rs.origin}): {rs.prose} of {rs.units} "
                              f"judgments got prose, not JSON, after every re-ask: {fix}")
+        if self.stats.answers_cut:
+            n = self.stats.answers_cut
+            lines.append(f"{n} model answer{'s were' if n != 1 else ' was'} longer than the {STORED_ANSWER_CHARS} "
+                         "characters gsr keeps: the trace and the cache hold the start, marked \"[cut by gsr to "
+                         f"{STORED_ANSWER_CHARS} characters]\" (the verdicts were read from the whole answers)")
         if self.fewshot is not None and self._fewshot_used:
             unused = sorted(self.fewshot.criteria() - self._fewshot_used)
             if unused:
                 lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
                              f"{', '.join(unused)}; those examples were not used")
+        unstored = getattr(self.cache, "unstored_warning", None)
+        if unstored is not None and unstored():
+            lines.append(unstored())
         return lines
 
     @property
@@ -529,7 +643,7 @@ class LLMJudge:
         client, role, spec, opts = self._setup(node, proc, seed)
         parts = self._parts(node, item, spec, [candidate.text])
         messages = build_messages(parts, candidate.text)
-        out = await self._unit(client, role, messages, spec, None, sample, opts)
+        out = await self._unit(client, role, messages, spec, None, sample, opts, node.id)
         r = out.results[0]
         prov = self._provenance(proc, role, seed, spec, out)
         if out.weighted is not None and r["status"] == "ok":
@@ -552,7 +666,7 @@ class LLMJudge:
             parts = self._parts(node, item, spec, [c.text for c in order])
             messages = build_joint_messages(parts, [c.text for c in order])
             keys = joint_keys(len(order))
-            out = await self._unit(client, role, messages, spec, keys, sample, opts)
+            out = await self._unit(client, role, messages, spec, keys, sample, opts, node.id)
             return seed, role, spec, out
 
         done = await asyncio.gather(*(one(o, n) for o, n in zip(orders, names)))
@@ -601,7 +715,7 @@ class LLMJudge:
             "role": role,
             "model": out.model,
             "seed": seed,
-            "tokens": {"prompt": out.prompt_tokens, "completion": out.completion_tokens},
+            "tokens": _tokens(out),
             "latency_s": round(out.latency_s, 4),
             "cached": out.cached,
             "calls": out.calls,
@@ -618,7 +732,42 @@ class LLMJudge:
             prov["attempts"] = out.attempts
         if out.error:
             prov["error"] = out.error
+        if out.not_bought:
+            prov["not_bought"] = True
         return prov
+
+    # ---------------------------------------------------------------- --budget
+    def _reserve(self, client: LLMClient, request: ChatRequest) -> float | None:
+        """The expected dollars of this call, now counted as in flight; None (and the judge stopped for good)
+        when the spend so far plus the calls in flight plus this one would pass the budget."""
+        if self.stopped_by_budget is None:
+            price = self.price(client)
+            from gsrlang.judges.llm.plan import estimate_tokens
+
+            tokens, calls = self._answers
+            completion = tokens / calls if calls else (client.config.max_tokens or FIRST_ANSWER_GUESS)
+            expected = price.cost(estimate_tokens(client.request_body(request)), 0, int(completion)) if price else 0.0
+            if self.spent_usd + self._reserved + expected <= self.budget_usd:
+                self._reserved += expected
+                return expected
+            from gsrlang.judges.llm.prices import dollars
+
+            self.stopped_by_budget = (
+                f"the --budget of {dollars(self.budget_usd)} would be passed (spent {dollars(self.spent_usd)}, "
+                f"{dollars(self._reserved)} in flight, this call about {dollars(expected)})")
+        return None
+
+    def _spend(self, client: LLMClient, prompt: int, cached: int, completion: int) -> None:
+        self._answers[0] += completion
+        self._answers[1] += 1
+        price = self.price(client) if self.budget_usd is not None else None
+        if price is not None:
+            self.spent_usd += price.cost(prompt, cached, completion)
+
+    def budget_cut(self, run) -> bool:
+        """Whether an item lost a judgment to the budget (its result is not written: see gsr run --budget)."""
+        return self.stopped_by_budget is not None and any(
+            _not_bought(j.provenance) for row in run.judgments.values() for j in row)
 
     def _gate(self, client: LLMClient) -> asyncio.Semaphore:
         """Calls in flight per client (the client's own bound, taken before the call so that
@@ -635,7 +784,7 @@ class LLMJudge:
         return rs
 
     async def _unit(self, client: LLMClient, role: str, messages: list[dict], spec: AnswerSpec,
-                    keys: list[str] | None, sample: int, opts: dict) -> _Outcome:
+                    keys: list[str] | None, sample: int, opts: dict, node_id: str | None = None) -> _Outcome:
         request = ChatRequest(messages=messages, schema=spec.schema(keys), temperature=opts["temperature"],
                               seed=opts["seed"], sample=sample,
                               top_logprobs=TOP_LOGPROBS if spec.weighted and keys is None else None)
@@ -655,14 +804,21 @@ class LLMJudge:
                     out = None
                 if out is not None:
                     out.cached, out.requests, out.latency_s = True, 0, 0.0
-                    out.prompt_tokens = out.completion_tokens = 0
+                    out.prompt_tokens = out.completion_tokens = out.cached_tokens = out.reasoning_tokens = 0
                     stats.calls += out.calls
                     stats.cache_hits += out.calls
                     rs.ok_units += 1
+                    self._account(client, role, node_id, out, out.calls)
+                    if self.plan is not None:
+                        self.plan.add(node_id, client, None, cached=True)
                     return out
         n_out = len(keys) if keys else 1
         out = _Outcome([], model=client.config.model)
+        if self.plan is not None:  # a dry run: count the call (merged with an identical one already counted)
+            self.plan.add(node_id, client, request)
+            return self._failed(n_out, "not called: a dry run (--dry-run)", spec, out)
         all_cached = True
+        hits = 0  # calls of this unit answered from the call cache
         last_results: list[dict] | None = None
         gate = self._gate(client)
         for attempt in range(self.max_reasks + 1):
@@ -678,9 +834,16 @@ class LLMJudge:
                         stats.past_deadline += 1
                         return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
                                                    "had passed", spec, out)
+                    reserved = self._reserve(client, request) if self.budget_usd is not None else 0.0
+                    if reserved is None:
+                        out.not_bought = True
+                        return self._failed(n_out, f"not bought: {self.stopped_by_budget}", spec, out)
                     out.calls += 1
                     stats.calls += 1
-                    result = await client.complete(request)
+                    try:
+                        result = await client.complete(request)
+                    finally:
+                        self._reserved -= reserved
             except JudgeCallError as exc:
                 out.requests += client.usage.http_requests - before
                 stats.call_failures += 1
@@ -690,8 +853,7 @@ class LLMJudge:
                 if exc.status in _FATAL_STATUS or (rs.ok_units == 0 and rs.consecutive_failures >= DEAD_AFTER):
                     rs.dead = rs.dead or str(exc)
                 out.error = str(exc)
-                stats.prompt_tokens += out.prompt_tokens
-                stats.completion_tokens += out.completion_tokens
+                self._account(client, role, node_id, out, hits)
                 return self._failed(n_out, str(exc), spec, out)
             except AnswerFormatError as exc:
                 all_cached = False
@@ -699,8 +861,12 @@ class LLMJudge:
                 usage = exc.usage or {}
                 out.prompt_tokens += usage.get("prompt_tokens", 0)
                 out.completion_tokens += usage.get("completion_tokens", 0)
+                out.cached_tokens += usage.get("cached_tokens", 0)
+                out.reasoning_tokens += usage.get("reasoning_tokens", 0)
+                self._spend(client, usage.get("prompt_tokens", 0), usage.get("cached_tokens", 0),
+                            usage.get("completion_tokens", 0))
                 out.model = exc.model or out.model
-                raw = exc.text
+                raw = self._kept(exc.text)
                 if isinstance(exc, RefusalError):
                     out.refusals += 1
                     stats.refusals += 1
@@ -712,11 +878,16 @@ class LLMJudge:
                 out.requests += result.attempts
                 out.prompt_tokens += result.prompt_tokens
                 out.completion_tokens += result.completion_tokens
+                out.cached_tokens += result.cached_tokens
+                out.reasoning_tokens += result.reasoning_tokens
+                if not result.cached:
+                    self._spend(client, result.prompt_tokens, result.cached_tokens, result.completion_tokens)
                 out.latency_s += result.latency_s
                 out.model, out.structured = result.model, result.structured
                 if result.cached:
                     stats.cache_hits += 1
-                raw = result.text
+                    hits += 1
+                raw = self._kept(result.text)
                 last_results, problem = self._read(result.data, spec, keys)
             out.raw = raw
             if problem is None:
@@ -729,8 +900,7 @@ class LLMJudge:
                     reask_message(problem, spec, keys)))
         rs.ok_units += 1
         rs.consecutive_failures = 0
-        stats.prompt_tokens += out.prompt_tokens
-        stats.completion_tokens += out.completion_tokens
+        self._account(client, role, node_id, out, hits)
         stats.latency_s += out.latency_s
         if problem is None:
             out.results = last_results
@@ -755,6 +925,13 @@ class LLMJudge:
         if unit_key is not None:
             self.cache.put("unit:" + unit_key, out.to_json())
         return out
+
+    def _kept(self, text: str | None) -> str | None:
+        """An answer as the trace, the cache and a re-ask keep it: cut past STORED_ANSWER_CHARS, saying so."""
+        if text is None or len(text) <= STORED_ANSWER_CHARS:
+            return text
+        self.stats.answers_cut += 1
+        return clip(text, STORED_ANSWER_CHARS)
 
     def _read(self, data, spec: AnswerSpec, keys: list[str] | None) -> tuple[list[dict] | None, str | None]:
         """Per-response results when every response's answer fits, else (partial results, the problem)."""
@@ -799,8 +976,40 @@ class LLMJudge:
         return out
 
 
+def _not_bought(prov) -> bool:
+    if not isinstance(prov, dict):
+        return False
+    if prov.get("not_bought"):
+        return True
+    return any(_not_bought(v) for key in ("votes", "orders") for v in prov.get(key) or ())
+
+
+def _tokens(out: "_Outcome") -> dict:
+    """A judgment's tokens for its provenance: prompt and completion, and the cached and reasoning parts when a
+    server reported them (absent otherwise, so traces of servers that report none are unchanged)."""
+    d = {"prompt": out.prompt_tokens, "completion": out.completion_tokens}
+    if out.cached_tokens:
+        d["cached"] = out.cached_tokens
+    if out.reasoning_tokens:
+        d["reasoning"] = out.reasoning_tokens
+    return d
+
+
+def _zero() -> dict:
+    return {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0,
+            "reasoning_tokens": 0, "cost_usd": 0.0}
+
+
+def _rounded(row: dict) -> dict:
+    return {**row, "cost_usd": None if row.get("cost_usd") is None else round(row["cost_usd"], 9)}
+
+
 def _answer_field(obj):
     if isinstance(obj, dict):
         value = obj.get("answer")
-        return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+        if isinstance(value, str):
+            return clip(value, MAX_REASON_CHARS)
+        if isinstance(value, (int, float, bool)) or value is None:
+            return value
+        return clip(json.dumps(value), MAX_REASON_CHARS)
     return None

@@ -22,7 +22,7 @@ from typing import Any
 from gsrlang.catalog import default_catalog
 
 __all__ = ["DEFAULT_CACHE", "add_llm_arguments", "add_model_arguments", "build_llm_judge", "create_from_settings",
-           "create_judge", "judge_flags", "model_settings", "parse_role"]
+           "create_judge", "judge_flags", "model_settings", "parse_role", "price_overrides"]
 
 DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
 
@@ -59,7 +59,11 @@ def add_model_arguments(parser: argparse.ArgumentParser,
     add("--judge-config", metavar="FILE", help="the project file with [judge] settings (default: the nearest gsr.toml)")
     add("--temperature", type=float, metavar="T", help="sampling temperature (default 0)")
     add("--max-tokens", type=int, metavar="N", help="answer length limit")
-    add("--timeout", type=float, metavar="SECONDS", help="per-request timeout (default 60)")
+    add("--timeout", type=float, metavar="SECONDS",
+        help="the limit on each model request, from sending it to the answer's last byte (default 60)")
+    add("--max-answer-bytes", type=int, metavar="N",
+        help="the most bytes of one model answer gsr reads (default 4194304, 4 MiB); a larger answer fails its "
+             "call, and is not retried")
     add("--weighted", action="store_true",
         help="read every Score criterion with one-digit whole-number bounds (e.g. Score[1..5]) as the expected value "
              "over the answer token's probabilities (G-Eval); needs a server that returns logprobs")
@@ -74,6 +78,15 @@ def add_model_arguments(parser: argparse.ArgumentParser,
              "derived from it per call")
     add("--structured", choices=("auto", "json_schema", "json_object", "grammar", "off"),
         help="how JSON answers are asked for (default auto: JSON Schema, falling back where unsupported)")
+    add("--rpm", type=int, metavar="N",
+        help="at most N model requests a minute per judge model (your rate limit; also [judge] rpm); 429s lower "
+             "the requests in flight by themselves, whatever this says")
+    add("--tpm", type=int, metavar="N",
+        help="at most N tokens a minute per judge model (prompt, estimated, plus the answer's allowance; also "
+             "[judge] tpm)")
+    add("--reasoning-effort", choices=("minimal", "low", "medium", "high"), default=None,
+        help="a reasoning model's effort, sent as `reasoning_effort` (default: not sent, the model's own); "
+             "also [judge] reasoning_effort in gsr.toml, per role in [judge.roles.NAME]; part of the cache key")
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +136,10 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
         "concurrency": get("concurrency"),
         "seed": get("seed"),
         "structured": get("structured"),
+        "max_answer_bytes": get("max_answer_bytes"),
+        "reasoning_effort": get("reasoning_effort"),
+        "rpm": get("rpm"),
+        "tpm": get("tpm"),
     }
     var = get("api_key_env")
     if get("api_key"):
@@ -182,6 +199,8 @@ def build_llm_judge(args: argparse.Namespace, settings=None, **judge_kwargs: Any
         joint_disagreement=getattr(args, "joint_disagreement", "mean") or "mean",
         deadline_s=getattr(args, "deadline", None),
         weighted=bool(getattr(args, "weighted", False)),
+        budget_usd=getattr(args, "budget_usd", None),
+        plan=getattr(args, "plan", None),
         **judge_kwargs,
     )
 
@@ -199,9 +218,22 @@ def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot
         raise ConfigError(f"--fewshot-k must be >= 0, got {fewshot_k}")
     seed = settings.default.seed or 0
     bank = FewShotBank.load(fewshot, k=fewshot_k, seed=seed) if fewshot else None
+    judge_kwargs.setdefault("price_overrides", price_overrides(settings))
     store = JudgmentCache(cache) if cache else None
     return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=max_reasks,
                     joint_disagreement=joint_disagreement, owns_cache=True, **judge_kwargs)
+
+
+def price_overrides(settings) -> dict:
+    """The `[prices]` of the settings' project file, then the user's config.toml (gsrlang.judges.llm.prices)."""
+    from gsrlang.judges.llm.config import ConfigError
+    from gsrlang.judges.llm.prices import PriceError, load_overrides
+    from gsrlang.judges.llm.trust import USER_CONFIG, config_dir
+
+    try:
+        return load_overrides(getattr(settings, "config_file", None), config_dir() / USER_CONFIG)
+    except PriceError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def create_judge(options: dict | None = None):

@@ -18,7 +18,8 @@ from typing import Any
 
 import openai
 
-from .client import ChatRequest, LLMClient, _origin, _server_message
+from .client import ADAPTABLE, ChatRequest, LLMClient, _origin, _server_message, adapt_body, describe_adaptation, \
+    token_counts
 from .gbnf import schema_gbnf
 from .jsonparse import AnswerFormatError
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected
@@ -45,6 +46,36 @@ def _enforced(text: str | None, mark: str = _MARK) -> bool:
     return isinstance(data, dict) and data.get("answer") == mark
 
 
+class _Adapting:
+    """The SDK's chat call, adapting the parameters the server refuses (a 400 naming one, as OpenAI's reasoning
+    models answer `temperature` or `max_tokens`) once each, as judge calls do (gsrlang.judges.llm.client)."""
+
+    def __init__(self, sdk, adapted: dict[str, str]) -> None:
+        self.sdk = sdk
+        self.adapted = adapted
+
+    async def create(self, **kwargs):
+        kwargs.setdefault("temperature", 0)
+        tried: set[str] = set()
+        while True:
+            body = adapt_body(dict(kwargs), self.adapted)
+            try:
+                return await self.sdk.chat.completions.create(**body)
+            except openai.APIStatusError as exc:
+                param = getattr(exc, "param", None)
+                if exc.status_code not in (400, 422) and param is None:
+                    raise
+                if param not in ADAPTABLE and "max_completion_tokens" in _server_message(exc) and "max_tokens" in body:
+                    param = "max_tokens"
+                if param not in ADAPTABLE or param not in body or param in tried:
+                    raise
+                tried.add(param)
+                for name in ("logprobs", "top_logprobs") if param in ("logprobs", "top_logprobs") else (param,):
+                    self.adapted[name] = ADAPTABLE[name] or "dropped"
+                if param in ("logprobs", "top_logprobs"):
+                    raise
+
+
 async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bool | None = None) -> dict:
     """Ask a server what it supports (see ``gsr probe --help``); record it in ``knowledge``.
 
@@ -55,7 +86,10 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
     base = config.effective_base_url
     report: dict[str, Any] = {"server": _origin(base), "model": config.model, "reachable": False}
     key = config.api_key.reveal() if config.api_key else "not-needed"
-    sdk = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=config.timeout_s)
+    raw_sdk = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=config.timeout_s)
+    known = knowledge.get(base, config.model) if knowledge is not None else {}
+    adapted: dict[str, str] = dict(known.get("adapted") or {}) if isinstance(known.get("adapted"), dict) else {}
+    sdk = _Sdk(_Adapting(raw_sdk, adapted))
     try:
         status, listing = await asyncio.to_thread(_get_json, base.rstrip("/") + "/models", key, config.timeout_s)
         if status is None:
@@ -84,20 +118,58 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
         report["structured"] = {m: await _try_mode(sdk, config.model, m) for m in LADDER[:3]}
         report["grammar_dialect"] = await _grammar_dialect(sdk, config.model)
         report["logprobs"] = await _logprobs(sdk, config.model)
+        report["prompt_cache"] = await _prompt_cache(sdk, config.model)
         report.update(await _speed(sdk, config))
     except openai.APIStatusError as exc:
         report["error"] = f"{report['server']} answered HTTP {exc.status_code}: {_server_message(exc)[:200]}"
     except openai.APIConnectionError as exc:
         report["error"] = f"{report['server']} dropped the connection ({type(exc).__name__})"
     finally:
-        await sdk.close()
+        await raw_sdk.close()
+    report["adapted"] = [describe_adaptation(p, a) for p, a in sorted(adapted.items())]
     if knowledge is not None and report["reachable"]:
         best = next((m for m in LADDER[:3] if report.get("structured", {}).get(m) == "enforced"), None)
-        facts = {k: report.get(k) for k in ("context_length", "grammar_dialect", "logprobs") if k in report}
+        facts = {k: report.get(k) for k in ("context_length", "grammar_dialect", "logprobs", "prompt_cache")
+                 if k in report}
+        if adapted:
+            facts["adapted"] = dict(sorted(adapted.items()))
         if best is not None and report.get("structured"):
             facts["structured"] = best
         knowledge.update(base, config.model, **facts)
     return report
+
+
+class _Sdk:
+    """`sdk.chat.completions.create(...)` through `_Adapting` (the probe's steps are written against the SDK)."""
+
+    def __init__(self, adapting: _Adapting) -> None:
+        self.chat = self
+        self.completions = adapting
+
+
+_PREFIX = ("You are checking whether this server caches prompts. The following text is padding that repeats; "
+           "ignore it.\n" + "The quick brown fox jumps over the lazy dog near the quiet river bank. " * 110)
+
+
+async def _prompt_cache(sdk, model: str) -> bool | None:
+    """Whether the server serves a repeated prompt prefix from a cache: True when the second of two requests
+    sharing a long prefix (about 1,300 tokens: OpenAI caches from 1,024) reports cached tokens
+    (`usage.prompt_tokens_details.cached_tokens`), False when it reports 0, None when it reports nothing."""
+    seen = None
+    for n in (1, 2):
+        try:
+            resp = await sdk.chat.completions.create(
+                model=model, max_tokens=1, messages=[{"role": "system", "content": _PREFIX},
+                                                     {"role": "user", "content": f"Reply with the digit {n}."}])
+        except openai.APIStatusError:
+            return None
+        usage = resp.usage
+        details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+        if details is None or getattr(details, "cached_tokens", None) is None:
+            seen = None if n == 2 else seen
+            continue
+        seen = token_counts(usage)[2] > 0
+    return seen
 
 
 def _get_json(url: str, key: str, timeout: float) -> tuple[int | None, Any]:
@@ -209,7 +281,8 @@ async def _speed(sdk, config) -> dict:
     request = ChatRequest(messages=[{"role": "user", "content": (
         "Is this response polite? Response: \"Thank you for asking.\" Options: A = yes, B = no. "
         "Answer with a JSON object {\"reason\": ..., \"answer\": \"A\" or \"B\"}.")}], schema=schema, max_tokens=64)
-    async with LLMClient(config.replace(structured="auto", max_retries=0)) as client:
+    async with LLMClient(config.replace(structured="auto", max_retries=0), knowledge=_Remembering(
+            sdk.completions.adapted)) as client:
         t1 = time.monotonic()
         try:
             result = await client.complete(request)
@@ -221,3 +294,18 @@ async def _speed(sdk, config) -> dict:
     return {"tokens_per_s": round(tokens / elapsed, 1) if elapsed > 0 and tokens else None,
             "speed_answer_empty": not resp.choices or not resp.choices[0].message.content,
             "judgment_latency_s": round(latency, 3), "judgment_mode": mode, "judgment_parsed": parsed}
+
+
+class _Remembering:
+    """A stand-in knowledge store for the probe's own judge call: it starts from what the probe adapted, and
+    keeps what the client adapts, without writing (the probe writes everything at the end)."""
+
+    def __init__(self, adapted: dict[str, str]) -> None:
+        self.adapted = adapted
+
+    def get(self, base_url: str, model: str) -> dict:
+        return {"adapted": dict(self.adapted)}
+
+    def update(self, base_url: str, model: str, **facts) -> None:
+        if isinstance(facts.get("adapted"), dict):
+            self.adapted.update(facts["adapted"])

@@ -51,6 +51,8 @@ from typing import Iterable, Sequence
 import attrs
 
 from gsrlang.judgment import ABSTAIN
+
+from .jsonparse import clip
 from gsrlang.types import JType
 
 __all__ = [
@@ -296,9 +298,10 @@ class AnswerSpec:
                 raise OutsideType('the JSON object has no "answer" field')
             raw = data[alt]
         reason = data.get("reason")
-        reason = reason.strip()[:MAX_REASON_CHARS] if isinstance(reason, str) and reason.strip() else None
+        reason = clip(reason.strip(), MAX_REASON_CHARS) if isinstance(reason, str) and reason.strip() else None
         evidence = data.get("evidence")
         quotes = [q for q in evidence if isinstance(q, str)][:MAX_EVIDENCE] if isinstance(evidence, list) else []
+        quotes = [clip(q, MAX_REASON_CHARS) for q in quotes]
         return self.value_of(raw), reason, quotes
 
     def value_of(self, raw):

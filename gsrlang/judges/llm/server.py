@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -137,12 +136,10 @@ class KnowledgeStore:
         entry = dict(data["servers"].get(key) or {})
         entry.update({"base_url": base_url, "model": model, **facts, "updated": round(time.time(), 3)})
         data["servers"][key] = entry
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".servers-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
+        from gsrlang.safeio import write_atomic
+
+        try:  # whole or not at all; a full disk leaves the old file and no temporary one
+            write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError:
             pass
 

@@ -12,11 +12,12 @@ docs/scale.md for clusters and sizing):
   records as text. Actors are created with unlimited restarts and task retries: an actor
   killed mid-block is restarted by Ray, which runs the block again.
 * **Order and resume.** The driver stores each finished block beside the output, in the
-  work directory `OUT.gsr-ray/` (`block-000012.results.jsonl`, `.trace.jsonl`, then
+  work folder `OUT.gsr-ray/`, which it makes (`block-000012.results.jsonl`, `.trace.jsonl`, then
   `.done.json` last, each written whole and renamed into place). A driver killed and
   started again with the same command skips every block whose `.done.json` exists. When
   every block is done, the blocks are concatenated in input order into `--out` (JSONL or
-  Parquet) and `--trace` (ending with the run summary), and the work directory is removed.
+  Parquet) and `--trace` (ending with the run summary), and gsr removes its own files from
+  the work folder, then the folder if that emptied it (never anything it did not write).
 * **Judgment cache.** Workers need no shared disk: the cache is the driver's SQLite file
   (`--cache`), served by one `_CacheServer` actor pinned to the driver's node. Every
   judgment an actor buys is stored there as soon as it is answered, so neither a retried
@@ -42,10 +43,12 @@ from gsrlang.runtime.batch import (RunSummary, _open, end_results, label_reader,
 from gsrlang.runtime.engines import EngineError, RunJob
 from gsrlang.runtime.executor import ItemRun
 from gsrlang.runtime.trace import dumps
+from gsrlang.safeio import write_atomic
 
 __all__ = ["run"]
 
 WORK_FORMAT = 1  # the work directory's layout; a directory of another format is not resumed
+MARK = "run.json"  # what marks a work folder as gsr's (and records what run it belongs to)
 
 
 def run(job: RunJob, registry, on_item=None) -> RunSummary:
@@ -215,13 +218,33 @@ class _Run:
     # ---------------------------------------------------------------- the work directory
 
     def _work_dir(self, given: str | None) -> tuple[Path, bool]:
-        target = given or next((p for p in (self.job.out, self.job.trace) if p and p != "-"), None)
-        if target is None:  # nothing is kept: no resume
+        """The work folder: one gsr makes (and marks with its `run.json`) inside `--work-dir DIR` (default: the
+        output's folder), named after the output, `OUT.gsr-ray`. It is never DIR itself, so `--work-dir .`
+        leaves the project as it was; it is checked against every input and output of the run (safeio), and
+        a folder of that name that gsr did not make (no `run.json` of its own) is refused, never used."""
+        from gsrlang.safeio import check_work_dir
+
+        target = next((p for p in (self.job.out, self.job.trace) if p and p != "-"), None)
+        if target is None and not given:  # nothing is kept: no resume
             return Path(tempfile.mkdtemp(prefix="gsr-ray-")), True
-        work = Path(given) if given else Path(target + ".gsr-ray")
+        if given and not os.path.isdir(given):
+            raise EngineError(f"--work-dir {given}: {'not a folder' if os.path.exists(given) else 'no such folder'}"
+                              " (gsr makes its work folder inside it)")
+        name = (Path(target).name if target else "run") + ".gsr-ray"
+        work = Path(given) / name if given else Path(target).with_name(name)
+        args = self.job.args
+        check_work_dir("the work folder", work,
+                       [("PROGRAM", self.job.program_path), ("--data", self.job.data),
+                        ("--fewshot", getattr(args, "fewshot", None)),
+                        ("--judge-config", getattr(args, "judge_config", None))],
+                       [("--out", self.job.out), ("--trace", self.job.trace),
+                        ("--cache", self.job.judges.cache_path)])
         manifest = self._manifest()
-        mine = work / "run.json"
-        if mine.exists():
+        mine = work / MARK
+        if os.path.lexists(work):
+            if work.is_symlink() or not work.is_dir() or not mine.is_file():
+                raise EngineError(f"{work} exists and is not a work folder gsr made (it has no {MARK} of gsr's): "
+                                  "move it away, or choose another --work-dir; nothing was changed")
             try:
                 found = json.loads(mine.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -229,17 +252,23 @@ class _Run:
             if found != manifest:
                 raise EngineError(f"{work} holds an unfinished run of another program, data or settings; "
                                   "delete it to start afresh, or rerun that run's command to finish it")
-        else:
-            try:
-                work.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise EngineError(f"cannot create the work directory {work}: {exc.strerror or exc}") from None
-            _write_whole(mine, json.dumps(manifest))
+            return work, False
+        # made whole, then renamed into place: a folder of that name is gsr's only if it holds run.json
+        try:
+            fresh = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=work.parent))
+        except OSError as exc:
+            raise EngineError(f"cannot create the work folder {work}: {exc.strerror or exc}") from None
+        try:
+            write_atomic(fresh / MARK, json.dumps(manifest))
+            os.rename(fresh, work)
+        except OSError as exc:
+            _remove_own(fresh, 0)
+            raise EngineError(f"cannot create the work folder {work}: {exc.strerror or exc}") from None
         return work, False
 
     def _manifest(self) -> dict:
         job = self.job
-        return {"format": WORK_FORMAT, "program": job.program.content_hash, "data": str(job.data),
+        return {"made_by": "gsr run --engine ray", "format": WORK_FORMAT, "program": job.program.content_hash, "data": str(job.data),
                 "data_stamp": _stamp(job.data), "judges": job.judges.fingerprint(),
                 "columns": attrs.asdict(job.columns, value_serializer=lambda _, __, v: list(v)
                                         if isinstance(v, tuple) else v),
@@ -258,8 +287,8 @@ class _Run:
         finally:
             self.summary.seconds = time.perf_counter() - t0
             if self.temporary:  # nothing to resume from
-                shutil.rmtree(self.work, ignore_errors=True)
-        shutil.rmtree(self.work, ignore_errors=True)  # the run is complete: its blocks are in --out and --trace
+                _remove_own(self.work, self.blocks)
+        _remove_own(self.work, self.blocks)  # the run is complete: its blocks are in --out and --trace
         self.summary.judges = self.usage
         return self.summary
 
@@ -412,10 +441,31 @@ def _item_run(line: dict) -> ItemRun:
 
 def _write_whole(path: Path, text: str) -> None:
     """Write a file so that it exists whole or not at all (a killed driver leaves no half block)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text, newline="")
+
+
+BLOCK_PARTS = ("results.jsonl", "trace.jsonl", "done.json")
+
+
+def _remove_own(work: Path, blocks: int) -> None:
+    """Remove what gsr wrote in its work folder, by name: the block files of blocks 0..blocks-1, run.json and
+    the temporary files of interrupted writes of these (`.NAME.*.tmp`); then the folder, only if that left
+    it empty. Nothing else is touched, whatever else the folder holds."""
+    own = {MARK, *(f"block-{i:06d}.{part}" for i in range(blocks) for part in BLOCK_PARTS)}
+    try:
+        names = os.listdir(work)
+    except OSError:
+        return
+    for entry in names:
+        base = entry[1:].rsplit(".", 2)[0] if entry.startswith(".") and entry.endswith(".tmp") else entry
+        if entry in own or (base in own and entry != base):
+            try:
+                if not os.path.islink(work / entry) and os.path.isfile(work / entry):
+                    os.unlink(work / entry)
+            except OSError:
+                pass
+    try:
+        os.rmdir(work)  # fails, harmlessly, when something not gsr's is left in it
+    except OSError:
+        pass
 

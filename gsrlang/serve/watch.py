@@ -1,0 +1,79 @@
+"""`gsr serve --watch`: reload the program when its file changes, if the new version checks.
+
+The file is looked at every `interval` seconds (its size and modification time; a change in either is
+read and checked). A version that does not check, or that the judges cannot serve, is refused: the
+diagnostics are logged, the program already served goes on serving, and the refusal is counted in
+`gsr_reloads_total{outcome="refused"}`. A version that checks is served from the next request on; each
+response names the hash of the program that scored it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+log = logging.getLogger("gsrlang.serve")
+
+__all__ = ["Watcher"]
+
+
+def _stamp(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+class Watcher:
+    def __init__(self, path: str, engine, metrics=None, interval: float = 1.0):
+        self.path = path
+        self.engine = engine
+        self.metrics = metrics
+        self.interval = interval
+        self._stamp = _stamp(path)
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.ensure_future(self._poll())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            stamp = _stamp(self.path)
+            if stamp is None or stamp == self._stamp:
+                continue
+            self._stamp = stamp
+            await self.reload()
+
+    async def reload(self) -> bool:
+        """Load, check and serve the file's current version; False (and logged) when it is refused. The check
+        runs in a thread: requests are served meanwhile."""
+        from gsrlang.api import GsrError, load
+
+        old = self.engine.current.program
+        try:
+            program = await asyncio.to_thread(load, self.path)
+            if program.hash == old.hash:
+                return True  # touched, not changed
+            self.engine.swap(program)
+        except GsrError as exc:
+            log.error("%s changed but is refused; still serving %s (%s):\n%s", self.path, old.name,
+                      old.hash.split(":")[-1][:12], exc)
+            if self.metrics is not None:
+                self.metrics.reloads.labels("refused").inc()
+            return False
+        log.info("reloaded %s: now serving %s (%s), was %s", self.path, program.name,
+                 program.hash.split(":")[-1][:12], old.hash.split(":")[-1][:12])
+        if self.metrics is not None:
+            self.metrics.reloads.labels("loaded").inc()
+        return True
