@@ -71,7 +71,7 @@ def add_column_arguments(p) -> None:
     g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
     g.add_argument("--response-field", default="response", metavar="NAME", help="the response (default: response)")
     g.add_argument("--responses", metavar="A,B", help="the two responses of a pairwise item")
-    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the line number)")
+    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the data's `id` column when it has one, else the line number)")
     g.add_argument("--label-field", metavar="NAME", help="the human label")
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
@@ -91,7 +91,10 @@ def load_table(program, args, mode: str, label: str):
             raise UsageError("--data needs --label-field (the human label to learn from)")
         responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
         try:
-            columns = ColumnMap(args.input_field, responses, args.id_field, args.label_field, args.reference_field)
+            from gsrlang.data import default_id_field
+
+            id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
+            columns = ColumnMap(args.input_field, responses, id_field, args.label_field, args.reference_field)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
