@@ -20,6 +20,11 @@ estimate itself. With GSR_REAL_BASE_URL set, the same over the real-model tier's
 (6 items, 3 and 3) against that server. The figures are deterministic for the fake server (one run);
 the real model's answer lengths vary, so it is repeated (GSR_BENCH_REPEATS, default 2) with
 min/median/max.
+
+Last measured (2026-12-01): fake server, all three examples: calls 1.000 (both ways), prompt tokens
+1.07-1.10, completion 1.000 from a previous trace (6.67 with the 60-token guess). llama.cpp tier
+(SmolLM2-135M): calls 1.000 / 1.118, prompt tokens 0.836 / 0.986, completion 4.02 / 1.24 (no
+history / from a previous trace; both repeats alike).
 """
 
 from __future__ import annotations

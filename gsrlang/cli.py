@@ -38,6 +38,7 @@ COMMANDS = {
     "report": "report",
     "serve": "serve",
     "trust": "trust",
+    "batch": "batch",
     "lsp": "lsp",
 }
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["READS", "Needs", "program_needs"]
+__all__ = ["READS", "Needs", "column_map", "program_needs"]
 
 #: What each judge kind reads from a row, for help texts and docs.
 READS = {
@@ -65,3 +65,19 @@ def program_needs(program) -> Needs:
             if p.kind == "human" and p.args.get("field"):
                 fields.append((str(p.args["field"]), node.id))
     return Needs(tuple(inp), tuple(resp), tuple(dict.fromkeys(fields)))
+
+
+def column_map(program, mode: str, input_field: str = "input", responses: tuple[str, ...] = ("response",),
+               id_field: str | None = None, label_field: str | None = None, reference_field: str | None = None):
+    """The one place that decides which columns of a row an item needs: the `ColumnMap` of the given fields that
+    asks a row only for what `program`'s criteria read (`gsr run` and `gsr tune --data` both read rows through
+    it). `program` None: every configured column (per-item programs, whose criteria are not known yet).
+    ValueError for a malformed field name."""
+    from gsrlang.data import ColumnMap
+
+    extra = {}
+    if program is not None:
+        needs = program_needs(program)
+        extra = {"read_input": bool(needs.input), "read_responses": bool(needs.responses),
+                 "fields": needs.field_columns(1 if mode == "pointwise" else 2)}
+    return ColumnMap(input_field, responses, id_field, label_field, reference_field, **extra)

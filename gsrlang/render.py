@@ -33,6 +33,7 @@ import attrs
 
 from gsrlang.program import Node, Program
 from gsrlang.safeio import write_atomic
+from gsrlang.trace import TraceView
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -479,13 +480,10 @@ class _Overlay:
     def __init__(self, program: Program, trace: TraceItem):
         self.program = program
         self.trace = trace
-        self.fired: set[str] = set()  # gates whose trigger held for some candidate
-        self.changed: set[str] = set()  # ... and whose value differs from their base's for such a candidate
-        for node in program.nodes:
-            if node.kind == "gate" and self._fires(node):
-                self.fired.add(node.id)
-                if self._changes(node):
-                    self.changed.add(node.id)
+        self.view = TraceView(trace.outputs, {n.id: _inputs_by_port(n) for n in program.nodes},
+                              {n.id: n.kind for n in program.nodes}, same=_same)
+        self.fired: set[str] = set(self.view.fired_gates())  # gates whose trigger held for some candidate
+        self.changed: set[str] = set(self.view.score_changes())  # ... and that changed their base's value
         self.path_nodes, self.path_edges = self._decision_path()
 
     def values(self, node_id: str) -> tuple | None:
@@ -513,7 +511,7 @@ class _Overlay:
             else:
                 parts.append(f"<B>{_esc(cand)}</B>: {_esc(_fmt_value(v))}")
         if gates and node.id in self.fired:
-            who = [c for c, t in zip(self.trace.candidates, self._trigger_values(node)) if t is True]
+            who = [c for c, t in zip(self.trace.candidates, self.view.trigger(node.id)) if t is True]
             if node.id in self.changed:
                 parts.append(f'<FONT COLOR="{FIRED_COLOR}"><B>fired</B> ({_esc(", ".join(who))})</FONT>')
             else:
@@ -540,23 +538,6 @@ class _Overlay:
                      extra=' BGCOLOR="#ffffff"')]
 
     # which gates fired, and which inputs decided each node's value
-    def _trigger_values(self, node: Node) -> tuple:
-        trig = node.port_inputs("trigger")
-        if not trig:
-            return ()
-        return self.values(trig[0].source) or ()
-
-    def _fires(self, node: Node) -> bool:
-        return any(t is True for t in self._trigger_values(node))
-
-    def _changes(self, node: Node) -> bool:
-        """Whether the gate's value differs from its base's for some candidate whose trigger held."""
-        base = node.port_inputs("base")
-        out = self.values(node.id) or ()
-        base_vals = (self.values(base[0].source) or ()) if base else ()
-        return any(t is True and not _same(o, b)
-                   for t, o, b in zip(self._trigger_values(node), out, base_vals))
-
     def _deciding_inputs(self, node: Node) -> Iterable:
         """The inputs that determined `node`'s value, for at least one candidate."""
         if node.kind == "gate":
@@ -604,6 +585,14 @@ def decision_path(program: Program, trace: TraceItem) -> DecisionPath:
     """The decision path the overlay draws, for other views of a trace (the HTML report)."""
     o = _Overlay(program, trace)
     return DecisionPath(frozenset(o.path_nodes), frozenset(o.path_edges), frozenset(o.fired), frozenset(o.changed))
+
+
+def _inputs_by_port(node: Node) -> dict[str, list[str]]:
+    """{port: [source ids in slot order]} of a program node, as a trace record lists them."""
+    out: dict[str, list] = {}
+    for inp in sorted(node.inputs, key=lambda i: -1 if i.slot is None else i.slot):
+        out.setdefault(inp.port, []).append(inp.source)
+    return out
 
 
 def _same(a, b) -> bool:

@@ -37,6 +37,7 @@ import attrs
 
 from gsrlang.data import DataError
 from gsrlang.metrics import metrics_from_results, round_half_up
+from gsrlang.trace import TraceView
 from gsrlang.runtime.fastjson import dumps_line
 
 __all__ = ["ReportError", "Run", "build_report", "load_run"]
@@ -101,12 +102,6 @@ def _first_difference(a: dict, b: dict) -> str:
 
 
 # ---- per-item facts -----------------------------------------------------------------------------------------
-def _gold_category(label, mode: str):
-    if label is None:
-        return None
-    return round_half_up(label) if mode == "pointwise" else label
-
-
 def _disagreement(line: dict, mode: str) -> float | None:
     """How far the prediction is from the gold label: |score - rounded gold| (pointwise); pairwise 0 agree,
     1 a tie against a winner, 2 opposite winners. None without a label or a prediction."""
@@ -124,13 +119,7 @@ def _disagreement(line: dict, mode: str) -> float | None:
 def _item_flags(nodes: dict) -> tuple[bool, bool]:
     """(some criterion abstained, some gate fired) for one trace record's nodes (by id)."""
     abstained = any(j.get("status") == "abstained" for n in nodes.values() for j in n.get("judgments") or ())
-    fired = False
-    for n in nodes.values():
-        if n.get("kind") == "gate":
-            trig = (n.get("inputs") or {}).get("trigger") or [None]
-            out = (nodes.get(trig[0]) or {}).get("output") or ()
-            fired = fired or any(v is True for v in out)
-    return abstained, fired
+    return abstained, bool(TraceView.of_nodes(nodes.values()).fired_gates())
 
 
 class _Strings:

@@ -27,7 +27,9 @@ Usage::
         server.chaos = fn          # fn(body) -> Fault | None, asked per request when the queue is empty
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming; ``stream: true`` gets a
-400) and ``GET /v1/models``.  Anything else is a 404.
+400), ``GET /v1/models``, and the Files and Batch APIs (``server.batch``, see
+tests/fakebatch.py: its lines are answered by the same logic as the online endpoint).
+Anything else is a 404.
 
 ``llamacpp = True`` imitates llama-cpp-python 0.3's server as met in practice:
 ``response_format`` of type ``json_schema`` gets **HTTP 500** with the pydantic
@@ -141,6 +143,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+try:
+    from fakebatch import BatchAPI, error_body
+except ImportError:  # tests/ imported as a package
+    from tests.fakebatch import BatchAPI, error_body
 
 __all__ = [
     "FakeOpenAI",
@@ -391,13 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _error(self, status: int, message: str, headers: Mapping[str, str] | None = None, param: str | None = None) -> None:
-        etype = {
-            400: "invalid_request_error",
-            401: "authentication_error",
-            404: "not_found_error",
-            429: "rate_limit_exceeded",
-        }.get(status, "server_error" if status >= 500 else "invalid_request_error")
-        self._send(status, {"error": {"message": message, "type": etype, "param": param, "code": None}}, headers)
+        self._send(status, error_body(status, message, param), headers)
 
     def _drop(self, rst: bool = True) -> None:
         """Close the connection without sending anything."""
@@ -413,7 +414,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         fake = self.server.fake
-        if self.path.rstrip("/") == "/v1/models":
+        if fake.batch.handles(self.path):
+            fake.batch.get(self)
+        elif self.path.rstrip("/") == "/v1/models":
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fakeserver"} for m in fake.models]
             self._send(200, {"object": "list", "data": data})
         else:
@@ -423,6 +426,9 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if fake.batch.handles(self.path):
+            fake.batch.post(self, raw)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"fakeserver: no route POST {self.path}")
             return
@@ -477,6 +483,7 @@ class FakeOpenAI:
         self._ids = itertools.count(1)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.batch = BatchAPI(self)  # the Files and Batch APIs (tests/fakebatch.py)
 
     # ---- lifecycle
 

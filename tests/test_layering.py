@@ -5,7 +5,8 @@ that hides a back-arrow is caught too. Lowest first:
 
     records (attrs classes with a shared repr), span, types, tasks (the task settings), judgment (Judgment,
     ABSTAIN), diagnostics
-    syntax -> catalog -> program (the checked program's data model) -> check
+    syntax -> catalog -> program (the checked program's data model) -> semantics (the operator kernels: a leaf with
+    no I/O, see tests/test_kernels.py) -> trace (TraceView) -> check
     -> runtime -> judges -> commands -> cli
 """
 
@@ -16,8 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "gsrlang"
 
-LAYERS = ["records", "span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "check", "runtime",
-          "judges", "commands", "cli"]
+LAYERS = ["records", "span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "semantics",
+          "trace", "check", "runtime", "judges", "commands", "cli"]
 
 
 def _modules() -> dict[str, Path]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gsrlang.catalog import default_catalog
 from gsrlang.check.driver import analyze
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.operators import OPERATORS, apply, param_names, port_names
+from oracle_operators import OPERATORS, apply, param_names, port_names
 from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
 from gsrlang.types import BOOL, JType, ordinal
 

@@ -243,10 +243,6 @@ def _procedure(ctx: Context, proc: ast.Procedure, t: JType | None, path) -> Proc
     return ProcedureSpec(kind.name, name, values)
 
 
-def _arg_span(args, name, proc):
-    return next((a.value.span for a in args if a.name and a.name.name == name), proc.span)
-
-
 def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc, fill_defaults: bool) -> dict | None:
     values, ok, misplaced = {}, True, False
     given: set[str] = set()  # named, even with a value that did not check (no "missing" report for it then)

@@ -58,6 +58,6 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
                         "JudgeDecl": "judge kind signatures", "EnumDecl": "enum declarations"}[type(item).__name__]
                 ctx.error("GSR107", f"{what} belong in the stdlib, not in a rubric", item.span, path=path,
                           help="declare the operator in stdlib/operators.gsr and implement it in "
-                               "gsrlang/runtime/operators.py")
+                               "gsrlang/semantics/kernels.py")
     if ctx.header is not None and ctx.header.kind == "fragment":
         return

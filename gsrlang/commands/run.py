@@ -115,6 +115,9 @@ def add_arguments(p) -> None:
     from gsrlang.judges.llm.options import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
+    from gsrlang.commands.batch import add_run_arguments
+
+    add_run_arguments(p)  # --batch, --batch-export, --batch-import, ...
 
 
 def load_program(path: str):
@@ -278,8 +281,7 @@ def print_summary(summary, program, args, stream) -> None:
 
 def _columns(args, mode: str, program=None, default_ids: bool = True):
     """The columns to read; with `program`, only those its criteria read (gsrlang.columns)."""
-    from gsrlang.columns import program_needs
-    from gsrlang.data import ColumnMap
+    from gsrlang.columns import column_map, program_needs
 
     needs = program_needs(program) if program is not None else None
     need = 1 if mode == "pointwise" else 2
@@ -299,10 +301,6 @@ def _columns(args, mode: str, program=None, default_ids: bool = True):
         raise UsageError("--limit must not be negative")
     if not args.time_limit > 0:
         raise UsageError("--time-limit must be a positive number of seconds")
-    extra = {}
-    if needs is not None:
-        extra = {"read_input": bool(needs.input), "read_responses": bool(needs.responses),
-                 "fields": needs.field_columns(need)}
     id_field = args.id_field
     if id_field is None and default_ids and getattr(args, "data", None):
         from gsrlang.data import DataError, default_id_field
@@ -311,20 +309,18 @@ def _columns(args, mode: str, program=None, default_ids: bool = True):
             id_field = default_id_field(args.data)
         except DataError:
             id_field = None  # the data's own error is reported where it is read
-    args.ids = None if not default_ids else (f"ids: column `{args.id_field}` (--id-field)" if args.id_field is not None else
-                "ids: the data's `id` column (--id-field NAME for another)" if id_field is not None else
-                "ids: line numbers (the data has no `id` column; --id-field NAME names one)")
+    args.ids = None if not default_ids else (
+        f"ids: column `{args.id_field}` (--id-field)" if args.id_field is not None else
+        "ids: the data's `id` column (--id-field NAME for another)" if id_field is not None else
+        "ids: line numbers (the data has no `id` column; --id-field NAME names one)")
     try:
-        return ColumnMap(args.input_field, responses, id_field, args.label_field, args.reference_field,
-                         **extra)
+        return column_map(program, mode, args.input_field, responses, id_field, args.label_field,
+                          args.reference_field)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
 def run(args) -> int:
-    from gsrlang.judges.replica import JudgeRecipe
-    from gsrlang.runtime.engines import RunJob, engine
-
     if args.program is None and args.programs is None:
         raise UsageError("name the program to run (PROGRAM), or per-item programs with --programs INDEX")
     if args.program is not None and args.programs is not None:
@@ -333,6 +329,9 @@ def run(args) -> int:
     _check_engine_options(args)
     _check_cost_options(args)
     check_paths(args)
+    from gsrlang.commands import batch
+
+    batch.check_run_arguments(args)
     if args.programs is not None:
         if args.engine != "local":
             raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
@@ -348,6 +347,17 @@ def run(args) -> int:
     registry, settings = build_registry(program, args)
     if args.budget_usd is not None:
         _check_priced(program, registry)
+    if batch.wanted(args):
+        return batch.run_with_batches(args, program, mode, columns, registry, settings, local=run_local,
+                                      progress=_with_progress, summarize=print_summary, finish=_finish)
+    return run_local(args, program, mode, columns, registry, settings)
+
+
+def run_local(args, program, mode: str, columns, registry, settings) -> int:
+    """Run one checked program on the chosen engine, online; print the summary; the exit status."""
+    from gsrlang.judges.replica import JudgeRecipe
+    from gsrlang.runtime.engines import RunJob, engine
+
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
                  _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
                  short_circuit=args.short_circuit)
@@ -433,6 +443,8 @@ def dry_run(args, program, mode, columns) -> int:
     args.plan = CallPlan()
     registry, settings = build_registry(program, args)
     llm = registry.get("llm")
+    if llm is not None and getattr(args, "batch", False):
+        llm.batch_pricing = True  # the plan of a --batch run: the Batch API's price
     try:
         run_file(program, args.data, columns, registry, mode, None, None, _concurrency(args, settings), args.limit,
                  args.program, short_circuit=False, columnar=False)
@@ -479,6 +491,10 @@ def print_plan(program, mode: str, fc: dict, args) -> None:
     sources = sorted({r["price"] or f"no price for {r['model']}" for r in fc["criteria"].values()})
     print("  dollars: " + "; ".join(sources) + ("" if fc["total"]["cost_usd"] is not None else
                                                  " (unknown: [prices] in gsr.toml sets one)"))
+    if getattr(args, "batch", False):
+        print("  --batch: at the Batch API's price (the price library's batch price, else half the online one); "
+              "the first call of each model, which negotiates structured output, and lines retried online cost "
+              "the online price")
 
 
 def _check_engine_options(args) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -28,12 +29,23 @@ is tuned for the accuracy of its winner. --shrink auto chooses the pull towards
 the written numbers by an inner CV inside each fold (nested, so the reported
 figure stays honest). See docs/learning.md.
 
+Items that share a conversation, prompt or source are not independent: with
+--group-field each group stays in one fold, outer and inner, and the intervals
+are a cluster bootstrap over groups (without it, tune warns of a field that
+looks like a group). --holdout-field / --holdout keep items tuning never sees
+and report the tuned program on them. --baseline cross-validates an ordered
+logit and a linear fit on the same criteria values and folds, beside the
+graph. The tuned program is named NAME_tuned (or --name) and its header names
+the group field and the held-out result. On a terminal a progress bar shows
+the folds, the candidates evaluated and the score so far; --jobs N tunes the
+folds in N processes.
+
 exit status: 0 tuned and written; 1 the program does not check, or the trace
 cannot feed it; 2 bad usage (nothing to tune, too few labels, unreadable files).
 
 examples:
   gsr tune examples/topical_chat/overall.tunable.gsr --data examples/topical_chat/data/dev.jsonl \\
-      --id-field id --label-field scores.overall --input-field context
+      --id-field id --label-field scores.overall --group-field context --shrink auto --baseline
   gsr tune rubric.gsr --trace out/trace.jsonl --all --metric qwk --out rubric.tuned.gsr"""
 
 
@@ -49,9 +61,10 @@ def add_arguments(p) -> None:
                    help="tune every numeric parameter written in the program, not only those marked `in LO..HI`")
     p.add_argument("--metric", choices=METRICS, help="what to report and select on (default: exact for a pointwise "
                    "program, accuracy of the winner for a pairwise one)")
-    p.add_argument("--objective", choices=("surrogate", "metric"), default="surrogate",
+    p.add_argument("--objective", choices=("surrogate", "ordinal", "metric"), default="surrogate",
                    help="surrogate: least squares of the continuous score against the labels, then cut points "
-                        "(default); metric: search the metric itself")
+                        "(default); ordinal: the labels' likelihood under an ordered logit of the sink score, "
+                        "the readout's cut points learned with it; metric: search the metric itself")
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
                    help="the task to tune, for a program that declares both (default: its only task)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
@@ -64,6 +77,23 @@ def add_arguments(p) -> None:
                         "(nested inside the reported CV)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for CIs (default: 1000)")
     p.add_argument("--out", metavar="FILE", help="where to write the tuned program (default: PROGRAM.tuned.gsr)")
+    p.add_argument("--name", metavar="NAME", help="the tuned program's rubric name (default: the program's, "
+                   "without a `_tunable` suffix, with `_tuned`)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="tune the cross-validation folds in N "
+                   "processes (default: 1)")
+    p.add_argument("--baseline", action="store_true", help="also cross-validate an ordered logit and a linear fit "
+                   "on the same criteria values and folds, printed beside the graph (pointwise)")
+    g = p.add_argument_group("groups and held-out items")
+    g.add_argument("--group-field", metavar="FIELD", help="the data's field naming each item's group (a "
+                   "conversation, a prompt, a source): every group stays in one fold, outer and inner, and the "
+                   "intervals are a cluster bootstrap over groups")
+    g.add_argument("--group-data", metavar="FILE", help="with --trace: the data file holding --group-field and "
+                   "--holdout-field (joined by id)")
+    h = g.add_mutually_exclusive_group()
+    h.add_argument("--holdout-field", metavar="FIELD", help="a true/false field: rows marked true are held out, "
+                   "never seen by tuning, and the tuned program's agreement on them is reported")
+    h.add_argument("--holdout", metavar="FILE", help="held-out items in a file of their own (the same kind and "
+                   "columns as --data / --trace), never seen by tuning")
 
 
 def add_column_arguments(p) -> None:
@@ -76,9 +106,11 @@ def add_column_arguments(p) -> None:
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
 
-def load_table(program, args, mode: str, label: str):
-    """The columnar table of the items (from --trace or --data); usage errors for what cannot be read."""
-    from gsrlang.data import ColumnMap, DataError
+def load_table(program, args, mode: str, label: str, path: str | None = None):
+    """The columnar table of the items (from --trace or --data, or `path` of the same kind); usage errors for what
+    cannot be read."""
+    from gsrlang.columns import column_map, program_needs
+    from gsrlang.data import DataError
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.columnar import Table
     from gsrlang.runtime.labels import label_reader
@@ -86,19 +118,22 @@ def load_table(program, args, mode: str, label: str):
 
     try:
         if args.trace:
-            return Table.from_trace(program, args.trace, label)
+            return Table.from_trace(program, path or args.trace, label)
         if not args.label_field:
             raise UsageError("--data needs --label-field (the human label to learn from)")
         responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
-        try:
+        if mode == "pairwise" and not args.responses and not program_needs(program).responses:
+            responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
+        try:  # only the columns the program reads, as `gsr run` asks for them
             from gsrlang.data import default_id_field
 
             id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
-            columns = ColumnMap(args.input_field, responses, id_field, args.label_field, args.reference_field)
+            columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
+                                 args.reference_field)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
-            return Table.from_data(program, args.data, columns, default_registry(), mode,
+            return Table.from_data(program, path or args.data, columns, default_registry(), mode,
                                    label_reader(program, mode, columns))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -126,12 +161,25 @@ def run(args) -> int:
                          + ", ".join(m for m in METRICS if (m in PAIRWISE_METRICS) == (mode == "pairwise")))
     if args.folds < 2:
         raise UsageError("--folds must be at least 2")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
+        raise UsageError(f"--name must be a name (letters, digits, _; not starting with a digit), not `{args.name}`")
+    if args.baseline and mode != "pointwise":
+        raise UsageError("--baseline fits pointwise models: it needs a pointwise program")
+    if args.group_data and not args.trace:
+        raise UsageError("--group-data is for --trace; with --data the groups are read from the data itself")
+    if args.trace and (args.group_field or args.holdout_field) and not args.group_data:
+        raise UsageError(f"with --trace, {'--group-field' if args.group_field else '--holdout-field'} needs "
+                         "--group-data FILE (the data file the run read, joined by id)")
     args.shrink = _shrink(args.shrink)
     out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
     source = args.trace or args.data
     from gsrlang.safeio import check_outputs  # the same path or the same inode (a hard link), as every writer
 
-    check_outputs([("PROGRAM", args.program), ("--trace" if args.trace else "--data", source)], [("--out", out)])
+    inputs = [("PROGRAM", args.program), ("--trace" if args.trace else "--data", source)]
+    inputs += [(flag, path) for flag, path in (("--holdout", args.holdout), ("--group-data", args.group_data)) if path]
+    check_outputs(inputs, [("--out", out)])
     try:
         import scipy  # noqa: F401
     except ImportError:
@@ -144,20 +192,94 @@ def run(args) -> int:
                          "(e.g. `at: 0.25 in 0.1..0.5`), or pass --all to tune every numeric parameter")
     try:
         table = load_table(program, args, mode, f"`{args.program}`")
+        holdout = load_table(program, args, mode, f"`{args.program}`", args.holdout) if args.holdout else None
     except TraceRefused as exc:
         print(f"gsr tune: {exc}", file=sys.stderr)
         return 1
-    return _tune(args, program, ks, table, out, source)
+    return _tune(args, program, ks, table, out, source, holdout)
 
 
-def _tune(args, program, ks, table, out: str, source: str) -> int:
-    from gsrlang.check.driver import analyze
-    from gsrlang.learn.rewrite import file_hash, number_text, tuned_source
-    from gsrlang.learn.stats import paired_report
+def _rows_of(args, table) -> list | None:
+    """Each table row's data record (for --group-field, --holdout-field and the group warning): the data
+    file's rows in order, or with --trace the --group-data rows joined by id; None where a row has none.
+    Each record comes with the place messages name (`line 17`)."""
+    from gsrlang.data import DataError, read_rows
+
+    path = args.data or args.group_data
+    if path is None:
+        return None
+    try:
+        rows = [(r.record, r.where) for r in read_rows(path)]
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    if args.data and len(rows) == len(table):
+        return rows
+    by_id = {}
+    for i, (record, where) in enumerate(rows):
+        key = (record.get(args.id_field) if args.id_field else str(i + 1)) if isinstance(record, dict) else None
+        by_id.setdefault(str(key), (record, where))
+    return [by_id.get(str(i), (None, None)) for i in table.ids]
+
+
+def _groups(args, rows, n: int) -> tuple[list | None, int]:
+    """(each row's group or None, rows without the field)."""
+    from gsrlang.data import MissingFieldError, get_path
+    from gsrlang.learn.groups import group_key
+
+    if not args.group_field:
+        return None, 0
+    out = []
+    for record, _ in rows:
+        try:
+            out.append(group_key(get_path(record, args.group_field)) if isinstance(record, dict) else None)
+        except MissingFieldError:
+            out.append(None)
+    return out, sum(g is None for g in out)
+
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+def _holdout_mask(args, rows) -> list[bool]:
+    """Per row: held out (--holdout-field true) or not; a UsageError names the first value that is neither."""
+    from gsrlang.data import MissingFieldError, get_path
+
+    out = []
+    for record, where in rows:
+        try:
+            value = get_path(record, args.holdout_field) if isinstance(record, dict) else None
+        except MissingFieldError:
+            value = None
+        if isinstance(value, bool):
+            out.append(value)
+        elif isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            out.append(value.strip().lower() in _TRUE)
+        else:
+            shown = "no value" if value is None else f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
+            raise UsageError(f"--holdout-field {args.holdout_field}: {where or 'a row'} has {shown}, not true or "
+                             "false (every row must say whether it is held out)")
+    return out
+
+
+def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     import attrs
+    import numpy as np
 
-    from gsrlang.learn.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit, labelled_index
+    from gsrlang.check.driver import analyze
+    from gsrlang.learn.groups import groups_note
+    from gsrlang.learn.rewrite import file_hash, number_text, tuned_name, tuned_source
+    from gsrlang.learn.stats import paired_report
+    from gsrlang.learn.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit, labelled_index, predict
 
+    rows = _rows_of(args, table) if (args.group_field or args.holdout_field or args.data) else None
+    groups, no_group = _groups(args, rows, len(table)) if rows is not None else (None, 0)
+    if args.holdout_field:
+        held = np.array(_holdout_mask(args, rows), bool)
+        keep = np.flatnonzero(~held)
+        holdout, holdout_groups = table.take(np.flatnonzero(held)), _pick(groups, np.flatnonzero(held))
+        table, groups = table.take(keep), _pick(groups, keep)
+    else:
+        holdout_groups = None
     n = len(table)
     labelled = len(labelled_index(table))
     missing = n - labelled - table.label_errors
@@ -166,64 +288,229 @@ def _tune(args, program, ks, table, out: str, source: str) -> int:
     if labelled < n:
         print(f"  left out: {table.label_errors} unusable label{'s' if table.label_errors != 1 else ''}, "
               f"{missing} missing")
+    if holdout is not None:
+        where = f"`{args.holdout_field}` true" if args.holdout_field else args.holdout
+        print(f"  held out ({where}): {len(labelled_index(holdout))} labelled items, never seen by tuning")
+    if groups is not None:
+        index = labelled_index(table)
+        print(f"  groups (`{args.group_field}`): {groups_note([groups[i] for i in index])}; each stays in one fold")
+        if no_group:
+            print(f"gsr tune: warning: {no_group} row{'s' if no_group != 1 else ''} without `{args.group_field}`: "
+                  "each is a group of its own", file=sys.stderr)
+    elif args.data:
+        _warn_group_candidates(args, rows)
     settings = FitSettings(metric=args.metric, objective=args.objective, shrink=args.shrink, seed=args.seed)
     p = program.readout.pointwise
     scale = (p.lo, p.hi) if p is not None else None
+    progress = _progress(args.folds, args.metric, scale, table)
     try:
-        cv = cross_validate(program, ks, table, args.folds, settings)
+        with progress:
+            cv = cross_validate(program, ks, table, args.folds, settings, groups=groups, jobs=args.jobs,
+                                progress=progress)
+            index = labelled_index(table)
+            shrink_text = str(args.shrink)
+            if args.shrink is None:
+                progress.stage("choosing the shrinkage on all items")
+                picked, scores = choose_shrink(program, ks, table.take(index), settings, _pick(groups, index),
+                                               progress)
+                settings = attrs.evolve(settings, shrink=picked)
+                shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV "
+                               f"{args.metric}: " + ", ".join(f"{k:g}: {v:.3f}" for k, v in scores.items()) + ")")
+            progress.stage("tuning on all items")
+            theta = fit(program, ks, table.take(index), settings, progress=progress)
     except TuneError as exc:
         raise UsageError(str(exc)) from None
-    report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed)
+    report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed,
+                           groups=cv.groups)
     nested = ", each fold choosing its shrinkage on its own training items (nested)" if args.shrink is None else ""
-    print(f"\n{args.folds}-fold cross-validation (seed {args.seed}){nested}, on the held-out folds:")
+    by = f", folds by `{args.group_field}`" if groups is not None else ""
+    print(f"\n{args.folds}-fold cross-validation (seed {args.seed}{by}){nested}, on the held-out folds:")
     shown = (("exact", "within1", "qwk", "mae", "spearman", "pearson") if table.mode == "pointwise"
              else ("accuracy", "valid_only_accuracy", "coverage"))
-    w = max(len(k) for k in shown) + 2
-    print(f"  {'metric':<{w}}{'untuned':>24}{'tuned':>24}{'paired difference':>27}")
-    for key in shown:
-        r = report[key]
-        print(f"  {key:<{w}}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
-              f"{_ci(r['diff'], r['ci95'], True):>27}")
+    extra = {}
+    if args.baseline:
+        from gsrlang.learn.baseline import baseline_predictions
+
+        models = baseline_predictions(program, table.take(index), cv.golds, cv.fold_of)
+        extra = {name: paired_report("pointwise", preds, cv.tuned, cv.golds, scale, args.bootstrap, args.seed,
+                                     groups=cv.groups) for name, preds in models.items()}
+    _print_table(shown, report, extra)
+    if cv.shrinks:
+        print("  shrinkage chosen per fold: " + ", ".join(f"{x:g}" for x in cv.shrinks))
+    if args.shrink is None:
+        print(f"\nshrinkage: {shrink_text}")
     chosen = report[args.metric]
 
-    index = labelled_index(table)
-    shrink_text = str(args.shrink)
-    if args.shrink is None:
-        try:
-            picked, scores = choose_shrink(program, ks, table.take(index), settings)
-        except TuneError as exc:
-            raise UsageError(str(exc)) from None
-        settings = attrs.evolve(settings, shrink=picked)
-        shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV {args.metric}: "
-                       + ", ".join(f"{k:g}: {v:.3f}" for k, v in scores.items()) + ")")
-        print(f"\nshrinkage: {shrink_text}")
-    theta = fit(program, ks, table.take(index), settings)
     values = [min(k.hi, max(k.lo, float(number_text(v)))) for k, v in zip(ks, theta)]
+    tuned_program_name = args.name or tuned_name(program.name)
     header = [
-        f"tuned from {args.program} ({program.content_hash})",
+        f"tuned from {args.program} ({program.content_hash}) as {tuned_program_name}",
         f"data: {source} ({file_hash(source)}), {labelled} labelled items of {n}",
         f"metric: {args.metric}; objective: {args.objective}; shrink: {shrink_text}; "
-        f"{args.folds}-fold CV{' (nested)' if nested else ''}, seed {args.seed}",
+        f"{args.folds}-fold CV{' (nested)' if nested else ''}, seed {args.seed}"
+        + (f"; groups: `{args.group_field}` ({groups_note(cv.groups)}), each in one fold" if groups is not None
+           else "; folds by item (no --group-field)"),
         f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
-        f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples)",
+        f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples"
+        + (" over groups)" if groups is not None else ")"),
     ]
+    if extra:
+        header.append("baseline CV " + args.metric + ": " + "; ".join(
+            f"{name} {_ci(r[args.metric]['a'], r[args.metric]['a_ci95'])}" for name, r in extra.items()))
+    if holdout is not None:
+        line = _report_holdout(args, program, ks, theta, holdout, holdout_groups, scale)
+        if line:
+            header.append(line)
     from gsrlang.syntax.parser import decode_source
 
     # the text exactly as the checker read it (no newline translation: the knobs' spans are offsets into it)
     text, _ = decode_source(Path(args.program).read_bytes())
-    tuned_text = tuned_source(text, ks, values, header)
+    tuned_text = tuned_source(text, ks, values, header, name=tuned_program_name)
     analysis = analyze(tuned_text, out)
     if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
         raise RuntimeError("the tuned program does not check: " + "; ".join(d.message for d in analysis.errors))
     from gsrlang.safeio import write_atomic
 
     write_atomic(out, tuned_text)  # an old tuned file stays whole until the new one is (a full disk: the old)
-    print(f"\nwrote {out} (tuned on all {labelled} labelled items):")
+    print(f"\nwrote {out} ({tuned_program_name}, tuned on all {labelled} labelled items):")
     width = max(len(k.name) for k in ks)
     for k, v in zip(ks, values):
         print(f"  {k.name:<{width}}  {number_text(k.start):>7} -> {number_text(v):<7} (in {number_text(k.lo)}.."
               f"{number_text(k.hi)})")
     return 0
+
+
+def _pick(groups, index):
+    return None if groups is None else [groups[i] for i in index]
+
+
+def _print_table(shown, report, extra: dict) -> None:
+    """The CV metrics: untuned, tuned and their paired difference; then each baseline model and tuned - model."""
+    w = max(len(k) for k in shown) + 2
+    head = f"  {'metric':<{w}}{'untuned':>24}{'tuned':>24}{'paired difference':>27}"
+    for name in extra:
+        head += f"{name:>24}{'tuned - ' + name:>27}"
+    print(head)
+    for key in shown:
+        r = report[key]
+        line = (f"  {key:<{w}}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
+                f"{_ci(r['diff'], r['ci95'], True):>27}")
+        for e in extra.values():
+            line += f"{_ci(e[key]['a'], e[key]['a_ci95']):>24}{_ci(e[key]['diff'], e[key]['ci95'], True):>27}"
+        print(line)
+
+
+def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | None:
+    """Print the tuned and untuned program's agreement on the held-out items; the header's line for it."""
+    from gsrlang.learn.stats import paired_report
+    from gsrlang.learn.tune import labelled_index, predict
+    from gsrlang.runtime.columnar import Evaluator
+
+    index = labelled_index(holdout)
+    if not len(index):
+        print("\nheld out: no labelled items", file=sys.stderr)
+        return None
+    items = holdout.take(index)
+    tuned = predict(program, ks, theta, items)
+    untuned = Evaluator(program).run(items).predictions()
+    report = paired_report(items.mode, untuned, tuned, list(items.labels), scale, args.bootstrap, args.seed,
+                           groups=_pick(groups, index))
+    r = report[args.metric]
+    where = f"`{args.holdout_field}` true" if args.holdout_field else args.holdout
+    print(f"\nheld out ({where}, {len(index)} labelled items never seen by tuning): {args.metric} tuned "
+          f"{_ci(r['b'], r['b_ci95'])}, untuned {_ci(r['a'], r['a_ci95'])}, paired difference "
+          f"{_ci(r['diff'], r['ci95'], True)}")
+    return (f"held out ({where}, {len(index)} items): {args.metric} tuned {_ci(r['b'], r['b_ci95'])}, "
+            f"untuned {_ci(r['a'], r['a_ci95'])}, paired difference {_ci(r['diff'], r['ci95'], True)}")
+
+
+def _warn_group_candidates(args, rows) -> None:
+    """Warn when the data has a field that looks like a group (many rows share one value) and none was given."""
+    from gsrlang.learn.groups import group_candidates
+
+    records = [r for r, _ in rows or () if isinstance(r, dict)]
+    found = group_candidates(records, args.folds, exclude=[f for f in (args.id_field, args.label_field,
+                                                                       args.response_field) if f])
+    if found:
+        name, distinct, total = found[0]
+        also = f" (also: {', '.join(f'`{f}`' for f, _, _ in found[1:4])})" if len(found) > 1 else ""
+        print(f"gsr tune: warning: rows share values of `{name}` ({distinct} values over {total} rows){also}: if "
+              f"rows that share one are not independent (one conversation, prompt or source), pass --group-field "
+              f"{name} so that each group stays in one fold; folds by row are optimistic", file=sys.stderr)
+
+
+def _progress(folds: int, metric: str, scale, table):
+    """A progress bar on stderr when it is a terminal (rich): fold i of k, candidates evaluated, best so far;
+    otherwise a silent counter."""
+    from gsrlang.learn.tune import Progress
+
+    if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
+        return _Bar(folds, metric, scale, table)
+
+    class Quiet(Progress):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    return Quiet()
+
+
+def _Bar(folds: int, metric: str, scale, table):
+    import threading
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+
+    from gsrlang.learn.tune import Progress, labelled_index, score_of
+
+    golds = [table.labels[i] for i in labelled_index(table)]
+
+    class Bar(Progress):
+        def __init__(self):
+            super().__init__()
+            self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                    TextColumn("folds {task.completed:.0f}/{task.total:.0f}"),
+                                    TextColumn("{task.fields[evals]:,} candidates"), TextColumn("{task.fields[best]}"),
+                                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("tuning", total=folds, evals=0, best="")
+            self.done: dict = {}
+            self.shared = None
+            self.stop = threading.Event()
+
+        def __enter__(self):
+            self.bar.start()
+            threading.Thread(target=self._poll, daemon=True).start()
+            return self
+
+        def __exit__(self, *exc):
+            self.stop.set()
+            self.bar.stop()
+            return False
+
+        def _total(self) -> int:
+            return self.evaluated + (self.shared[0].value if self.shared else 0)
+
+        def _poll(self):
+            while not self.stop.wait(0.25):
+                self.bar.update(self.task, evals=self._total())
+
+        def stage(self, text):
+            self.bar.update(self.task, description=text)
+
+        def watch(self, count, best):
+            self.shared = (count, best)
+
+        def fold_done(self, fold, total, predictions):
+            self.done.update(predictions)
+            keys = sorted(self.done)
+            value = score_of(table.mode, metric, [self.done[i] for i in keys], [golds[i] for i in keys], scale)
+            value = -value if metric == "mae" else value
+            self.bar.update(self.task, advance=1, evals=self._total(),
+                            best=f"{metric} so far {value:.3f} ({len(self.done)} items)")
+
+    return Bar()
 
 
 def _shrink(text: str) -> float | None:

@@ -15,7 +15,7 @@ from typing import Sequence
 from gsrlang.span import source_lines
 from gsrlang.syntax.formatter import format_source
 
-__all__ = ["HEADER_PREFIX", "file_hash", "number_text", "tuned_source"]
+__all__ = ["HEADER_PREFIX", "file_hash", "number_text", "tuned_name", "tuned_source"]
 
 HEADER_PREFIX = "# gsr tune: "
 
@@ -34,10 +34,37 @@ def number_text(x: float, digits: int = 4) -> str:
     return str(int(v)) if v.is_integer() else repr(v)
 
 
-def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Sequence[str]) -> str:
-    """The program text with each knob's number replaced by its value (ranges kept), formatted, under `header`."""
-    edits = sorted(((k.span, f"{number_text(v)} in {number_text(k.lo)}..{number_text(k.hi)}")
-                    for k, v in zip(knobs, values) if k.span is not None), key=lambda e: e[0].start, reverse=True)
+def tuned_name(name: str) -> str:
+    """A tuned program's rubric name: the program's without a `_tunable` or `_tuned` suffix, with `_tuned`, so
+    that `gsr compare` and `gsr metrics` tell the tuned program from the untuned one by name, not only by hash."""
+    for suffix in ("_tunable", "_tuned"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name + "_tuned"
+
+
+def _name_edit(text: str, name: str):
+    """(span of the rubric's name in `text`, `name`), or None for a file without a rubric header."""
+    from gsrlang.syntax.parser import parse
+
+    module = parse(text).module
+    header = next((i for i in getattr(module, "items", ()) if type(i).__name__ == "Header"), None)
+    if header is None or header.kind != "rubric" or header.name.span is None:
+        return None
+    return header.name.span, name
+
+
+def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Sequence[str],
+                 name: str | None = None) -> str:
+    """The program text with each knob's number replaced by its value (ranges kept), formatted, under `header`;
+    with `name`, the rubric renamed."""
+    edits = [(k.span, f"{number_text(v)} in {number_text(k.lo)}..{number_text(k.hi)}")
+             for k, v in zip(knobs, values) if k.span is not None]
+    rename = _name_edit(text, name) if name else None
+    if rename is not None:
+        edits.append(rename)
+    edits = sorted(edits, key=lambda e: e[0].start, reverse=True)
     for span, replacement in edits:
         text = text[:span.start] + replacement + text[span.end:]
     lines = source_lines(text, keepends=True)  # as the lexer ends a comment: at "\n" only

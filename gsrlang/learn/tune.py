@@ -51,8 +51,8 @@ from gsrlang.program import Program
 from gsrlang.runtime.columnar import Evaluator, Table, with_parameters
 from gsrlang.span import Span
 
-__all__ = ["CVResult", "Knob", "METRICS", "SHRINK_GRID", "TuneError", "choose_shrink", "cross_validate", "fit", "knobs",
-           "metric_value", "score_of"]
+__all__ = ["CVResult", "Knob", "METRICS", "OBJECTIVES", "Progress", "SHRINK_GRID", "TuneError", "choose_shrink",
+           "cross_validate", "fit", "knobs", "metric_value", "ordinal_nll", "score_of"]
 
 METRICS = ("exact", "qwk", "mae", "spearman", "accuracy")
 PAIRWISE_METRICS = ("accuracy",)
@@ -294,26 +294,84 @@ def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray, 
 
 
 SHRINK_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+OBJECTIVES = ("surrogate", "ordinal", "metric")
 
 
 @attrs.frozen
 class FitSettings:
     metric: str = "exact"  # a pointwise metric, or "accuracy" for a pairwise program
-    objective: str = "surrogate"  # "surrogate" | "metric"
+    objective: str = "surrogate"  # "surrogate" | "ordinal" | "metric"
     shrink: float | None = 0.01  # None: chosen from shrink_grid by an inner CV of the items tuned on
     seed: int = 0
     maxiter: int = 40
     popsize: int = 8
     shrink_grid: tuple = SHRINK_GRID
     inner_folds: int = 5
+    search: str = "global"  # "global": differential evolution, polished; "local": L-BFGS-B from a start
+
+
+class Progress:
+    """What a long tuning reports while it runs: candidate parameter sets evaluated, the best objective value
+    seen, the stage. The base class counts (cheaply: once per evaluation) and shows nothing; `gsr tune` shows
+    it with a progress bar on a terminal. `count` may be a shared counter (`multiprocessing.Value`) so that
+    worker processes count into it."""
+
+    def __init__(self, count=None, best=None):
+        self._count, self._best = count, best
+        self.evaluated = 0
+        self.lowest = math.inf
+
+    def evaluation(self, value: float) -> None:
+        self.evaluated += 1
+        if value < self.lowest:
+            self.lowest = value
+        if self._count is not None and self.evaluated % 32 == 0:
+            with self._count.get_lock():
+                self._count.value += 32
+            if self._best is not None and self.lowest < self._best.value:
+                self._best.value = self.lowest
+
+    def stage(self, text: str) -> None:
+        """A new stage of the work (`fold 2 of 5`)."""
+
+    def watch(self, count, best) -> None:
+        """Worker processes count their evaluations into `count` (and their best value into `best`) from now on."""
+
+    def fold_done(self, fold: int, folds: int, predictions: dict) -> None:
+        """An outer fold is tuned and has predicted its held-out items ({item index: prediction})."""
+
+
+NO_PROGRESS = Progress()
 
 
 def _link(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(a, b, mean squared error) of the least-squares line y ~ a + b s."""
-    if len(s) < 2 or np.ptp(s) == 0:
-        return float(np.mean(y)) if len(y) else 0.0, 0.0, float(np.var(y)) if len(y) else 0.0
-    b, a = np.polyfit(s, y, 1)
-    return float(a), float(b), float(np.mean((a + b * s - y) ** 2))
+    """(a, b, mean squared error) of the least-squares line y ~ a + b s (closed form)."""
+    n = len(s)
+    if n < 2:
+        return float(np.mean(y)) if n else 0.0, 0.0, float(np.var(y)) if n else 0.0
+    sm, ym = float(s.mean()), float(y.mean())
+    ds = s - sm
+    sxx = float(ds @ ds)
+    if sxx <= 1e-300:
+        return ym, 0.0, float(np.var(y))
+    dy = y - ym
+    b = float(ds @ dy) / sxx
+    return ym - b * sm, b, max(0.0, float(dy @ dy) - b * b * sxx) / n
+
+
+def ordinal_nll(s: np.ndarray, category: np.ndarray, cuts: np.ndarray, scale: float) -> np.ndarray:
+    """Per row, -log P(category) under the ordered logit of the sink score s: P(c <= k) = sigmoid(scale (t_k -
+    s)) for the K - 1 increasing cut points t (the readout's); categories 0..K-1."""
+    z = scale * (cuts[None, :] - s[:, None])  # rows x (K - 1)
+    upper = np.concatenate([0.5 + 0.5 * np.tanh(0.5 * z), np.ones((len(s), 1))], axis=1)  # sigmoid, no overflow
+    lower = np.concatenate([np.zeros((len(s), 1)), upper[:, :-1]], axis=1)
+    rows = np.arange(len(s))
+    p = upper[rows, category] - lower[rows, category]
+    return -np.log(np.maximum(p, 1e-300))
+
+
+#: The ordered logit's scale on the sink (0..1), searched as log(scale) within these bounds.
+LOG_SCALE = (0.0, math.log(2000.0))
 
 
 def _bradley_terry(d: np.ndarray, t: np.ndarray) -> float:
@@ -332,22 +390,34 @@ def _bradley_terry(d: np.ndarray, t: np.ndarray) -> float:
     return minimize_scalar(cross_entropy, bounds=(0.0, 50.0), method="bounded").fun / math.log(2)
 
 
-def _search(loss, space: "Space", index, settings: FitSettings, polish: bool) -> np.ndarray:
-    from scipy.optimize import differential_evolution
+def _search(loss, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, settings: FitSettings,
+            polish: bool, progress: Progress = NO_PROGRESS) -> np.ndarray:
+    """The minimiser of `loss` within [lower, upper]: differential evolution from `start` (in its first
+    population), polished with L-BFGS-B, or (`settings.search == "local"`) L-BFGS-B alone from `start`."""
+    from scipy.optimize import differential_evolution, minimize
 
-    result = differential_evolution(loss, list(zip(space.lower[index], space.upper[index])), seed=settings.seed,
-                                    maxiter=settings.maxiter, popsize=settings.popsize, tol=1e-8,
-                                    x0=np.clip(space.start[index], space.lower[index], space.upper[index]),
-                                    polish=polish)
+    def counted(x):
+        value = loss(x)
+        progress.evaluation(value)
+        return value
+
+    x0 = np.clip(start, lower, upper)
+    if settings.search == "local":
+        return minimize(counted, x0, method="L-BFGS-B", bounds=list(zip(lower, upper)),
+                        options={"maxiter": 200}).x
+    result = differential_evolution(counted, list(zip(lower, upper)), seed=settings.seed, maxiter=settings.maxiter,
+                                    popsize=settings.popsize, tol=1e-8, x0=x0, polish=polish)
     return result.x
 
 
-def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> np.ndarray:
+def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
+        start: np.ndarray | None = None, progress: Progress = NO_PROGRESS) -> np.ndarray:
     """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none).
 
-    With `settings.shrink` None, the shrinkage is first chosen by `choose_shrink` on these items alone."""
+    With `settings.shrink` None, the shrinkage is first chosen by `choose_shrink` on these items alone (their
+    inner folds keep `groups` whole). `start`: where a local search starts (default: the written numbers)."""
     if settings.shrink is None:
-        settings = attrs.evolve(settings, shrink=choose_shrink(program, ks, table, settings)[0])
+        settings = attrs.evolve(settings, shrink=choose_shrink(program, ks, table, settings, groups, progress)[0])
     space = Space(program, ks)
     moves = space.moves
 
@@ -355,11 +425,12 @@ def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSetting
         return settings.shrink * float(np.mean(moves(theta) ** 2)) if len(theta) else 0.0
 
     if table.mode == "pairwise":
-        return _fit_pairwise(space, table, settings, penalty)
-    return _fit_pointwise(space, table, settings, penalty)
+        return _fit_pairwise(space, table, settings, penalty, progress)
+    return _fit_pointwise(space, table, settings, penalty, start, progress)
 
 
-def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty) -> np.ndarray:
+def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty, start=None,
+                   progress: Progress = NO_PROGRESS) -> np.ndarray:
     labelled = np.array([g is not None for g in table.labels])
     y = np.array([float(g) if g is not None else np.nan for g in table.labels])
     p = space.program.readout.pointwise
@@ -367,8 +438,11 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty)
     var = float(np.var(y[labelled])) or 1.0
     all_cuts = p.quantize == "thresholds" and len(space.cut_index) == len(p.thresholds) and len(p.thresholds) > 0
     surrogate = settings.objective == "surrogate" and (p.quantize != "thresholds" or all_cuts)
+    first = space.start if start is None else np.asarray(start, float)
 
-    theta = space.start.copy()
+    theta = first.copy()
+    if settings.objective == "ordinal":
+        return _fit_ordinal(space, table, settings, penalty, first, progress)
     if surrogate:
         free = space.other_index
 
@@ -386,7 +460,7 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty)
             return mse / var + penalty(theta)
 
         if free:
-            theta[free] = _search(loss, space, free, settings, polish=True)
+            theta[free] = _search(loss, space.lower[free], space.upper[free], first[free], settings, True, progress)
         if all_cuts:
             ev = space.run(table, theta, cuts=False)
             use = ev.ok & labelled
@@ -403,13 +477,64 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty)
         return -_fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
             + penalty(np.asarray(x))
 
-    return _search(negative_metric, space, slice(None), settings, polish=False)
+    return _search(negative_metric, space.lower, space.upper, first, settings, False, progress)
+
+
+def readout_cuts(program: Program) -> np.ndarray:
+    """The cut points on the sink (0..1) between the K scores of a pointwise readout: its `thresholds`, or for
+    `round` the half-way points (k - 1/2) / (K - 1)."""
+    p = program.readout.pointwise
+    if p.quantize == "thresholds":
+        return np.array(p.thresholds, float)
+    k = int(round(p.hi - p.lo)) + 1
+    return (np.arange(1, k) - 0.5) / max(1, k - 1)
+
+
+def _fit_ordinal(space: "Space", table: Table, settings: FitSettings, penalty, first,
+                 progress: Progress = NO_PROGRESS) -> np.ndarray:
+    """The ordinal likelihood objective: the labels' categories (rounded half up) under an ordered logit of the
+    sink score, P(score <= k) = sigmoid(scale (t_k - s)), whose cut points t_k are the readout's (learned with
+    the other numbers when they may move; else fixed) and whose scale is fitted with them. Its loss is the mean
+    negative log-likelihood over log K (an invalid item counts as a uniform guess, log K), plus the shrinkage."""
+    p = space.program.readout.pointwise
+    labelled = np.array([g is not None for g in table.labels])
+    y = np.array([float(g) if g is not None else np.nan for g in table.labels])
+    k = int(round(p.hi - p.lo)) + 1
+    category = np.clip(_round_half_up(np.nan_to_num(y, nan=p.lo)) - p.lo, 0, k - 1).astype(int)
+    written = readout_cuts(space.program)
+    moving = p.quantize == "thresholds" and bool(space.cut_index)
+    n = max(1, int(labelled.sum()))
+    log_k = math.log(k)
+    theta = np.asarray(first, float).copy()
+    cut_slot = {int(_split(space.knobs[i].key)[1]): i for i in space.cut_index}
+
+    def cuts_of(t):
+        c = written.copy()
+        for slot, i in cut_slot.items():
+            c[slot] = t[i]
+        return np.maximum.accumulate(c)
+
+    def loss(x):
+        theta[:] = x[:-1]
+        ev = space.run(table, theta, cuts=False)
+        use = ev.ok & labelled
+        nll = ordinal_nll(ev.sink[use, 0], category[use], cuts_of(theta), math.exp(x[-1]))
+        return (float(nll.sum()) + (labelled.sum() - use.sum()) * log_k) / (n * log_k) + penalty(theta)
+
+    lower = np.append(space.lower, LOG_SCALE[0])
+    upper = np.append(space.upper, LOG_SCALE[1])
+    start = np.append(theta, math.log(4.0 * max(1, k - 1)))  # about one logit per half score step
+    if not moving and not space.other_index:
+        return theta
+    x = _search(loss, lower, upper, start, settings, True, progress)
+    return x[:-1]
 
 
 PREFERENCE = {"first": 1.0, "second": 0.0, "tie": 0.5}
 
 
-def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty) -> np.ndarray:
+def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty,
+                  progress: Progress = NO_PROGRESS) -> np.ndarray:
     """Pairwise: the surrogate is the Bradley-Terry likelihood of the labels, P(first wins) = sigmoid(k (s_first
     - s_second)), its scale k fitted for each parameter set (`_bradley_terry`); an invalid item counts as a
     coin toss. The metric objective searches the winner's accuracy itself."""
@@ -428,8 +553,9 @@ def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty) 
         ev = space.run(table, x)
         return -float(np.mean((ev.winner[labelled] == gold[labelled]) & ev.ok[labelled])) + penalty(np.asarray(x))
 
-    surrogate = settings.objective == "surrogate"
-    return _search(loss if surrogate else negative_accuracy, space, slice(None), settings, polish=surrogate)
+    surrogate = settings.objective != "metric"  # the Bradley-Terry likelihood is the pairwise ordinal objective
+    return _search(loss if surrogate else negative_accuracy, space.lower, space.upper, space.start, settings,
+                   surrogate, progress)
 
 
 def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
@@ -448,10 +574,20 @@ class CVResult:
     golds: list
     fold_of: list  # each labelled item's fold
     ids: list
+    groups: list | None = None  # each labelled item's group (None: folds by item)
+    shrinks: list | None = None  # per fold, the shrinkage its inner CV chose (--shrink auto)
 
 
-def fold_assignment(n: int, folds: int, seed: int) -> np.ndarray:
-    """Each of n items' fold (0..folds-1): a seeded permutation cut into near-equal parts."""
+def fold_assignment(n: int, folds: int, seed: int, groups: Sequence | None = None) -> np.ndarray:
+    """Each of n items' fold (0..folds-1): a seeded permutation cut into near-equal parts, or with `groups`
+    (each item's group; None: a group of its own) every group in one fold (`groups.group_folds`)."""
+    if groups is not None:
+        from gsrlang.learn.groups import GroupError, group_folds
+
+        try:
+            return group_folds(groups, folds, seed)
+        except GroupError as exc:
+            raise TuneError(str(exc)) from None
     order = np.random.default_rng(seed).permutation(n)
     fold = np.empty(n, int)
     for f, part in enumerate(np.array_split(order, folds)):
@@ -463,19 +599,44 @@ def labelled_index(table: Table) -> np.ndarray:
     return np.array([i for i, g in enumerate(table.labels) if g is not None], int)
 
 
-def choose_shrink(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings) -> tuple[float, dict]:
+def _subset(groups, index):
+    return None if groups is None else [groups[i] for i in index]
+
+
+def choose_shrink(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
+                  progress: Progress = NO_PROGRESS) -> tuple[float, dict]:
     """(the shrinkage, {shrinkage: its inner CV metric}): the one of `settings.shrink_grid` whose
     `inner_folds`-fold CV on `table`'s labelled items scores best on `settings.metric` (a tie goes to
-    the stronger shrinkage, the simpler model). Only `table`'s labels are read, so inside an outer
-    cross-validation the outer estimate stays honest (nested CV)."""
-    scores = {}
-    for shrink in settings.shrink_grid:
-        inner = attrs.evolve(settings, shrink=float(shrink))
-        try:
-            cv = cross_validate(program, ks, table, settings.inner_folds, inner)
-        except TuneError as exc:
-            raise TuneError(f"choosing the shrinkage by an inner {settings.inner_folds}-fold CV: {exc}") from None
-        scores[float(shrink)] = score_of(table.mode, settings.metric, cv.tuned, cv.golds, _scale(program))
+    the stronger shrinkage, the simpler model). The inner folds keep `groups` whole. Only `table`'s labels
+    are read, so inside an outer cross-validation the outer estimate stays honest (nested CV).
+
+    Fast: in each inner fold the grid is fitted from the strongest shrinkage to the weakest, each fit a local
+    search (L-BFGS-B) that starts where the stronger one ended (the first from the written numbers): a path
+    of warm starts on the fold's own training items, instead of a global search per shrinkage."""
+    index = labelled_index(table)
+    if len(index) < 2 * settings.inner_folds:
+        raise TuneError(f"choosing the shrinkage by an inner {settings.inner_folds}-fold CV: {len(index)} labelled "
+                        f"items are too few (at least {2 * settings.inner_folds} are needed)")
+    labelled = table.take(index)
+    sub_groups = _subset(groups, index)
+    try:
+        fold = fold_assignment(len(index), settings.inner_folds, settings.seed, sub_groups)
+    except TuneError as exc:
+        raise TuneError(f"choosing the shrinkage by an inner {settings.inner_folds}-fold CV: {exc}") from None
+    grid = sorted((float(x) for x in settings.shrink_grid), reverse=True)
+    local = attrs.evolve(settings, search="local")
+    preds = {shrink: [None] * len(index) for shrink in grid}
+    for f in range(settings.inner_folds):
+        train, test = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+        train_table, test_table = labelled.take(train), labelled.take(test)
+        start = None
+        for shrink in grid:
+            start = fit(program, ks, train_table, attrs.evolve(local, shrink=shrink), start=start, progress=progress)
+            for i, pred in zip(test, predict(program, ks, start, test_table)):
+                preds[shrink][i] = pred
+    golds = list(labelled.labels)
+    scores = {shrink: score_of(table.mode, settings.metric, preds[shrink], golds, _scale(program))
+              for shrink in sorted(grid)}
     best = max(scores, key=lambda s: (scores[s], s))
     return best, scores
 
@@ -496,9 +657,41 @@ def score_of(mode: str, metric: str, preds: Sequence, golds: Sequence, scale) ->
     return -value if metric == "mae" else value
 
 
+_SHARED: dict = {}  # what forked worker processes of `cross_validate` read (inherited, not pickled)
+
+
+def _outer_fold(f: int, worker: bool = False):
+    """Tune on every outer fold but f and predict f: (f, [(item index, prediction)], chosen shrinkage). In a
+    worker process, evaluations are counted into the shared counter the parent shows."""
+    program, ks, labelled, fold, settings, groups, fitter, progress = (
+        _SHARED[k] for k in ("program", "ks", "labelled", "fold", "settings", "groups", "fitter", "progress"))
+    counter = None
+    if worker:
+        counter = _SHARED["counter"]
+        progress = Progress(counter, _SHARED["best"])
+    train, test = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+    train_table = labelled.take(train)
+    chosen = settings.shrink
+    if settings.shrink is None and fitter is fit:
+        chosen = choose_shrink(program, ks, train_table, settings, _subset(groups, train), progress)[0]
+        theta = fit(program, ks, train_table, attrs.evolve(settings, shrink=chosen), progress=progress)
+    elif fitter is fit:
+        theta = fit(program, ks, train_table, settings, _subset(groups, train), progress=progress)
+    else:
+        theta = fitter(program, ks, train_table, settings)
+    if counter is not None and progress.evaluated % 32:
+        with counter.get_lock():
+            counter.value += progress.evaluated % 32
+    return f, list(zip(test.tolist(), predict(program, ks, theta, labelled.take(test)))), chosen
+
+
 def cross_validate(program: Program, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
-                   fitter=fit) -> CVResult:
-    """k-fold CV: tune on k - 1 folds (their labels only), predict the held-out fold; untuned on the same items."""
+                   fitter=fit, groups: Sequence | None = None, jobs: int = 1,
+                   progress: Progress = NO_PROGRESS) -> CVResult:
+    """k-fold CV: tune on k - 1 folds (their labels only), predict the held-out fold; untuned on the same items.
+
+    `groups` (each item of `table`'s group; None for an item: a group of its own) keeps every group in one
+    fold, outer and inner (--shrink auto) alike. `jobs` > 1 tunes the folds in that many processes (fork)."""
     index = labelled_index(table)
     if folds < 2:
         raise TuneError("--folds must be at least 2")
@@ -506,14 +699,41 @@ def cross_validate(program: Program, ks: Sequence[Knob], table: Table, folds: in
         raise TuneError(f"{len(index)} labelled item{'s' if len(index) != 1 else ''} are too few for {folds} folds "
                         f"(at least {2 * folds} are needed: two per fold)")
     labelled = table.take(index)
-    fold = fold_assignment(len(index), folds, settings.seed)
+    sub_groups = _subset(groups, index)
+    fold = fold_assignment(len(index), folds, settings.seed, sub_groups)
     tuned: list = [None] * len(index)
-    for f in range(folds):
-        train = np.flatnonzero(fold != f)
-        test = np.flatnonzero(fold == f)
-        theta = fitter(program, ks, labelled.take(train), settings)
-        for i, pred in zip(test, predict(program, ks, theta, labelled.take(test))):
-            tuned[i] = pred
+    shrinks: list = [None] * folds
+    _SHARED.update(program=program, ks=ks, labelled=labelled, fold=fold, settings=settings, groups=sub_groups,
+                   fitter=fitter, progress=progress)
+    try:
+        for f, predictions, chosen in _run_folds(folds, jobs, progress):
+            for i, pred in predictions:
+                tuned[i] = pred
+            shrinks[f] = chosen
+            progress.fold_done(f, folds, dict(predictions))
+    finally:
+        _SHARED.clear()
     untuned = Evaluator(program).run(labelled).predictions()
     return CVResult(folds, settings.seed, len(index), tuned, untuned, list(labelled.labels), fold.tolist(),
-                    list(labelled.ids))
+                    list(labelled.ids), sub_groups, shrinks if settings.shrink is None else None)
+
+
+def _run_folds(folds: int, jobs: int, progress: Progress):
+    """The outer folds' results, in this process (jobs 1) or in `jobs` forked processes as they finish."""
+    import multiprocessing
+
+    if jobs <= 1 or folds == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for f in range(folds):
+            progress.stage(f"fold {f + 1} of {folds}")
+            yield _outer_fold(f)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("fork")
+    _SHARED["counter"], _SHARED["best"] = context.Value("q", 0), context.Value("d", math.inf)
+    progress.watch(_SHARED["counter"], _SHARED["best"])
+    progress.stage(f"{folds} folds in {min(jobs, folds)} processes")
+    with ProcessPoolExecutor(max_workers=min(jobs, folds), mp_context=context) as pool:
+        futures = [pool.submit(_outer_fold, f, True) for f in range(folds)]
+        for future in as_completed(futures):
+            yield future.result()

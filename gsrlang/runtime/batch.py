@@ -253,13 +253,15 @@ def columnar_wanted(columnar: bool | None = None) -> bool:
 def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str, out: str | None = None,
              trace: str | None = None, concurrency: int = 8, limit: int | None = None,
              program_path: str | None = None, on_item: Callable[[ItemRun, dict], None] | None = None,
-             keep_pairs: bool = True, short_circuit: bool = True, columnar: bool | None = None) -> RunSummary:
+             keep_pairs: bool = True, short_circuit: bool = True, columnar: bool | None = None,
+             window: int | None = None, batcher=None) -> RunSummary:
     """Run `program` over every row of `data`; raises DataError when the file cannot be read at all, PathClash
     when `out` or `trace` is an input or the other output.
 
     A program whose judges all answer a column at once (rules, human fields) runs a chunk of items at a time
     (gsrlang.runtime.columnrun), with the same results and trace, byte for byte; `columnar=False` (or
-    GSR_COLUMNAR_RUN=0) runs it item by item."""
+    GSR_COLUMNAR_RUN=0) runs it item by item. `window`: items in flight (default 2 x concurrency); `batcher`: the
+    model calls go through a provider's Batch API (gsrlang.judges.llm.batch; the trace's run summary says how)."""
     path = program_path if program_path is not None else program.path
     _guard([("the data file", data), ("the program", path)], out, trace)
     items = read_items(data, columns)
@@ -272,16 +274,23 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
         plan = Plan(program)
         labels = label_reader(program, mode, columns) if columns.label_field else None
         static = _Static(plan, path)
+        if batcher is not None:
+            batcher.attach(asyncio.current_task())
         if columnar_wanted(columnar) and columnar_judges(plan, registry):
             batches = ColumnRunner(plan, registry, mode, labels, static).batches(items)
         else:
             batches = _singles(run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
-                                         short_circuit=short_circuit), static)
+                                         short_circuit=short_circuit, window=window), static)
 
         def info() -> dict:
-            return {"program": {"name": program.name, "hash": program.content_hash, "path": path}}
+            extra = {"batch": batcher.summary()} if batcher is not None else {}
+            return {"program": {"name": program.name, "hash": program.content_hash, "path": path}, **extra}
 
-        await _write_runs(batches, out, trace, registry, summary, on_item, keep_pairs, t0, info)
+        try:
+            await _write_runs(batches, out, trace, registry, summary, on_item, keep_pairs, t0, info)
+        finally:
+            if batcher is not None:
+                await batcher.aclose()
 
     try:
         asyncio.run(go())

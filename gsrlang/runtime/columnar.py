@@ -20,35 +20,28 @@ type. An item with an invalid row anywhere is then settled by the interpreter
 unknown (a fired `cap(at: 0.0)` over an invalid judgment), as `executor.finish`
 decides.
 
-Agreement with the interpreter (tested in tests/test_columnar.py, on every
-example, on generated programs and on every abstention policy):
-
-- every status (ok / invalid / failed), quantized score and pairwise winner is
-  equal;
-- every sink value is within `SINK_TOLERANCE` (|delta| <= 1e-12) of the
-  interpreter's, and almost always bit-identical. The interpreter sums with
-  `math.fsum` (correctly rounded); numpy sums in slot order, which can differ
-  in the last bit. That is why the tolerance exists, and why it cannot move a
-  score: a row whose raw score (or pairwise margin) lies within `BOUNDARY`
-  (1e-8) of a quantization boundary is recomputed by the interpreter itself
-  (`exact=True`, the default), and every other row is more than 1e-8 from the
-  boundary, far beyond a 1e-12 difference.
+The operators are the kernels of `gsrlang.semantics.kernels`, the same ones the
+item interpreter runs over a batch of one row (two for a pairwise item), with the
+same exact sums: every node column is the interpreter's bit for bit. The readout
+of a row whose raw score (or pairwise margin) lies within `BOUNDARY` (1e-8) of a
+quantization boundary is the interpreter's own (`exact=True`, the default of
+`run`), since numpy's rounding to `SNAP_DECIMALS` places is not Python's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import attrs
 import numpy as np
 
 from gsrlang.program import Program, Readout
 from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.operators import bind_params
-from gsrlang.runtime.readout import quantize, read
+from gsrlang.runtime.readout import SNAP_DECIMALS, quantize, read
 from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
+from gsrlang.semantics.kernels import Column
 from gsrlang.types import JType
 
 __all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
@@ -56,15 +49,6 @@ __all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "T
 SINK_TOLERANCE = 1e-12
 BOUNDARY = 1e-8
 _INVALID = object()
-
-
-@attrs.frozen
-class Column:
-    """One node's output over every row: values, and where it abstained or is invalid."""
-
-    values: np.ndarray
-    abstain: np.ndarray
-    invalid: np.ndarray
 
 
 # ---- loading criterion values ----------------------------------------------------------------------------------
@@ -198,235 +182,6 @@ class Table:
         return table
 
 
-# ---- operators over columns --------------------------------------------------------------------------------------
-def _clamp(s: np.ndarray) -> np.ndarray:
-    """s clamped to [0, 1] in place (s must be a fresh array); NaN and -0.0 become 0.0, as in the interpreter."""
-    np.fmax(s, 0.0, out=s)  # fmax: NaN gives the other operand
-    np.fmin(s, 1.0, out=s)
-    s += 0.0  # -0.0 + 0.0 is +0.0
-    return s
-
-
-def _stack(cols: Sequence[Column], attr: str) -> np.ndarray:
-    return np.stack([getattr(c, attr) for c in cols], axis=1)
-
-
-def _resolved(items: Sequence[Column], policy: str, weights=None):
-    """(values with abstentions replaced, counted mask) after the `on_abstain` policy (see operators._resolve)."""
-    x = np.asarray(_stack(items, "values"), np.float64)
-    a = _stack(items, "abstain")
-    if policy == "skip":
-        return np.where(a, 0.0, x), ~a
-    if policy == "fail":
-        w = np.ones(len(items)) if weights is None else np.asarray(weights, float)
-        fill = np.where(w < 0, 1.0, 0.0)[None, :]
-    else:
-        fill = 0.5 if policy == "partial" else 0.0
-    return np.where(a, fill, x), np.ones_like(a)
-
-
-def _seq_sum(x: np.ndarray, exact: bool = False) -> np.ndarray:
-    """Sum along the slots, left to right (the interpreter's order, up to fsum's correct rounding).
-
-    exact: each row's sum is `math.fsum`'s, as the interpreter's is. Two slots need nothing more (one
-    IEEE addition is correctly rounded); three or more take fsum row by row (about 0.3 s per million rows)."""
-    if exact and x.shape[1] > 2:
-        return np.fromiter(map(math.fsum, x.tolist()), np.float64, x.shape[0])
-    total = x[:, 0].copy()
-    for j in range(1, x.shape[1]):
-        total += x[:, j]
-    return total
-
-
-def _no_abstention(items) -> bool:
-    return not any(c.abstain.any() for c in items)
-
-
-def _mean(items, on_abstain="fail", exact=False):
-    if _no_abstention(items) and not (exact and len(items) > 2):  # every slot counts: the sum over k
-        total = items[0].values.astype(np.float64)
-        for c in items[1:]:
-            total += c.values
-        total /= len(items)
-        return _clamp(total), None
-    x, counted = _resolved(items, on_abstain)
-    n = counted.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return _clamp(_seq_sum(np.where(counted, x, 0.0), exact) / n), n == 0
-
-
-def _weighted_mean(items, weights="equal", on_abstain="fail", exact=False):
-    k = len(items)
-    w = np.ones(k) if weights == "equal" else np.asarray(weights, float)
-    if len(w) != k:
-        return np.zeros(len(items[0].values)), np.ones(len(items[0].values), bool)
-    if _no_abstention(items) and not (exact and k > 2):  # nothing abstained: every slot counts, constant weights
-        total = items[0].values * w[0]
-        term = np.empty_like(total)
-        for j in range(1, k):
-            np.multiply(items[j].values, w[j], out=term)
-            total += term
-        positive = math.fsum(x for x in w if x > 0)
-        negative = math.fsum(-x for x in w if x < 0)
-        rows = len(total)
-        if positive > 0:
-            total /= positive
-            return _clamp(total), None
-        if negative == 0:
-            return np.zeros(rows), np.ones(rows, bool)
-        total /= negative
-        total += 1.0
-        return _clamp(total), None
-    x, counted = _resolved(items, on_abstain, w)
-    total = _seq_sum(np.where(counted, w * x, 0.0), exact)
-    positive = _seq_sum(np.where(counted & (w > 0), w, 0.0), exact)
-    negative = _seq_sum(np.where(counted & (w < 0), -w, 0.0), exact)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = np.where(positive > 0, total / positive, 1.0 + total / negative)
-    empty = counted.sum(axis=1) == 0
-    return _clamp(value), empty | ((positive <= 0) & (negative == 0))
-
-
-def _extreme(pick, fill):
-    def reduce_(items, on_abstain="fail"):
-        x, counted = _resolved(items, on_abstain)
-        return pick(np.where(counted, x, fill), axis=1), counted.sum(axis=1) == 0
-    return reduce_
-
-
-def _median(items, on_abstain="fail"):
-    x, counted = _resolved(items, on_abstain)
-    xs = np.sort(np.where(counted, x, np.inf), axis=1)
-    n = counted.sum(axis=1)
-    rows = np.arange(len(n))
-    mid = n // 2
-    upper = xs[rows, np.minimum(mid, xs.shape[1] - 1)]
-    lower = xs[rows, np.maximum(mid - 1, 0)]
-    with np.errstate(invalid="ignore"):
-        even = _clamp((lower + upper) / 2)
-    return np.where(n % 2 == 1, upper, even), n == 0
-
-
-def _product(items, on_abstain="fail"):
-    x, counted = _resolved(items, on_abstain)
-    p = np.ones(x.shape[0])
-    for j in range(x.shape[1]):  # left to right, slot order
-        p = p * np.where(counted[:, j], x[:, j], 1.0)
-    return p, counted.sum(axis=1) == 0
-
-
-def _bools(items, policy, fail_as):
-    b = _stack(items, "values").astype(bool)
-    a = _stack(items, "abstain")
-    if policy == "skip":
-        return b & ~a, ~a
-    return np.where(a, fail_as if policy == "fail" else False, b), np.ones_like(a)
-
-
-def _all(items, on_abstain="fail"):
-    b, counted = _bools(items, on_abstain, False)
-    return np.all(b | ~counted, axis=1), counted.sum(axis=1) == 0
-
-
-def _any(items, on_abstain="fail"):
-    b, counted = _bools(items, on_abstain, True)
-    return np.any(b & counted, axis=1), counted.sum(axis=1) == 0
-
-
-def _fraction(items, on_abstain="fail"):
-    b, counted = _bools(items, on_abstain, False)
-    n = counted.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (b & counted).sum(axis=1) / n, n == 0
-
-
-_SUMS = ("mean", "weighted_mean")  # the reducers that sum: `exact` makes their sums fsum's
-REDUCERS: dict[str, Callable] = {
-    "mean": _mean, "weighted_mean": _weighted_mean, "min": _extreme(np.min, np.inf),
-    "max": _extreme(np.max, -np.inf), "median": _median, "product": _product,
-    "all": _all, "any": _any, "fraction": _fraction,
-}
-
-
-def _transform(op: str, x: Column, kw: dict, in_type: JType, node_type: JType):
-    """(values, abstain, failed) of a TRANSFORM over column x."""
-    v, a = x.values, x.abstain
-    none = None
-    if op == "normalize":
-        t = kw["x_type"]
-        if t.kind == "bool":
-            return v.astype(np.float64), a, none
-        return np.asarray(t.values, np.float64)[v], a, none
-    if op == "scale":
-        t = kw["x_type"]
-        out = v - t.lo
-        out /= t.hi - t.lo
-        np.maximum(0.0, out, out=out)
-        return np.minimum(1.0, out, out=out), a, none
-    if op == "threshold":
-        return v >= kw["at"], a, none
-    if op == "not":
-        return ~v, a, none
-    if op == "invert":
-        return 1.0 - v, a, none
-    if op == "map":
-        labels = in_type.labels
-        lut = np.array([kw["to"].get(label, np.nan) for label in labels], np.float64)
-        out = lut[v]
-        return np.where(np.isnan(out), 0.0, out), a, np.isnan(out) & ~a
-    if op in ("at_most", "at_least"):  # level codes are the declaration order
-        bound = in_type.labels.index(kw["level"])
-        return (v <= bound) if op == "at_most" else (v >= bound), a, none
-    if op == "is":
-        if in_type.kind == "bool":
-            return v == bool(kw["level"]), a, none
-        return v == in_type.labels.index(kw["level"]), a, none
-    if op == "default":
-        value = kw["value"]
-        if node_type.kind in ("ordinal", "nominal"):
-            value = node_type.labels.index(value)
-        if not a.any():
-            return v, None, none
-        out = v.copy()
-        out[a] = value
-        return out, None, none
-    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
-
-
-def _gate(op: str, base: Column, trigger: Column, kw: dict):
-    """(values, abstain) of a GATE; where the trigger never fires, the base passes through as it is."""
-    t = trigger.values.astype(bool, copy=False)
-    v = base.values
-    if op == "mask":
-        return v, base.abstain | t
-    if not t.any():
-        return v, base.abstain
-    if op in ("cap", "floor"):  # min(v, at) where triggered, min(v, inf) = v elsewhere (max and -inf for floor)
-        cap = op == "cap"
-        bound = _bound(t, kw["at"], np.inf if cap else -np.inf)
-        return (np.minimum if cap else np.maximum)(v, bound, out=bound), base.abstain
-    if op == "veto":
-        return np.where(t, 0.0, v), base.abstain
-    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
-    raise RuntimeFailure(f"operator `{op}` has no columnar implementation")  # pragma: no cover
-
-
-def _bound(t: np.ndarray, at, neutral: float) -> np.ndarray:
-    """Per row, `at` where the trigger `t` fires and `neutral` (an infinity) elsewhere: a fresh float64 array.
-
-    Made from the infinity's bit pattern times "not fired", plus `at`: inf + at is
-    inf and 0.0 + at is at, exactly, for every finite `at` but -0.0 (which becomes
-    0.0); those few take np.where, several times slower (a branch per row)."""
-    at = float(at)
-    if not math.isfinite(at) or math.copysign(1.0, at) < 0 and at == 0:
-        return np.where(t, at, neutral)
-    bound = np.logical_not(t).astype(np.int64)
-    bound *= np.array(neutral).view(np.int64)
-    bound = bound.view(np.float64)
-    bound += at
-    return bound
-
-
 def _unfit(t: JType, values: np.ndarray) -> np.ndarray | None:
     """Rows whose value does not fit type t (only Scores can fall outside: a range and finiteness); None for none.
 
@@ -487,8 +242,8 @@ class Evaluator:
     What does not depend on them is computed once per table and kept (the last few
     tables): the criterion columns, and every node upstream of no overridden one.
 
-    exact: every node column is the interpreter's bit for bit (sums of three or more
-    slots are fsum's, row by row; the rest already is), as verifying a trace needs.
+    Every node column is the interpreter's bit for bit (the same kernels, the same exact
+    sums); `exact` is accepted for callers that still pass it and changes nothing.
     """
 
     KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
@@ -596,30 +351,14 @@ class Evaluator:
 
     def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> Column:
         node = step.node
-        kw = step.kwargs
-        if override:
-            port_types = {k[:-5]: v for k, v in kw.items() if k.endswith("_type")}
-            kw = bind_params(node.op, {**node.params, **override}, port_types)
-        kind = node.kind
-        if kind == "reduce":
-            items = [cols[s] for s in sources[0]]
-            params = {k: v for k, v in kw.items() if not k.endswith("_type")}
-            if self.exact and node.op in _SUMS:
-                params["exact"] = True
-            values, failed = REDUCERS[node.op](items, **params)
-            abstain = memo.zero
-            upstream = memo.zero
-            for c in items:
-                upstream = memo.either(upstream, c.invalid)
-        elif kind == "gate":
-            base, trigger = cols[sources[0][0]], cols[sources[1][0]]
-            values, abstain = _gate(node.op, base, trigger, kw)
-            failed = None
-            upstream = memo.either(base.invalid, trigger.invalid)
-        else:
-            x = cols[sources[0][0]]
-            values, abstain, failed = _transform(node.op, x, kw, in_type, node.type)
-            upstream = x.invalid
+        kw = step.with_params(override) if override else step.kwargs
+        args = [[cols[s] for s in port] if is_list else cols[port[0]]
+                for (is_list, _), port in zip(step.ports, sources)]
+        values, abstain, failed = step.kernel.fn(*args, **kw)
+        upstream = memo.zero
+        for port in sources:
+            for s in port:
+                upstream = memo.either(upstream, cols[s].invalid)
         abstain = memo.mask(abstain)
         invalid = memo.either(upstream, memo.mask(failed))
         if abstain is not memo.zero and not node.type.optional:
@@ -638,16 +377,16 @@ class Evaluator:
             raw += p.lo
             q = p.quantize
             if q in ("round", "floor", "ceil"):
-                score = np.round(raw, 9)
+                score = np.round(raw, SNAP_DECIMALS)
                 if q == "round":
                     score += 0.5
                 (np.ceil if q == "ceil" else np.floor)(score, out=score)
             elif q == "thresholds":
                 cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
                 if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
-                    score = np.searchsorted(cuts, np.round(s0, 9), side="right").astype(np.float64)
+                    score = np.searchsorted(cuts, np.round(s0, SNAP_DECIMALS), side="right").astype(np.float64)
                 else:
-                    score = (np.round(s0, 9)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
+                    score = (np.round(s0, SNAP_DECIMALS)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
                 score += int(p.lo)
             else:
                 score = raw.copy()

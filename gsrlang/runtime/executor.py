@@ -41,7 +41,6 @@ from gsrlang.data import Item, ItemError
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.operators import port_names
 from gsrlang.runtime.readout import ReadoutResult, read
 from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
 from gsrlang.runtime.values import ABSTAIN, Unsettled, value_problem
@@ -318,7 +317,7 @@ class Schedule:
         self.worth = len(plan.criteria) > 1 and not all_inline(plan, registry)
         triggers = set()  # nodes that feed a gate's trigger, transitively (consumers come first)
         for step in reversed(plan.steps):
-            for port, (_, sources) in zip(port_names(step.fn), step.ports):
+            for port, (_, sources) in zip(step.port_names, step.ports):
                 if (step.node.kind == "gate" and port == "trigger") or step.index in triggers:
                     triggers.update(sources)
         self.rank = {}

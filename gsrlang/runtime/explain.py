@@ -12,6 +12,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from gsrlang.runtime.values import format_value
+from gsrlang.trace import TraceView
 
 __all__ = ["decision_tree"]
 
@@ -115,15 +116,14 @@ def _label(node: dict, c: int, nodes: dict) -> Text:
     t.append(" = ")
     t.append(shown, style="bold")
     if kind == "gate":
-        trig_id = (node.get("inputs") or {}).get("trigger", [None])[0]
-        base_id = (node.get("inputs") or {}).get("base", [None])[0]
-        trig = _out(nodes[trig_id], c) if trig_id in nodes else None
-        base = _out(nodes[base_id], c) if base_id in nodes else None
-        if trig is True and base != v:
-            t.append(f"   FIRED: {_value(base)} → {_value(v)}", style="bold yellow")
-        elif trig is True:
+        view = TraceView.of_nodes(nodes.values())
+        trig = view.trigger(name)
+        if view.changed(name, c):
+            t.append(f"   FIRED: {_value(view.value(view.source(name, 'base'), c))} → {_value(v)}",
+                     style="bold yellow")
+        elif view.fired(name, c):
             t.append("   fired, no change", style="yellow")
-        elif trig is False:
+        elif c < len(trig) and trig[c] is False:
             t.append("   not fired", style="dim")
     return t
 

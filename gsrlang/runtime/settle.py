@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, Unsettled, format_value
+from gsrlang.runtime.values import ABSTAIN, Unsettled, format_value
 
 __all__ = ["CORNER_LIMIT", "Possible", "liveness", "settle", "top", "unsettled"]
 
@@ -97,7 +97,8 @@ def _same(outputs: list) -> bool:
 
 def apply_unsettled(step, args: list, node_type, c: int, where: str):
     """The output of `step` for one candidate whose arguments (port values, lists for list ports) hold
-    Unsettled values: a settled value when every combination of corners gives the same one."""
+    Unsettled values: a settled value when every combination of corners gives the same one. The
+    combinations are rows of one batch through the operator's kernel."""
     slots = []  # (port index, position in the list port or None, corners)
     causes = set()
     size = 1
@@ -110,8 +111,7 @@ def apply_unsettled(step, args: list, node_type, c: int, where: str):
                 size *= max(1, len(corners))
     if size > CORNER_LIMIT:
         return unsettled(node_type, causes)
-    outputs = []
-    fn, kwargs, check = step.fn, step.kwargs, step.check
+    rows = []
     for combo in itertools.product(*(s[2] for s in slots)):
         filled = [list(a) if type(a) is list else a for a in args]
         for (p, k, _), v in zip(slots, combo):
@@ -119,13 +119,13 @@ def apply_unsettled(step, args: list, node_type, c: int, where: str):
                 filled[p] = v
             else:
                 filled[p][k] = v
-        try:
-            out = fn(*filled, **kwargs)
-        except RuntimeFailure:
-            return unsettled(node_type, causes)
-        if not check(out):
-            return unsettled(node_type, causes)
-        outputs.append(out)
+        rows.append(filled)
+    if not rows:
+        return unsettled(node_type, causes)
+    outputs, failed, _ = step.run_rows(rows)
+    check = step.check
+    if (failed is not None and failed.any()) or not all(map(check, outputs)):
+        return unsettled(node_type, causes)
     if _same(outputs):
         return outputs[0]
     return Unsettled(_from_outputs(outputs), frozenset(causes))
@@ -148,11 +148,11 @@ def settle(plan, values: list, m: int, where) -> str | None:
                    for a in args):
                 out.append(apply_unsettled(step, args, step.node.type, c, ""))
                 continue
-            try:
-                v = step.fn(*args, **step.kwargs)
+            (v,), bad, cols = step.run_rows([args])
+            if bad is not None and bad[0]:
+                problem = step.why(0, cols)
+            else:
                 problem = None if step.check(v) else f"`{step.node.op}` produced a value that does not fit: {v!r}"
-            except RuntimeFailure as exc:
-                problem = str(exc)
             if problem is not None:
                 failed = failed or step.node.id
                 v = unsettled(step.node.type, {(step.index, c, f"{where(step.node.id, c, 'node')}: {problem}")})

@@ -326,3 +326,18 @@ def test_weighted_verdicts_read_the_answer_tokens_probabilities(real, tmp_path):
         assert 1 <= j["value"] <= 5
         print(f"\nweighted: written {w['written']}, value {j['value']:.3f}, probs {w['probs']}, mass {w['mass']}")
     assert read, [j for _, j in js]
+
+
+def test_batch_against_llama_cpp_is_one_line_saying_it_has_no_batch_api(real, tmp_path, capsys):
+    """llama.cpp's server has no Batch API (404 on /v1/batches): --batch says so in one line, before anything is
+    uploaded or judged, and writes nothing."""
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "1", "input": "Say hello.", "response": "Hello!"}) + "\n",
+                                          encoding="utf-8")
+    (tmp_path / "p.gsr").write_text(TYPES_PROGRAM, encoding="utf-8")
+    code = main(["run", "p.gsr", "--data", "items.jsonl", "--mode", "pointwise", "--out", "r.jsonl", "--batch"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and "has no Batch API (GET /v1/batches answered HTTP 404)" in lines[0], err
+    assert "run without --batch to judge online" in lines[0]
+    assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "r.jsonl.gsr-batch").exists()

@@ -610,6 +610,7 @@ class LLMClient:
         self._pause_until = 0.0
         self._closed = False
         self._inflight: dict[str, asyncio.Future] = {}  # cache key -> the answer of the request in flight
+        self.batcher = None  # gsr run --batch: a gsrlang.judges.llm.batch.Batcher answers what the cache does not
         self._client = openai.AsyncOpenAI(
             base_url=config.effective_base_url,
             api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
@@ -905,16 +906,24 @@ class LLMClient:
         if self._fatal is not None:
             self.usage.failures += 1
             raise self._fatal
-        if self.config.structured == "auto" and self._settled is None and request.schema is not None:
-            if self._negotiated is None:  # this request negotiates; the others wait for its first outcome
+        batcher = self.batcher
+        if (self.config.structured == "auto" and self._settled is None and request.schema is not None
+                and not (batcher is not None and batcher.offline)):
+            if self._negotiated is None:  # this request negotiates (online, in a batch run too); the others wait
                 self._negotiated = asyncio.Event()
+                if batcher is not None:
+                    batcher.negotiating(1)
                 try:
                     resp, latency, attempts, mode = await self._send(request, negotiating=True)
                 finally:
                     self._negotiated.set()
+                    if batcher is not None:
+                        batcher.negotiating(-1)
                 self._settle(mode)
                 return self._finish(request, resp, latency, attempts, mode, key)
             await self._negotiated.wait()
+        if batcher is not None:
+            return await batcher.ask(self, request, key)
         resp, latency, attempts, mode = await self._send(request)
         if self.config.structured == "auto" and self._settled is None and request.schema is not None:
             self._settle(mode)  # the negotiating request failed for good; this one found the mode
@@ -1129,12 +1138,14 @@ class ClientPool:
         self.cache = cache
         self._kwargs = client_kwargs
         self._clients: dict[JudgeConfig, LLMClient] = {}
+        self.batcher = None  # given to every client (gsr run --batch)
 
     def for_role(self, role: str | None = None) -> LLMClient:
         config = self.settings.for_role(role)
         client = self._clients.get(config)
         if client is None:
             client = self._clients[config] = LLMClient(config, self.cache, **self._kwargs)
+            client.batcher = self.batcher
         return client
 
     @property

@@ -363,6 +363,7 @@ class LLMJudge:
         self._by_criterion: dict[str, dict] = {}
         self._prices: dict = {}
         self.price_overrides = price_overrides
+        self.batch_pricing = False  # gsr run --batch (and its --dry-run): calls cost the Batch API's price
         if budget_usd is not None and not (budget_usd > 0 and budget_usd != float("inf")):
             raise ConfigError(f"--budget must be a positive number of US dollars, got {budget_usd!r}")
         self.budget_usd = budget_usd  # stop buying calls when spend + calls in flight would pass it
@@ -487,11 +488,12 @@ class LLMJudge:
 
     def price(self, client: LLMClient):
         """The client's model's price (gsrlang.judges.llm.prices), or None when unknown."""
-        key = (client.config.model, client.config.base_url)
+        key = (client.config.model, client.config.base_url, self.batch_pricing)
         if key not in self._prices:
             from gsrlang.judges.llm.prices import price_of
 
-            self._prices[key] = price_of(client.config.model, client.config.base_url, overrides=self.price_overrides)
+            self._prices[key] = price_of(client.config.model, client.config.base_url, overrides=self.price_overrides,
+                                         batch=self.batch_pricing)
         return self._prices[key]
 
     def _account(self, client: LLMClient, role: str, node_id: str | None, out: "_Outcome", cache_hits: int) -> None:
@@ -774,7 +776,9 @@ class LLMJudge:
         queued calls can be failed at once when the judge has been stopped)."""
         gate = self._gates.get(id(client))
         if gate is None:
-            gate = self._gates[id(client)] = asyncio.Semaphore(client.config.concurrency)
+            # a batch run parks every call until its batch is answered: no bound (HTTP stays bounded by the client)
+            bound = client.config.concurrency if client.batcher is None else 1 << 30
+            gate = self._gates[id(client)] = asyncio.Semaphore(bound)
         return gate
 
     def _role_stats(self, role: str) -> _RoleStats:

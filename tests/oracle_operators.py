@@ -1,7 +1,10 @@
-"""The operator catalogue's implementations: one pure function per operator in stdlib/operators.gsr.
+"""An independent oracle of the operator catalogue, for tests: one pure function per operator.
 
-Each function works on ONE candidate's values (the executor calls it once per
-candidate, so operators never mix candidates): ports are positional arguments in
+The package does not hold this module: every path evaluates operators through the
+kernels of `gsrlang.semantics.kernels`. It is kept among the tests, written plainly
+over Python values, so that tests can hold the kernels to it (tests/test_kernels.py).
+
+Each function works on ONE candidate's values: ports are positional arguments in
 the order the stdlib signature declares them (a list port is a list, in slot
 order), parameters are keyword arguments (defaults already filled in by the
 checker; enum members such as `skip` arrive as plain strings). Values are
@@ -28,7 +31,7 @@ from typing import Callable, Sequence
 
 import attrs
 
-from gsrlang.catalog import Symbol
+from gsrlang.runtime.compose import plain_param
 from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
 from gsrlang.types import JType
 
@@ -69,25 +72,10 @@ def param_names(fn: Callable) -> tuple[str, ...]:
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY)
 
 
-def _plain(value):
-    """A checked parameter value as an operator wants it: enum members as names, numbers as floats."""
-    if isinstance(value, Symbol):
-        return value.name
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def bind_params(name: str, params: dict, port_types: dict[str, JType] | None = None) -> dict:
     """The keyword arguments of operator `name` for a node's parameters (and its ports' types)."""
     op = OPERATORS[name]
-    kwargs = {k: _plain(v) for k, v in params.items()}
+    kwargs = {k: plain_param(v) for k, v in params.items()}
     for port in op.typed_ports:
         kwargs[f"{port}_type"] = (port_types or {})[port]
     return kwargs
@@ -96,7 +84,7 @@ def bind_params(name: str, params: dict, port_types: dict[str, JType] | None = N
 def apply(name: str, *ports, **params):
     """Apply operator `name` to one candidate's port values (a convenience for tests and the REPL)."""
     op = OPERATORS[name]
-    kwargs = {k: (v if k.endswith("_type") else _plain(v)) for k, v in params.items()}
+    kwargs = {k: (v if k.endswith("_type") else plain_param(v)) for k, v in params.items()}
     return op.fn(*ports, **kwargs)
 
 

@@ -1,0 +1,487 @@
+"""The operator kernels: each operator of stdlib/operators.gsr defined once, over columns.
+
+A kernel computes one node's output for R rows at once (a pointwise item is one
+row, a pairwise item two; settling evaluates the corners of unsettled inputs as
+rows too). Its inputs are `Column`s: values (float64 for a Score, bool for a Bool,
+int32 level codes, in declaration order, for an Ordinal / Nominal) and an
+`abstain` mask. Ports arrive positionally, in the order the stdlib declares them (a
+list port as a list of Columns, in slot order); parameters as keyword arguments
+(defaults filled in by the checker, enum members as names, numbers as floats),
+with `<port>_type` (the judgment type on that port) and `out_type`.
+
+What every kernel of a kind shares is written once, in `kernel`'s wrapper (as the
+sqlglot executor's `null_if_any` is): a transform's abstention passes through
+(`default` says it replaces it), a reducer's `on_abstain` policy is applied before
+the kernel sees its items and a row with nothing left to reduce fails, and a
+clamped kernel's output is clamped to [0, 1] (NaN and -0.0 become 0.0).
+
+A kernel returns `Out(values, abstain, failed)`: `abstain` None when the wrapper's
+default applies, `failed` None when no row failed; the reason of a failed row is
+`Kernel.why(row, ...)`, the sentence the item's result gives.
+
+Determinism: every sum of three or more slots is `math.fsum`'s, correctly rounded
+(`exact_sum`: error-free transformations, and fsum itself on the rare rows where
+they cannot prove the rounding); two slots need one IEEE addition, which already is.
+Products are taken left to right in slot order. So the item path (a batch of one
+row) and a column of a million rows give the same bits.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import attrs
+
+import numpy as np
+
+from gsrlang.judgment import ABSTAIN
+
+__all__ = ["Column", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
+
+
+class Column(NamedTuple):
+    """One node's output over every row: values, and where it abstained or is invalid."""
+
+    values: np.ndarray
+    abstain: np.ndarray
+    invalid: np.ndarray
+
+
+def encode(t, cells: Sequence) -> Column:
+    """Python values of type `t` (ABSTAIN where abstained) as a Column of its type's encoding (nothing invalid)."""
+    n = len(cells)
+    abstain = np.array([c is ABSTAIN for c in cells], bool)
+    if t.kind == "score":
+        values = np.array([0.0 if c is ABSTAIN else c for c in cells], np.float64)
+    elif t.kind == "bool":
+        values = np.array([c is True for c in cells], bool)
+    else:
+        code = {label: i for i, label in enumerate(t.labels)}
+        values = np.array([code.get(c, 0) if type(c) is str else 0 for c in cells], np.int32)
+    return Column(values, abstain, np.zeros(n, bool))
+
+
+def decode(t, values: np.ndarray, abstain: np.ndarray | None) -> list:
+    """A column's rows as Python values of type `t` (ABSTAIN where abstained)."""
+    if t.kind in ("score", "bool"):
+        out = values.tolist()
+        if t.kind == "score" and values.dtype != np.float64:
+            out = [float(v) for v in out]
+    else:
+        labels = t.labels
+        out = [labels[int(v)] for v in values.tolist()]
+    if abstain is not None and abstain.any():
+        out = [ABSTAIN if a else v for v, a in zip(out, abstain.tolist())]
+    return out
+
+
+class Out(NamedTuple):
+    values: np.ndarray
+    abstain: np.ndarray | None = None  # None: the kind's default (a transform's input, nothing for a reducer)
+    failed: np.ndarray | None = None  # rows where the operator failed (None: none)
+
+
+@attrs.frozen
+class Kernel:
+    name: str
+    kind: str  # "transform" | "reduce" | "gate"
+    fn: Callable  # the wrapped kernel: (*ports, **params) -> Out
+    why: Callable  # (row, *ports, **params) -> the reason a failed row failed
+    ports: tuple[str, ...]  # the stdlib's port names, in declaration order
+    params: tuple[str, ...]  # the stdlib's parameter names
+
+
+KERNELS: dict[str, Kernel] = {}
+
+_NOTHING = "every item of `{op}` abstained (on_abstain: skip): there is nothing to reduce"
+
+
+def clamp(s: np.ndarray) -> np.ndarray:
+    """s clamped to [0, 1] in place (s must be a fresh array); NaN and -0.0 become 0.0."""
+    np.fmax(s, 0.0, out=s)  # fmax: NaN gives the other operand
+    np.fmin(s, 1.0, out=s)
+    s += 0.0  # -0.0 + 0.0 is +0.0
+    return s
+
+
+def _slots(columns: list) -> np.ndarray:
+    """Columns side by side, one slot per column: (rows, slots). (np.array then a transposed view: np.stack's
+    checks cost several times more on the item path's one or two rows.)"""
+    return np.array(columns).T
+
+
+def _resolve(items: Sequence[Column], policy: str, weights, boolean: bool):
+    """(values with abstentions replaced, counted mask) after the `on_abstain` policy.
+
+    skip: the item is left out; zero: it counts 0 (false); partial: 0.5; fail: the worst
+    case (0 for a positive weight and 1 for a penalty; false for all / fraction, true for any)."""
+    a = _slots([c.abstain for c in items])
+    if boolean:
+        x = _slots([c.values for c in items]).astype(bool)
+        if policy == "skip":
+            return x & ~a, ~a
+        return np.where(a, weights if policy == "fail" else False, x), np.ones_like(a)
+    x = np.asarray(_slots([c.values for c in items]), np.float64)
+    if not a.any():
+        return x, None
+    if policy == "skip":
+        return np.where(a, 0.0, x), ~a
+    if policy == "fail":
+        w = np.ones(len(items)) if weights is None else np.asarray(weights, float)
+        fill = np.where(w < 0, 1.0, 0.0)[None, :]
+    else:
+        fill = 0.5 if policy == "partial" else 0.0
+    return np.where(a, fill, x), None
+
+
+def _port_names(kind: str, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(ports, parameters) a kernel names: a reducer's one list port is `items`."""
+    ps = inspect.signature(fn).parameters.values()
+    ports = ("items",) if kind == "reduce" else tuple(p.name for p in ps if p.kind == p.POSITIONAL_OR_KEYWORD)
+    return ports, tuple(p.name for p in ps if p.kind == p.KEYWORD_ONLY and not p.name.endswith("_type"))
+
+
+def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = False, boolean: bool = False,
+           why: Callable | None = None):
+    """Register a kernel under its stdlib name, wrapped with what its kind shares.
+
+    transform: the input's abstentions pass through (`replaces`: the kernel gives its own);
+    reduce: the kernel receives (x, counted) after `on_abstain` (`boolean`: all / any /
+    fraction's policy), counted None when every slot counts, and rows with nothing counted
+    fail; `clamped`: the output is clamped to [0, 1]."""
+
+    def register(fn):
+        if name in KERNELS:
+            raise ValueError(f"operator {name!r} has two kernels")
+        ports, params = _port_names(kind, fn)
+        if kind == "reduce":
+            def run(items, *, on_abstain="fail", **kw):
+                fail_as = (name == "any") if boolean else kw.get("weights")
+                if fail_as == "equal":
+                    fail_as = None
+                x, counted = _resolve(items, on_abstain, fail_as, boolean)
+                out = fn(x, counted, **kw)
+                values, failed = out.values, out.failed
+                if counted is not None:
+                    empty = ~counted.any(axis=1)
+                    if empty.any():
+                        failed = empty if failed is None else failed | empty
+                return Out(clamp(values) if clamped else values, None, failed)
+
+            def reason(row, items, *, on_abstain="fail", **kw):
+                if why is not None:
+                    said = why(row, items, on_abstain=on_abstain, **kw)
+                    if said:
+                        return said
+                return _NOTHING.format(op=name)
+        else:
+            def run(*args, **kw):
+                out = fn(*args, **kw)
+                values = clamp(out.values) if clamped else out.values
+                if kind == "transform" and not replaces:
+                    return Out(values, args[0].abstain, out.failed)
+                if kind == "gate" and out.abstain is None:
+                    return Out(values, args[0].abstain, out.failed)
+                return Out(values, out.abstain, out.failed)
+
+            def reason(row, *args, **kw):
+                return why(row, *args, **kw)
+
+        KERNELS[name] = Kernel(name, kind, run, reason, ports, params)
+        return fn
+
+    return register
+
+
+# ---- exact sums ---------------------------------------------------------------------------------------------------
+_U = 2.0 ** -53
+
+
+def exact_sum(x: np.ndarray) -> np.ndarray:
+    """Each row's sum along the slots, as `math.fsum` gives it (correctly rounded); a fresh array.
+
+    One or two slots: the IEEE sum already is. Three or more: the naive sum with every
+    rounding error kept exactly (Knuth's TwoSum), the errors summed, and the two
+    added; where the bound on what that last step may have lost cannot rule out
+    another rounding (and where anything is not finite), the row takes fsum itself."""
+    rows, k = x.shape
+    if k == 0:
+        return np.zeros(rows)
+    s = x[:, 0].copy()
+    if k == 1:
+        return s + 0.0
+    if k == 2:
+        s += x[:, 1]
+        return s + 0.0
+    if rows <= 16:  # a few rows (the item path): fsum itself costs less than the passes below
+        return np.array([math.fsum(r) for r in x.tolist()], np.float64) + 0.0
+    with np.errstate(all="ignore"):
+        return _exact_sum(x, s, rows, k)
+
+
+def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
+    err = np.zeros(rows)
+    mag = np.zeros(rows)
+    for j in range(1, k):
+        b = x[:, j]
+        t = s + b
+        bp = t - s
+        e = (s - (t - bp)) + (b - bp)
+        err += e
+        mag += np.abs(e)
+        s = t
+    r = s + err
+    rp = r - s
+    delta = (s - (r - rp)) + (err - rp)  # r + delta = s + err exactly
+    # the exact sum is r + delta + (what summing the errors lost, at most k u mag, doubled to be safe): r is its
+    # rounding when that stays within half the gap to r's neighbours (the gap below a power of 2 is half the one above)
+    bound = np.abs(delta) + (k * _U) * mag * 2.0
+    half_gap = np.spacing(np.abs(r)) * np.where(np.frexp(np.abs(r))[0] == 0.5, 0.25, 0.5)
+    doubt = ~(bound < half_gap) | ~np.isfinite(r)
+    doubt &= mag != 0.0  # no rounding error anywhere: the naive sum is exact
+    if doubt.any():
+        idx = np.flatnonzero(doubt)
+        r[idx] = [math.fsum(row) for row in x[idx].tolist()]
+    r += 0.0  # fsum's zero is +0.0
+    return r
+
+
+# ---- TRANSFORM ------------------------------------------------------------------------------------------------------
+@kernel("normalize", "transform")
+def normalize(x, *, x_type, **_):
+    """A level's value in [0, 1]; true is 1 and false is 0."""
+    if x_type.kind == "bool":
+        return Out(x.values.astype(np.float64))
+    return Out(np.asarray(x_type.values, np.float64)[x.values])
+
+
+@kernel("scale", "transform")
+def scale(x, *, x_type, **_):
+    """Score[lo..hi] mapped linearly onto [0, 1]."""
+    out = x.values - x_type.lo
+    out /= x_type.hi - x_type.lo
+    np.maximum(0.0, out, out=out)
+    return Out(np.minimum(1.0, out, out=out))
+
+
+@kernel("threshold", "transform")
+def threshold(x, *, at, **_):
+    return Out(x.values >= at)
+
+
+@kernel("not", "transform")
+def not_(x, **_):
+    return Out(~x.values)
+
+
+@kernel("invert", "transform")
+def invert(x, **_):
+    return Out(1.0 - x.values)
+
+
+def _no_score(row, x, *, to, x_type, **_):
+    return f"`map` gives no score for `{x_type.labels[int(x.values[row])]}`"
+
+
+@kernel("map", "transform", why=_no_score)
+def map_(x, *, to, x_type, **_):
+    lut = np.array([to.get(label, np.nan) for label in x_type.labels], np.float64)
+    out = lut[x.values]
+    missing = np.isnan(out)
+    if not missing.any():
+        return Out(out)
+    return Out(np.where(missing, 0.0, out), None, missing & ~x.abstain)
+
+
+@kernel("at_most", "transform")
+def at_most(x, *, level, x_type, **_):
+    """The level is `level` or below it, in declaration order (level codes are that order)."""
+    return Out(x.values <= x_type.labels.index(level))
+
+
+@kernel("at_least", "transform")
+def at_least(x, *, level, x_type, **_):
+    """The level is `level` or above it, in declaration order."""
+    return Out(x.values >= x_type.labels.index(level))
+
+
+@kernel("is", "transform")
+def is_(x, *, level, x_type, **_):
+    """The judgment is exactly `level` (a label, or a bool)."""
+    if x_type.kind == "bool":
+        return Out(x.values == bool(level))
+    return Out(x.values == x_type.labels.index(level))
+
+
+@kernel("default", "transform", replaces=True)
+def default(x, *, value, out_type, **_):
+    """An abstention replaced by `value`."""
+    if out_type.kind in ("ordinal", "nominal"):
+        value = out_type.labels.index(value)
+    a = x.abstain
+    if not a.any():
+        return Out(x.values, np.zeros(len(a), bool))
+    out = x.values.copy()
+    out[a] = value
+    return Out(out, np.zeros(len(a), bool))
+
+
+# ---- REDUCE ---------------------------------------------------------------------------------------------------------
+def _counted(x, counted):
+    return x if counted is None else np.where(counted, x, 0.0)
+
+
+@kernel("mean", "reduce", clamped=True)
+def mean(x, counted, **_):
+    n = x.shape[1] if counted is None else counted.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return Out(exact_sum(_counted(x, counted)) / n)
+
+
+def _weights(k: int, weights) -> np.ndarray:
+    return np.ones(k) if weights == "equal" else np.asarray(weights, float)
+
+
+def _weighted_why(row, items, *, weights="equal", on_abstain="fail", **_):
+    w = _weights(len(items), weights)
+    if len(w) != len(items):
+        return f"`weighted_mean` has {len(items)} items but {len(w)} weights"
+    if on_abstain == "skip" and all(c.abstain[row] for c in items):
+        return None
+    return "every weight of `weighted_mean` that counts is zero: the mean is undefined"
+
+
+@kernel("weighted_mean", "reduce", clamped=True, why=_weighted_why)
+def weighted_mean(x, counted, *, weights="equal", **_):
+    """sum(w x) / sum(positive w); with no positive weight, 1 + sum(w x) / sum(|w|) (then clamped).
+
+    The weights that count are those of the items left after the abstention policy."""
+    rows, k = x.shape
+    w = _weights(k, weights)
+    if len(w) != k:
+        return Out(np.zeros(rows), None, np.ones(rows, bool))
+    if counted is None:  # every slot counts: constant weights
+        total = exact_sum(x * w)
+        positive = math.fsum(v for v in w if v > 0)
+        negative = math.fsum(-v for v in w if v < 0)
+        if positive > 0:
+            total /= positive
+            return Out(total)
+        if negative == 0:
+            return Out(np.zeros(rows), None, np.ones(rows, bool))
+        total /= negative
+        total += 1.0
+        return Out(total)
+    total = exact_sum(np.where(counted, w * x, 0.0))
+    positive = exact_sum(np.where(counted & (w > 0), w, 0.0))
+    negative = exact_sum(np.where(counted & (w < 0), -w, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(positive > 0, total / positive, 1.0 + total / negative)
+    return Out(value, None, (positive <= 0) & (negative == 0))
+
+
+@kernel("min", "reduce")
+def min_(x, counted, **_):
+    """The lowest score."""
+    return Out(np.min(x if counted is None else np.where(counted, x, np.inf), axis=1))
+
+
+@kernel("max", "reduce")
+def max_(x, counted, **_):
+    """The highest score."""
+    return Out(np.max(x if counted is None else np.where(counted, x, -np.inf), axis=1))
+
+
+@kernel("median", "reduce")
+def median(x, counted, **_):
+    """The median (the clamped mean of the two middle scores for an even count)."""
+    xs = np.sort(x if counted is None else np.where(counted, x, np.inf), axis=1)
+    n = np.full(len(x), x.shape[1]) if counted is None else counted.sum(axis=1)
+    rows = np.arange(len(n))
+    mid = n // 2
+    upper = xs[rows, np.minimum(mid, xs.shape[1] - 1)]
+    lower = xs[rows, np.maximum(mid - 1, 0)]
+    with np.errstate(invalid="ignore"):
+        even = clamp((lower + upper) / 2)
+    return Out(np.where(n % 2 == 1, upper, even))
+
+
+@kernel("product", "reduce")
+def product(x, counted, **_):
+    """The product, left to right in slot order."""
+    p = np.ones(x.shape[0])
+    for j in range(x.shape[1]):
+        p = p * (x[:, j] if counted is None else np.where(counted[:, j], x[:, j], 1.0))
+    return Out(p)
+
+
+@kernel("all", "reduce", boolean=True)
+def all_(b, counted, **_):
+    return Out(np.all(b | ~counted, axis=1))
+
+
+@kernel("any", "reduce", boolean=True)
+def any_(b, counted, **_):
+    """fail: an abstention counts as true ("a flagged problem cannot be ruled out")."""
+    return Out(np.any(b & counted, axis=1))
+
+
+@kernel("fraction", "reduce", boolean=True)
+def fraction(b, counted, **_):
+    n = counted.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return Out((b & counted).sum(axis=1) / n)
+
+
+# ---- GATE -----------------------------------------------------------------------------------------------------------
+def _bound(t: np.ndarray, at, neutral: float) -> np.ndarray:
+    """Per row, `at` where the trigger `t` fires and `neutral` (an infinity) elsewhere: a fresh float64 array.
+
+    Made from the infinity's bit pattern times "not fired", plus `at`: inf + at is
+    inf and 0.0 + at is at, exactly, for every finite `at` but -0.0 (which becomes
+    0.0); those few take np.where, several times slower (a branch per row)."""
+    at = float(at)
+    if len(t) < 64 or not math.isfinite(at) or math.copysign(1.0, at) < 0 and at == 0:
+        return np.where(t, at, neutral)  # (few rows: the bit pattern's five passes cost more than a branch)
+    bound = np.logical_not(t).astype(np.int64)
+    bound *= np.array(neutral).view(np.int64)
+    bound = bound.view(np.float64)
+    bound += at
+    return bound
+
+
+def _fired(trigger: Column) -> np.ndarray:
+    return trigger.values.astype(bool, copy=False)
+
+
+@kernel("cap", "gate")
+def cap(base, trigger, *, at, **_):
+    """When the trigger holds, the score is at most `at`."""
+    t = _fired(trigger)
+    if not t.any():
+        return Out(base.values)
+    return Out(np.minimum(base.values, _bound(t, at, np.inf)))
+
+
+@kernel("floor", "gate")
+def floor(base, trigger, *, at, **_):
+    """When the trigger holds, the score is at least `at`."""
+    t = _fired(trigger)
+    if not t.any():
+        return Out(base.values)
+    return Out(np.maximum(base.values, _bound(t, at, -np.inf)))
+
+
+@kernel("veto", "gate")
+def veto(base, trigger, **_):
+    """When the trigger holds, the score is 0."""
+    t = _fired(trigger)
+    return Out(np.where(t, 0.0, base.values) if t.any() else base.values)
+
+
+@kernel("mask", "gate")
+def mask(base, trigger, **_):
+    """When the trigger holds, the judgment abstains."""
+    return Out(base.values, base.abstain | _fired(trigger))
