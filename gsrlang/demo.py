@@ -1,18 +1,20 @@
-"""`make demo`: run the Topical-Chat rubric programs over real human annotations, with no key and no model.
+"""`make demo`: the Topical-Chat rubric programs over real human annotations, with no key and no model.
 
-1. runs examples/topical_chat/overall.gsr (the graph: gates and a weighted mean) and
-   flat.gsr (the flat weighted-mean baseline) over the 240 USR-annotated responses,
-   with every criterion read from the annotations (`human(field: ...)`);
-2. prints their agreement with the annotators' overall score side by side (exact,
-   within-1, MAE, Pearson, Spearman, QWK, with bootstrap 95% intervals), and says
-   whether the direct holistic baseline (direct.gsr, one model judgment) was run;
-3. replays the graph's trace with no judge call and checks that it reproduces
-   every node exactly, then re-composes the same recorded judgments under flat.gsr
-   (the "what if") and checks that this equals running flat.gsr;
-4. prints one item's decision path from its trace, and the commands to try next (each works
-   as printed: tests/test_first_hour.py runs them).
+1. runs three programs over the 240 USR-annotated responses, every criterion read from the
+   annotations (`human(field: ...)`): examples/topical_chat/overall.gsr (the hand-set graph: gates and a
+   weighted mean), overall.tuned.gsr (its learnable version as `gsr tune` tuned it, with its provenance header)
+   and flat.gsr (the flat weighted mean, the baseline);
+2. prints their agreement with the annotators' overall score side by side (exact, within-1, MAE, Pearson,
+   Spearman, QWK, with bootstrap 95% intervals), with the tuned program's nested cross-validation figure from
+   its header (its in-sample figures are on the items it was tuned on);
+3. runs `gsr compare` of the tuned program against the flat mean, as the command prints it: paired differences
+   with a cluster bootstrap over conversations, per-item wins and McNemar's exact test;
+4. prints the decision path of one item where the graph and the flat mean disagree, from its trace;
+5. replays the graph's trace with no judge call and checks that it reproduces every node exactly, and prints
+   the commands to try next (each works as printed: tests/test_first_hour.py runs them).
 
-Outputs (results and traces) go to out/demo/ (git-ignored). Run: python -m gsrlang.demo
+It needs the runtime dependencies only. Outputs (results and traces) go to out/demo/ (git-ignored).
+Run: python -m gsrlang.demo
 """
 
 from __future__ import annotations
@@ -109,11 +111,40 @@ def _direct(console: Console, data: Path, out: Path):
     return report, summary, f"direct.gsr: {summary.line()}"
 
 
+def _nested_cv(path: Path) -> str | None:
+    """The tuned program's nested-CV line from its provenance header (`# gsr tune: CV exact: ...`)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# gsr tune: CV "):
+            return line[len("# gsr tune: "):]
+        if not line.startswith("#"):
+            break
+    return None
+
+
+def _disagreeing_item(out: Path):
+    """The first item whose graph score differs from the flat mean's and is the closer of the two to the gold
+    label (else the first that differs, else the first): (graph's trace record, flat's result line)."""
+    from gsrlang.metrics import read_results, round_half_up
+    from gsrlang.runtime.trace import read_trace
+
+    flat = {line["id"]: line for line in read_results(out / "flat.results.jsonl")}
+    chosen = fallback = None
+    for _, record in read_trace(out / "overall.trace.jsonl"):
+        line, other = record["result"], flat.get(record["item"]["id"])
+        fallback = fallback or (record, other)
+        if other is None or line.get("score") is None or other.get("score") is None or line["score"] == other["score"]:
+            continue
+        gold = round_half_up(line["label"]) if line.get("label") is not None else None
+        if gold is not None and abs(line["score"] - gold) < abs(other["score"] - gold):
+            return record, other
+        chosen = chosen or (record, other)
+    return chosen or fallback
+
+
 def main(argv: list[str] | None = None) -> int:
+    from gsrlang.cli import main as gsr
     from gsrlang.runtime.batch import replay_file
     from gsrlang.runtime.explain import decision_tree
-    from gsrlang.runtime.trace import read_trace
-    from gsrlang.trace import TraceView
 
     console = Console(width=max(100, min(140, Console().width)))
     t0 = time.perf_counter()
@@ -124,52 +155,65 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"data: {_rel(data)} — criteria read from the human annotations; no key, no model\n")
 
     graph, graph_path = _program("overall.gsr")
+    tuned, tuned_path = _program("overall.tuned.gsr")
     flat, flat_path = _program("flat.gsr")
     g_summary, g_report = _run(graph, graph_path, data, out, "overall")
+    t_summary, t_report = _run(tuned, tuned_path, data, out, "tuned")
     f_summary, f_report = _run(flat, flat_path, data, out, "flat")
     d_report, d_summary, d_note = _direct(console, data, out)
 
     table = Table(title="agreement with the annotators' overall score (1..5), 95% bootstrap CI",
                   title_justify="left")
     table.add_column("metric")
-    table.add_column("graph: overall.gsr", justify="right")
-    table.add_column("flat: flat.gsr", justify="right")
-    table.add_column("direct: direct.gsr", justify="right")
+    table.add_column("hand-set graph: overall.gsr", justify="right")
+    table.add_column("tuned: overall.tuned.gsr", justify="right")
+    table.add_column("flat mean: flat.gsr", justify="right")
+    if d_report:
+        table.add_column("direct: direct.gsr", justify="right")
     for key in METRICS:
-        table.add_row(key, _cell(g_report, key), _cell(f_report, key), _cell(d_report, key) if d_report else "not run")
-    table.add_row("items ok", f"{g_summary.ok} of {g_summary.items}", f"{f_summary.ok} of {f_summary.items}",
-                  "—" if d_summary is None else f"{d_summary.ok} of {d_summary.items}")
+        table.add_row(key, _cell(g_report, key), _cell(t_report, key), _cell(f_report, key),
+                      *([_cell(d_report, key)] if d_report else []))
+    table.add_row("items ok", *(f"{s.ok} of {s.items}" for s in (g_summary, t_summary, f_summary)),
+                  *([f"{d_summary.ok} of {d_summary.items}"] if d_report else []))
     console.print(table)
     console.print("exact and within-1 compare with the overall score rounded half up; MAE, Pearson and Spearman "
                   "with the unrounded mean of three annotators.")
+    cv = _nested_cv(EXAMPLE / "overall.tuned.gsr")
+    console.print(f"The tuned program was tuned on these 240 items, so its column is in-sample. On items it did not "
+                  f"see (nested 5-fold cross-validation, from its header): {cv or 'see its header'}.")
     console.print(d_note + "\n")
 
-    # replay: exact reproduction with no judge, then the "what if" under the flat program
+    # gsr compare, as the command prints it: the tuned program against the flat mean, paired, conversations kept
+    # together (the six responses to one conversation are not independent)
+    compare = [str(out / "flat.results.jsonl"), str(out / "tuned.results.jsonl"), "--data", _rel(data),
+               "--id-field", "id", "--group-field", "context"]
+    console.print(f"[bold]$ gsr compare {' '.join(compare)}[/]", highlight=False)
+    sys.stdout.flush()
+    gsr(["compare", *compare])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    console.print()
+
+    # one item where the graph and the flat mean disagree: why the graph scored it as it did
+    record, flat_line = _disagreeing_item(out)
+    item_id = str(record["item"]["id"])
+    line = record["result"]
+    console.print(f"[bold]where the graph and the flat mean disagree[/]: item {item_id}, gold {line.get('label')}: "
+                  f"graph {line.get('score')}, flat mean {flat_line.get('score') if flat_line else '—'} "
+                  f"(raw {flat_line.get('raw') if flat_line else '—'}). The graph's decision path, from its trace "
+                  f"({_rel(out / 'overall.trace.jsonl')}):", highlight=False)
+    console.print(decision_tree(record))
+
+    # replay: exact reproduction with no judge
     trace = out / "overall.trace.jsonl"
     replayed = replay_file(trace, graph, verify=True)
     if replayed.first_difference is None:
-        console.print(f"[bold green]replay[/]: {replayed.items} items of {_rel(trace)} recomputed with no judge call "
-                      f"in {replayed.seconds:.2f} s — every node output, readout and result reproduced exactly")
+        console.print(f"\n[bold green]replay[/]: {replayed.items} items of {_rel(trace)} recomputed with no judge "
+                      f"call in {replayed.seconds:.2f} s — every node output, readout and result reproduced exactly")
     else:
-        console.print(f"[bold red]replay differs[/]: {replayed.first_difference.describe()}")
-    whatif = out / "flat_from_graph_trace.results.jsonl"
-    replay_file(trace, flat, verify=False, out=str(whatif), program_label=flat_path)
-    same = whatif.read_bytes() == (out / "flat.results.jsonl").read_bytes()
-    console.print(f"[bold]what if[/]: the graph's recorded judgments re-composed under {flat_path} "
-                  f"{'give exactly' if same else 'do NOT give'} the results of running {flat_path} "
-                  "(an ablation is a replay, no judge needed)\n")
-
-    # one item's decision path: the first where a gate changed the score, if any
-    chosen = None
-    for _, record in read_trace(trace):
-        if TraceView.of_record(record).score_changes():
-            chosen = record
-            break
-        chosen = chosen or record
-    console.print(f"[bold]decision path[/] of one item, from its trace record ({_rel(trace)}):")
-    console.print(decision_tree(chosen))
+        console.print(f"\n[bold red]replay differs[/]: {replayed.first_difference.describe()}")
     console.print(f"\noutputs in {out}/; done in {time.perf_counter() - t0:.1f} s. Next, try:")
-    for command in next_commands(out, str(chosen["item"]["id"])):
+    for command in next_commands(out, item_id):
         console.print("  " + command, markup=False, highlight=False, soft_wrap=True)
     return 0
 
@@ -191,10 +235,11 @@ def next_commands(out: Path, item_id: str) -> list[str]:
             f"{gsr} replay {trace} --show {item_id}",
             f"{gsr} metrics {results}",
             f"{gsr} render {program} --trace {trace} --item {item_id} -o {out}/{item_id}.svg",
-            f"{gsr} run {program} --data {data} --id-field id "
+            f"{gsr} run {program} --data {data} "
             f"--label-field scores.overall --out {out}/again.results.jsonl --trace {out}/again.trace.jsonl",
-            f"{gsr} report {results} --trace {trace} --compare {out}/flat.results.jsonl "
-            f"--compare-trace {out}/flat.trace.jsonl -o {out}/report.html"]
+            f"{gsr} report {results} --trace {trace} --compare {out}/tuned.results.jsonl "
+            f"--compare-trace {out}/tuned.trace.jsonl -o {out}/report.html",
+            f"{gsr} ablate {program} --trace {trace}"]
 
 
 if __name__ == "__main__":

@@ -23,9 +23,12 @@ are refused (`ReportError`).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -228,7 +231,7 @@ def heatmap(rows: Sequence, cols: Sequence, counts: Counter, title: str, row_nam
 
 def bars(categories: Sequence, series: Sequence[tuple[str, Counter, str]], title: str, height: int = 150) -> str:
     """Grouped bars: for each category, one bar per series (name, counts, colour), with a legend."""
-    group = 12 * len(series) + 14
+    group = max(12 * len(series) + 14, 6 * max((len(_short(k)) for k in categories), default=0) + 8)
     left, top, plot = 34, 22, height - 50
     width = max(220, left + group * len(categories) + 10)
     peak = max((c.get(k, 0) for _, c, _ in series for k in categories), default=0) or 1
@@ -253,7 +256,7 @@ def bars(categories: Sequence, series: Sequence[tuple[str, Counter, str]], title
 
 def _short(v) -> str:
     text = str(v)
-    return text if len(text) <= 8 else text[:7] + "\u2026"
+    return text if len(text) <= 11 else text[:10] + "\u2026"
 
 
 # ---- metrics --------------------------------------------------------------------------------------------------
@@ -388,6 +391,25 @@ def _charts(run: Run, program, criteria: list[str]) -> str:
             f'<h3>Per-criterion values</h3><div class="charts">{crit}</div></section>')
 
 
+def _histogram(values: list[float], lo, hi, counts: Counter) -> list[str]:
+    """Count numeric judgments into `counts` by bin and return the bins' labels in order. Whole numbers over a
+    range of at most 20 get a bar each ("3"); otherwise ten equal bins labelled by their range ("0.9-1": the
+    last bin holds its upper end, each other bin [a, b))."""
+    lo = min(values) if lo is None else lo
+    hi = max(values) if hi is None else hi
+    if all(float(v).is_integer() for v in values) and float(lo).is_integer() and float(hi).is_integer() \
+            and hi - lo <= 20:
+        for v in values:
+            counts[str(int(v))] += 1
+        return [str(k) for k in range(int(lo), int(hi) + 1)]
+    bins = 10
+    width = (hi - lo) / bins or 1
+    labels = [f"{lo + k * width:.3g}\u2013{lo + (k + 1) * width:.3g}" for k in range(bins)]
+    for x in values:
+        counts[labels[min(bins - 1, max(0, int((x - lo) / width)))]] += 1
+    return labels
+
+
 def _criterion_distributions(run: Run, program, criteria: list[str]) -> list[tuple[str, str]]:
     types = {n.id: n.type for n in program.criteria} if program is not None else {}
     counts: dict[str, Counter] = {c: Counter() for c in criteria}
@@ -408,16 +430,7 @@ def _criterion_distributions(run: Run, program, criteria: list[str]) -> list[tup
     for c in criteria:
         t = types.get(c)
         if numeric[c]:
-            lo = getattr(t, "lo", None)
-            hi = getattr(t, "hi", None)
-            lo = min(numeric[c]) if lo is None else lo
-            hi = max(numeric[c]) if hi is None else hi
-            bins = 10
-            width = (hi - lo) / bins or 1
-            for x in numeric[c]:
-                k = min(bins - 1, max(0, int((x - lo) / width)))
-                counts[c][f"{lo + k * width:.3g}"] += 1
-            cats = [f"{lo + k * width:.3g}" for k in range(bins)]
+            cats = _histogram(numeric[c], getattr(t, "lo", None), getattr(t, "hi", None), counts[c])
         else:
             labels = list(getattr(t, "labels", ()) or ())
             if t is not None and getattr(t, "kind", "") == "bool":
@@ -439,8 +452,12 @@ def _graph_svg(program) -> tuple[str, str | None]:
     from gsrlang.render import RenderOptions, build_graph
 
     svg = build_graph(program, None, RenderOptions(legend=False)).pipe(format="svg").decode("utf-8")
-    start = svg.find("<svg")
-    return svg[start:], None
+    svg = svg[svg.find("<svg"):]
+    # drop the root's fixed width and height (points): with its viewBox, the page's style scales it to the box's
+    # width, the whole graph (sink included) in view; the zoom buttons enlarge it from there
+    head, rest = svg.split(">", 1)
+    head = re.sub(r'\s(width|height)="[^"]*"', "", head)
+    return head + ' preserveAspectRatio="xMidYMin meet">' + rest, None
 
 
 def build_report(run: Run, program=None, other: Run | None = None, bootstrap: int = 1000,
@@ -455,6 +472,7 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     first = next((r for r in run.records if r.get("nodes")), None)
     node_ids = [n["id"] for n in (first or {}).get("nodes") or ()]
     kinds = {n["id"]: n.get("kind") for n in (first or {}).get("nodes") or ()}
+    types = {n["id"]: n.get("type") for n in (first or {}).get("nodes") or ()}
     criteria = [n for n in node_ids if kinds.get(n) == "criterion"]
     paths = _Strings()
     items = _items(run, program, strings, paths, criteria, node_ids)
@@ -473,16 +491,17 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     name = run.header.get("name") or "run"
     title = title or f"gsr report: {name}"
     data = {"mode": run.mode, "criteria": criteria, "nodes": node_ids, "kinds": [kinds[n] for n in node_ids],
+            "types": [types[n] for n in criteria], "sink": run.header.get("sink"),
             "strings": strings.items, "paths": [json.loads(p) for p in paths.items], "items": items, "other": other_items,
             "changed": paired["changed"] if paired else None}
     compare = _compare_section(paired, other) if other is not None else ""
     summary = run.summary or {}
     facts = [f"program <b>{html.escape(str(name))}</b> ({html.escape(str(run.header.get('hash') or '')[:19])})",
-             f"{run.mode}", f"{len(run.results)} items: {counts.get('ok', 0)} ok, {counts.get('invalid', 0)} invalid, "
-                            f"{counts.get('failed', 0)} failed",
+             html.escape(str(run.mode)), f"{len(run.results)} items: {counts.get('ok', 0)} ok, "
+                                         f"{counts.get('invalid', 0)} invalid, {counts.get('failed', 0)} failed",
              f"results {html.escape(run.results_path)}", f"trace {html.escape(run.trace_path)}"]
     if summary.get("wall_s") is not None:
-        facts.append(f"wall time {summary['wall_s']} s")
+        facts.append(f"wall time {html.escape(str(summary['wall_s']))} s")
     from gsrlang.judges.llm.prices import cost_record, cost_text, token_parts
 
     cost = cost_record(summary)
@@ -492,16 +511,35 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
                                  f"{cost_text(cost)}"))
     if other is not None:
         facts.append(f"compared with run B: {html.escape(other.results_path)}")
-    page = _TEMPLATE
-    for key, value in {
-        "TITLE": html.escape(title), "STYLE": _STYLE, "SCRIPT": _SCRIPT, "FACTS": " \u00b7 ".join(facts),
+    return fill(_TEMPLATE, {
+        "TITLE": html.escape(title), "STYLE": _STYLE, "SCRIPT": _SCRIPT, "CSP": _CSP, "FACTS": " \u00b7 ".join(facts),
         "METRICS": _metrics_table(ma, mb, (paired or {}).get("delta"), run.mode) + _criteria_table(by_criterion),
         "COMPARE": compare, "CHARTS": _charts(run, program, criteria),
         "GRAPH": graph or f'<p class="note">{html.escape(graph_note or "")}</p>',
-        "DATA": dumps_line(data).replace("</", "<\\/"),
-    }.items():
-        page = page.replace(f"@@{key}@@", value)
-    return page
+        "DATA": script_json(data),
+    })
+
+
+_SLOT = re.compile(r"@@([A-Z]+)@@")
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """The template with each @@NAME@@ slot replaced by its value, in one pass: a value is never searched for
+    slots itself (a literal "@@DATA@@" in a rubric's text, a title or a file name stays text). Each value is
+    escaped for its slot by its maker: html.escape for text and attributes, script_json for the data block."""
+    return _SLOT.sub(lambda m: values[m.group(1)], template)
+
+
+def script_json(value) -> str:
+    """JSON to put inside <script type="application/json">: no `<`, `>` or `&` appears raw (written as \\u003c,
+    \\u003e, \\u0026, which JSON.parse reads back), so neither `</script>` nor `<!--` can end or change the
+    element's parsing (a `<!--<script>` in an item id left the block in the double-escaped state, and the page's
+    script never ran). U+2028 and U+2029 are escaped too."""
+    text = dumps_line(value)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text
 
 
 def _compare_section(paired: dict, other: Run) -> str:
@@ -530,7 +568,9 @@ font-variant-numeric:tabular-nums}th{background:#f3f4f6;cursor:pointer;user-sele
 .ci{color:#6b7280;font-size:12px}.note{color:#6b7280;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.chart-box{margin:0;border:1px solid #f3f4f6;padding:4px}
 figcaption{font-size:12px;color:#374151;font-weight:600}
-#graph{overflow:auto;max-height:640px;border:1px solid #f3f4f6}#graph svg{max-width:none}
+#graph{overflow:auto;max-height:85vh;border:1px solid #f3f4f6}#graph svg{display:block;width:100%;height:auto;
+max-height:80vh}#graph.zoomed svg{max-height:none}.zoom{margin:0 0 6px}.zoom button{margin-right:4px}
+.jtype{color:#6b7280;font-size:12px}
 #graph .on-path>path,#graph .on-path>polygon{stroke:#dc2626;stroke-width:2.6}
 #graph g.node.on-path>polygon,#graph g.node.on-path path{stroke:#dc2626}
 .controls{display:flex;flex-wrap:wrap;gap:12px;align-items:center;margin-bottom:8px}
@@ -545,13 +585,17 @@ font-size:12px}.path-node.gate-changed{background:#fee2e2}.path-node.gate-same{b
 """
 
 _TEMPLATE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="@@CSP@@">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>@@TITLE@@</title><style>@@STYLE@@</style></head>
 <body><header><h1>@@TITLE@@</h1><p>@@FACTS@@</p></header><main>
 <section id="agreement"><h2>Agreement with the gold labels</h2>@@METRICS@@</section>
 @@COMPARE@@
 @@CHARTS@@
-<section id="program"><h2>The program</h2><div id="graph">@@GRAPH@@</div>
+<section id="program"><h2>The program</h2>
+<div class="zoom"><button id="zoom-in" type="button">zoom in</button><button id="zoom-out" type="button">zoom out</button>
+<button id="zoom-fit" type="button">fit</button><span id="zoom-level" class="note"></span></div>
+<div id="graph">@@GRAPH@@</div>
 <p class="note">Open an item below to draw its decision path on the graph.</p></section>
 <section id="table"><h2>Items</h2>
 <div class="controls">
@@ -649,9 +693,11 @@ function mark(path) {
   for (const k of path[0]) { const e = document.getElementById("node:" + D.nodes[k]); if (e) e.classList.add("on-path"); }
   for (const id of path[3]) { const e = document.getElementById(id); if (e) e.classList.add("on-path"); }
 }
-function judgment(j, cand) {
+function judgment(j, cand, type) {
+  // pointwise: the value and the criterion's type ("3 Score[1..3]"); pairwise: the candidate, then the same
   const [v, st, reason, ev] = j;
-  let s = `<b>${esc(cand)}</b>: ${st === "ok" ? esc(fmt(v)) : `<i>${esc(st)}</i>`}`;
+  const shown = st === "ok" ? `<b>${esc(fmt(v))}</b>` : `<i>${esc(st)}</i>`;
+  let s = (cand === null ? "" : `${esc(cand)}: `) + shown + (type ? ` <span class="jtype">${esc(type)}</span>` : "");
   if (reason !== null) s += ` \u2014 ${esc(S[reason])}`;
   if (ev) s += "<br>evidence: " + ev.map(q => `<span class="quote">\u201c${esc(S[q])}\u201d</span>`).join(" ");
   return s;
@@ -661,7 +707,7 @@ function open(i) {
   const r = D.items[i], box = document.getElementById("detail");
   box.hidden = false;
   document.getElementById("detail-title").textContent = `item ${r[0]}`;
-  const cands = PW ? ["A"] : ["A", "B"];
+  const cands = PW ? [null] : ["A", "B"];
   let h = `<p>status <b class="st-${esc(r[1])}">${esc(r[1])}</b> \u00b7 ${PW ? "score" : "winner"} <b>${esc(fmt(r[2]))}</b>` +
     (PW ? ` (raw ${esc(fmt(r[3]))})` : "") + ` \u00b7 gold ${esc(fmt(r[4]))}` +
     (r[5] !== null ? ` \u00b7 disagreement ${esc(fmt(r[5]))}` : "") + "</p>";
@@ -679,12 +725,28 @@ function open(i) {
   h += "<h3>Judgments</h3>";
   D.criteria.forEach((c, k) => {
     const js = r[10] ? r[10][k] : null;
-    h += `<div class="crit"><b>${esc(c)}</b>: ` + (js ? js.map((j, n) => judgment(j, cands[n] || n)).join("<br>") : "\u2014") + "</div>";
+    const type = D.types ? D.types[k] : null;
+    h += `<div class="crit"><b>${esc(c)}</b>: ` +
+      (js ? js.map((j, n) => judgment(j, n < cands.length ? cands[n] : String(n), type)).join("<br>") : "\u2014") + "</div>";
   });
   document.getElementById("detail-body").innerHTML = h;
   mark(p);
   box.scrollIntoView({block: "nearest"});
 }
+// the graph: fitted to the box's width (the whole graph, sink included, in view); zoom enlarges it, the box scrolls
+let zoom = 1;
+function setZoom(z) {
+  const g = document.querySelector("#graph svg"), box = document.getElementById("graph");
+  if (!g) return;
+  zoom = Math.min(8, Math.max(1, z));
+  g.style.width = `${100 * zoom}%`;
+  box.classList.toggle("zoomed", zoom > 1);
+  document.getElementById("zoom-level").textContent = zoom > 1 ? `${Math.round(zoom * 100)}%` : "fitted to the width";
+}
+document.getElementById("zoom-in").onclick = () => setZoom(zoom * 1.5);
+document.getElementById("zoom-out").onclick = () => setZoom(zoom / 1.5);
+document.getElementById("zoom-fit").onclick = () => setZoom(1);
+setZoom(1);
 document.querySelectorAll(".filter").forEach(x => x.onchange = apply);
 document.getElementById("search").oninput = apply;
 document.getElementById("prev").onclick = () => { page--; draw(); };
@@ -692,3 +754,15 @@ document.getElementById("next").onclick = () => { page++; draw(); };
 apply();
 performance.mark("report-drawn");  // the first page of the table is drawn: benchmarks/bench_report.py reads it
 """
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+# The page's Content-Security-Policy: nothing is fetched, and the only script and style that run are the page's
+# own, allowed by their hashes, so no injected element, inline event handler or `javascript:` URL can run
+# (an item id `<img src=x onerror=...>` that escaped its escaping would still do nothing)
+_CSP = (f"default-src 'none'; script-src {_sha256(_SCRIPT)}; style-src {_sha256(_STYLE)}; img-src data:; "
+        "base-uri 'none'; form-action 'none'")
+

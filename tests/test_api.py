@@ -204,3 +204,11 @@ def test_import_is_light_and_check_imports_no_network_client():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_score_takes_the_records_id_as_gsr_run_does():
+    """Issue 26: `program.score(record=row)` ignored the row's `id`; an explicit id still wins."""
+    program = gsrlang.load(TC / "overall.gsr")
+    assert program.score(record=ROW).line["id"] == ROW["id"]
+    assert program.score(record=ROW, id="mine").line["id"] == "mine"
+    assert program.score(record={k: v for k, v in ROW.items() if k != "id"}).line["id"] == "0"

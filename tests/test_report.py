@@ -4,6 +4,7 @@ by Playwright; skipped where either is missing), plus what can be checked withou
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -154,13 +155,29 @@ def test_report_in_a_headless_browser(runs, tmp_path):
         scores = [int(x) for x in page.locator("#items tbody tr td:nth-child(3)").all_inner_texts() if x.isdigit()]
         assert scores == sorted(scores)
 
+        # the whole graph fits the box's width, the sink in view; zoom enlarges it and "fit" restores it
+        box = page.locator("#graph").bounding_box()
+        sink = page.locator('#graph [id="node:final"]').bounding_box()
+        graph = page.locator("#graph svg").bounding_box()
+        assert graph["width"] <= box["width"] + 1 and graph["height"] <= box["height"] + 1
+        assert box["x"] <= sink["x"] and sink["x"] + sink["width"] <= box["x"] + box["width"]
+        assert box["y"] <= sink["y"] and sink["y"] + sink["height"] <= box["y"] + box["height"]
+        page.click("#zoom-in")
+        assert page.locator("#graph svg").bounding_box()["width"] > 1.4 * graph["width"]
+        page.click("#zoom-fit")
+        assert abs(page.locator("#graph svg").bounding_box()["width"] - graph["width"]) < 1
+
         page.click("#items tbody tr >> nth=0")
         detail = page.locator("#detail")
         assert detail.is_visible() and "Decision path" in detail.inner_text()
         assert "Judgments" in detail.inner_text()
+        # pointwise judgments: value and type, no candidate letter
+        crit = page.locator("#detail .crit >> nth=1").inner_text()  # natural: Score[1..3]
+        assert re.fullmatch(r"natural: [0-9.]+ Score\[1\.\.3\]", crit.strip()), crit
+        assert "A:" not in detail.inner_text()
         assert page.locator("#graph .on-path").count() > 0  # the path is drawn on the graph
         assert errors == []
-        shot = tmp_path / "report.png"
+        shot = Path(os.environ.get("GSR_REPORT_SCREENSHOT") or tmp_path / "report.png")
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
@@ -231,3 +248,97 @@ def test_per_criterion_agreement_in_the_report(runs, tmp_path, capsys):
     assert main(argv[:-1] + ["maintains_context=human.nothing"]) == 0
     err = capsys.readouterr().err
     assert "warning: criterion `maintains_context`: no item of the trace has a label in `human.nothing`" in err
+
+
+# ---- issue 24 item 2: nothing a run holds can run as script in the page ---------------------------------------
+PAYLOADS = ["<img src=x onerror=window.__pwned=1>", "<!--<script>", "@@DATA@@", "</script><script>window.__pwned=2</script>",
+            "a&b \u2028 c", "@@SCRIPT@@ x"]
+
+
+def hostile_run(tmp: Path) -> tuple[Path, Path, Path]:
+    """A run whose item ids, rubric text, results file name and trace summary carry markup and template slots."""
+    rows = [json.loads(x) for x in TC_DATA.read_text(encoding="utf-8").splitlines()[:len(PAYLOADS) + 2]]
+    for row, payload in zip(rows, PAYLOADS + ["plain-1", "plain-2"]):
+        row["id"] = payload
+    data = tmp / "hostile.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    source = (TC / "overall.gsr").read_text(encoding="utf-8").replace(
+        '"What is your overall impression', '"@@DATA@@ <img src=x onerror=window.__pwned=3> What is your overall impression')
+    program = tmp / "hostile.gsr"
+    program.write_text(source, encoding="utf-8")
+    out, trace = tmp / "@@DATA@@ <b>results</b>.jsonl", tmp / "hostile.trace.jsonl"
+    assert main(["run", str(program), "--data", str(data), "--id-field", "id", "--label-field", "scores.overall",
+                 "--out", str(out), "--trace", str(trace), "-q", "--bootstrap", "0"]) == 0
+    lines = trace.read_text(encoding="utf-8").rstrip("\n").split("\n")  # not splitlines: an id holds U+2028
+    summary = json.loads(lines[-1])
+    assert summary["kind"] == "run_summary"
+    summary["wall_s"] = "<img src=x onerror=window.__pwned=4>"  # a tampered summary
+    trace.write_text("\n".join(lines[:-1] + [json.dumps(summary)]) + "\n", encoding="utf-8")
+    page = tmp / "hostile.html"
+    assert main(["report", str(out), "--trace", str(trace), "-o", str(page), "--bootstrap", "0",
+                 "--title", "@@DATA@@ <script>window.__pwned=5</script>"]) == 0
+    return page, out, trace
+
+
+def test_hostile_values_are_escaped_for_their_context(tmp_path):
+    page, out, _ = hostile_run(tmp_path)
+    text = page.read_text(encoding="utf-8")
+    # the data block: no raw <, > or & at all, and it reads back to the ids
+    block = re.search(r'<script id="report-data" type="application/json">(.*?)</script>', text, re.S).group(1)
+    assert not set("<>&") & set(block) and "\u2028" not in block
+    assert [r[0] for r in json.loads(block)["items"]][:len(PAYLOADS)] == PAYLOADS
+    # one pass: every slot filled once, none left, none filled inside a value
+    assert text.count('<script id="report-data"') == 1 and "@@CSP@@" not in text and "@@GRAPH@@" not in text
+    outside = text.replace(block, "")
+    for raw in ("<img src=x", "<script>window", "<b>results</b>", "<!--<script>"):
+        assert raw not in outside, raw
+    assert "@@DATA@@ &lt;script&gt;window.__pwned=5&lt;/script&gt;" in text  # the title, as text
+    assert "wall time &lt;img src=x onerror=window.__pwned=4&gt; s" in text
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', text).group(1)
+    assert "default-src 'none'" in csp and "script-src 'sha256-" in csp and "unsafe-inline" not in csp
+
+
+@needs_browser
+@needs_dot
+def test_hostile_values_run_nothing_in_a_browser(tmp_path):
+    page_file, _, _ = hostile_run(tmp_path)
+    # and a page where markup did get through (as a bug would let it): the policy stops its handler
+    text = page_file.read_text(encoding="utf-8")
+    broken = tmp_path / "broken.html"
+    broken.write_text(text.replace("<main>", '<main><img src="x" onerror="window.__pwned=9">', 1), encoding="utf-8")
+    with _playwright()() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for path, expect_violation in ((page_file, False), (broken, True)):
+            errors = []
+            page = browser.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.add_init_script("window.__violations = []; document.addEventListener('securitypolicyviolation', "
+                                 "e => window.__violations.push(e.violatedDirective));")
+            page.goto(path.as_uri())
+            page.wait_for_selector("#items tbody tr")
+            assert page.evaluate("window.__pwned") is None
+            assert page.locator("#count").inner_text() == f"{len(PAYLOADS) + 2} of {len(PAYLOADS) + 2} items"
+            ids = page.locator("#items tbody tr td:nth-child(1)").all_inner_texts()
+            # the ids are drawn as text (inner_text folds the U+2028 of one into a line break)
+            assert {"<img src=x onerror=window.__pwned=1>", "<!--<script>", "@@DATA@@",
+                    "</script><script>window.__pwned=2</script>", "@@SCRIPT@@ x"} <= set(ids)
+            violations = page.evaluate("window.__violations")
+            if expect_violation:
+                assert "script-src-attr" in violations, violations  # the inline handler was refused
+            else:
+                assert violations == [] and errors == [], (violations, errors)
+            page.close()
+        browser.close()
+
+
+def test_histogram_bins_are_labelled_by_their_range():
+    from collections import Counter
+
+    from gsrlang.report import _histogram
+
+    counts = Counter()
+    labels = _histogram([0.0, 0.05, 0.95, 1.0], 0.0, 1.0, counts)
+    assert labels[0] == "0\u20130.1" and labels[-1] == "0.9\u20131" and counts[labels[-1]] == 2
+    counts = Counter()
+    assert _histogram([1, 3, 3], 1, 3, counts) == ["1", "2", "3"] and counts == Counter({"3": 2, "1": 1})

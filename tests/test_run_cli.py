@@ -263,3 +263,31 @@ def test_both_tasks_need_a_mode_and_errors_in_the_program_exit_1(tmp_path, capsy
 def test_missing_data_file_is_a_usage_error(tmp_path, capsys):
     code, io = gsr("run", TC / "overall.gsr", "--data", tmp_path / "nope.jsonl", capsys=capsys)
     assert code == 2 and "no such file" in io.err
+
+
+def test_an_id_column_is_the_id_unless_id_field_says_otherwise(tmp_path, capsys):
+    """Issue 26: `gsr run` numbered lines even when the data has an `id` column; the summary says which it used."""
+    rows = [json.loads(x) for x in (TC / "data" / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
+    for k, r in enumerate(rows):
+        r["conv"] = f"c{k}"
+    with_id = tmp_path / "with_id.jsonl"
+    with_id.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    without = tmp_path / "without.jsonl"
+    without.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "id"}) + "\n" for r in rows),
+                       encoding="utf-8")
+    program = str(TC / "overall.gsr")
+    cases = ((with_id, [], [r["id"] for r in rows], "ids: the data's `id` column"),
+             (with_id, ["--id-field", "conv"], ["c0", "c1", "c2", "c3"], "ids: column `conv` (--id-field)"),
+             (without, [], ["1", "2", "3", "4"], "ids: line numbers (the data has no `id` column"))
+    for data, extra, ids, said in cases:
+        out = tmp_path / "r.jsonl"
+        capsys.readouterr()
+        assert main(["run", program, "--data", str(data), "--out", str(out), "-q", "--bootstrap", "0"] + extra) == 0
+        assert said in capsys.readouterr().out
+        assert [r["id"] for r in records(out)] == ids
+    # a CSV file's header counts as its first row
+    csv = tmp_path / "d.csv"
+    csv.write_text("id,scores.overall\nx1,3\nx2,4\n", encoding="utf-8")
+    from gsrlang.data import default_id_field
+
+    assert default_id_field(csv) == "id" and default_id_field(without) is None

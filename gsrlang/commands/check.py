@@ -13,6 +13,10 @@ Check .gsr rubric programs before anything runs: syntax, names, ports and arity,
 types and abstention, cycles, the sink and the readout. Folders are searched for
 *.gsr files. Fragments (files that start with `fragment`) are checked on their own.
 
+output: diagnostics on stdout; with --format full or concise, one summary line on
+stderr, also when clean (`checked 1 file: 0 errors, 0 warnings (ok)`; -q drops it).
+exit status: 0 clean (warnings allowed, unless --werror), 1 errors (an unreadable file is one), 2 gsr itself failed.
+
 examples:
   gsr check examples/
   gsr check rubric.gsr --format sarif > gsr.sarif

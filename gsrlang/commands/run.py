@@ -66,7 +66,8 @@ def add_arguments(p) -> None:
                    help="the response to judge, pointwise (default: response)")
     g.add_argument("--responses", metavar="A,B", help="the responses to compare, pairwise: two columns, comma-separated")
     g.add_argument("--id-field", metavar="NAME",
-                   help="the item id (default: the line number; with --programs, the `id` column if any)")
+                   help="the item id (default: the data's `id` column when it has one, else the line number; "
+                        "the run's summary says which)")
     g.add_argument("--label-field", metavar="NAME", help="the human label (a score on the scale, or 1/2/A/B/tie)")
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference shown to model judges")
     p.add_argument("--out", metavar="FILE", help="write one result line per item here (`-`: standard output)")
@@ -256,6 +257,8 @@ def print_summary(summary, program, args, stream) -> None:
 
     short = summary.hash.split(":")[-1][:12]
     print(f"{program.name} ({short}), {summary.mode}: {summary.line()} in {summary.seconds:.2f} s", file=stream)
+    if getattr(args, "ids", None):
+        print(f"  {args.ids}", file=stream)
     if summary.label_problems:
         print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
               "(left out of the metrics; see `label_error` in the results)", file=stream)
@@ -276,7 +279,7 @@ def print_summary(summary, program, args, stream) -> None:
             print(format_report(report), file=stream)
 
 
-def _columns(args, mode: str, program=None):
+def _columns(args, mode: str, program=None, default_ids: bool = True):
     """The columns to read; with `program`, only those its criteria read (gsrlang.columns)."""
     from gsrlang.columns import column_map, program_needs
 
@@ -298,8 +301,20 @@ def _columns(args, mode: str, program=None):
         raise UsageError("--limit must not be negative")
     if not args.time_limit > 0:
         raise UsageError("--time-limit must be a positive number of seconds")
+    id_field = args.id_field
+    if id_field is None and default_ids and getattr(args, "data", None):
+        from gsrlang.data import DataError, default_id_field
+
+        try:
+            id_field = default_id_field(args.data)
+        except DataError:
+            id_field = None  # the data's own error is reported where it is read
+    args.ids = None if not default_ids else (
+        f"ids: column `{args.id_field}` (--id-field)" if args.id_field is not None else
+        "ids: the data's `id` column (--id-field NAME for another)" if id_field is not None else
+        "ids: line numbers (the data has no `id` column; --id-field NAME names one)")
     try:
-        return column_map(program, mode, args.input_field, responses, args.id_field, args.label_field,
+        return column_map(program, mode, args.input_field, responses, id_field, args.label_field,
                           args.reference_field)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -585,7 +600,7 @@ def run_per_item(args) -> int:
         mode = programs.choose_mode(args.mode, fallback="pairwise" if two else "pointwise")
     except (DataError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    columns = _columns(args, mode)
+    columns = _columns(args, mode, default_ids=False)  # the compile index numbers its own ids
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
         settings = _model_settings(args)
         registry = default_registry(_llm_judge(args, settings), time_limit=args.time_limit)

@@ -101,7 +101,7 @@ def add_column_arguments(p) -> None:
     g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
     g.add_argument("--response-field", default="response", metavar="NAME", help="the response (default: response)")
     g.add_argument("--responses", metavar="A,B", help="the two responses of a pairwise item")
-    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the line number)")
+    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the data's `id` column when it has one, else the line number)")
     g.add_argument("--label-field", metavar="NAME", help="the human label")
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
@@ -125,7 +125,10 @@ def load_table(program, args, mode: str, label: str, path: str | None = None):
         if mode == "pairwise" and not args.responses and not program_needs(program).responses:
             responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
         try:  # only the columns the program reads, as `gsr run` asks for them
-            columns = column_map(program, mode, args.input_field, responses, args.id_field, args.label_field,
+            from gsrlang.data import default_id_field
+
+            id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
+            columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
                                  args.reference_field)
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -66,6 +66,10 @@ def _scale(node: dict) -> tuple[float, float] | None:
 def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]], id_field: str | None = None,
                         bootstrap: int = 1000, seed: int = 0) -> dict:
     """{criterion: report} with `field`, `n_unusable` (labels that are not numbers) and the metrics with CIs."""
+    if id_field is None:  # as `gsr run` gives ids: the data's `id` column when it has one
+        from gsrlang.data import default_id_field
+
+        id_field = default_id_field(data)
     labels: dict[str, dict] = {field: {} for _, field in pairs}
     for row in read_rows(data):
         if not isinstance(row.record, dict):

@@ -50,7 +50,11 @@ def group_key(value) -> object:
 
 def data_groups(path, field: str, id_field: str | None = None) -> tuple[dict, int]:
     """({item id: group key or None}, rows without the field) of a data file, ids as `gsr run` gives them
-    (`id_field`, else the row's position)."""
+    (`id_field`, else the data's `id` column, else the row's position)."""
+    if id_field is None:  # as `gsr run` gives ids: the data's `id` column when it has one
+        from gsrlang.data import default_id_field
+
+        id_field = default_id_field(path)
     out: dict = {}
     missing = 0
     for row in read_rows(path):
