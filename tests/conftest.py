@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,3 +25,12 @@ def _user_config_home(tmp_path_factory, monkeypatch):
     """The user's gsr configuration (config.toml, trusted.json) lives in an empty folder of each test's own,
     never in the real ~/.config/gsr."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+
+
+@pytest.fixture
+def model_env(monkeypatch, tmp_path):
+    """No GSR_ or OPENAI_ variable from the caller's shell reaches the test, and it runs in its own folder."""
+    for var in list(os.environ):
+        if var.startswith(("GSR_", "OPENAI_")):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)

@@ -4,7 +4,6 @@ OpenAI-compatible server over real HTTP."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,8 @@ MODEL = "gpt-4.1-mini"  # genai-prices: $0.40 in, $0.10 cached, $1.60 out per mi
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+def clean_env(model_env):
+    """The model settings of conftest.model_env: none from the caller's shell, the test's folder as cwd."""
 
 
 @pytest.fixture

@@ -38,11 +38,8 @@ OTHER_UID = 54321
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+def clean_env(model_env):
+    """The model settings of conftest.model_env: none from the caller's shell, the test's folder as cwd."""
 
 
 def can_chown() -> bool:

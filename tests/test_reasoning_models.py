@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -34,11 +33,8 @@ SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "requi
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+def clean_env(model_env):
+    """The model settings of conftest.model_env: none from the caller's shell, the test's folder as cwd."""
 
 
 @pytest.fixture

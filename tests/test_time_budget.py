@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -21,11 +20,8 @@ sink normalize(polite)
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+def clean_env(model_env):
+    """The model settings of conftest.model_env: none from the caller's shell, the test's folder as cwd."""
 
 
 def test_deadline_warns_early_and_marks_uncalled_items_invalid(tmp_path, capsys):

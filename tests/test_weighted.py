@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 
@@ -42,11 +41,7 @@ def answer_with_logprobs(body: dict) -> Reply:
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for var in list(os.environ):
-        if var.startswith(("GSR_", "OPENAI_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+def clean_env(model_env, tmp_path):
     (tmp_path / "p.gsr").write_text(PROGRAM)
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "input": "q", "response": "r"}) + "\n")
 
