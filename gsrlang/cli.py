@@ -120,6 +120,10 @@ def _main(argv: list[str]) -> int:
         print(f"gsr {args.command}: error: {message}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug in gsr itself, never a user's mistake
+        client = sys.modules.get("gsrlang.judges.llm.client")  # looked up, not imported: `gsr check` never loads it
+        if client is not None and isinstance(exc, client.LLMError):  # a model server's failure, already a sentence
+            print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
+            return 1
         if os.environ.get("GSR_DEBUG"):
             raise
         return _internal(args, exc)

@@ -269,6 +269,22 @@ def test_a_server_without_the_batch_api_is_one_line_before_anything_is_uploaded(
     assert not Path("r.jsonl").exists()
 
 
+def test_an_unreachable_batch_server_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    import socket
+    with socket.socket() as probe:  # a port on this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = write_jsonl(tmp_path / "items.jsonl", items(2))
+    code = gsr("run", EX / "helpsteer2/helpfulness.gsr", "--data", data, "--mode", "pointwise", "--id-field", "id",
+               "--model", "fake-judge", "--base-url", f"http://127.0.0.1:{port}/v1", "--max-retries", "0",
+               "--out", "r.jsonl", "--batch")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert len(lines) == 1 and "internal error" not in lines[0] and "connection error" in lines[0], lines
+    assert not Path("r.jsonl").exists()
+
+
 def test_a_cancelled_batch_is_reported_and_its_judgments_are_invalid(server, tmp_path, capsys):
     def cancel(event, info):  # someone cancels the batch as soon as it is in progress
         if event == "batch_retrieved" and info["status"] == "in_progress":

@@ -17,18 +17,9 @@ from gsrlang.judges.llm.server import KnowledgeStore
 
 from fakeserver import FakeOpenAI, Fault
 from test_llm_run import HELPSTEER, fake_model, read_jsonl, write_jsonl
+from test_weighted import PROGRAM as WEIGHTED
 
 KEY = "sk-gsr-reasoning-0c1d2e3f"
-WEIGHTED = '''\
-rubric weighted "A weighted Score"
-task pointwise { scale = 1..5  quantize = none }
-criterion clarity: Score[1..5] = llm(weighted: true) {
-  ask "How clear is the response?"
-  level 1 "Confusing"
-  level 5 "Very clear"
-}
-sink scale(clarity)
-'''
 SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
 
 
