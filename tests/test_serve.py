@@ -397,6 +397,39 @@ def test_reload_refuses_a_broken_program_and_keeps_serving(rules_program, caplog
     assert 'gsr_reloads_total{outcome="refused"} 1.0' in metrics and 'gsr_reloads_total{outcome="loaded"} 1.0' in metrics
 
 
+def test_a_file_caught_half_written_is_read_once_it_settles(rules_program):
+    """A program saved in place (truncated, then written) is not checked while it changes: a look that finds
+    a new size and time waits for the next look to find the same before reloading."""
+    from gsrlang.serve.watch import Watcher
+
+    class Engine:
+        def __init__(self):
+            self.current = type("Current", (), {"program": gsrlang.load(rules_program)})()
+            self.swapped = []
+
+        def swap(self, program):
+            self.swapped.append(program)
+            self.current.program = program
+
+    engine = Engine()
+    watcher = Watcher(str(rules_program), engine, interval=0.0)
+
+    async def looks():
+        out = []
+        rules_program.write_text("", encoding="utf-8")  # the editor truncated it ...
+        out.append(await watcher.look())
+        changed = RULES_PROGRAM.replace("weights: [2, 1]", "weights: [1, 3]")
+        rules_program.write_text(changed, encoding="utf-8")  # ... and wrote the new version
+        os.utime(rules_program, ns=(1, 2))  # a stamp surely unlike the empty file's
+        out.append(await watcher.look())
+        out.append(await watcher.look())
+        out.append(await watcher.look())
+        return out
+
+    assert asyncio.run(looks()) == [None, None, True, None]
+    assert [p.hash for p in engine.swapped] == [gsrlang.load(rules_program).hash]
+
+
 # ---- traces ------------------------------------------------------------------------------------------------
 def test_replaying_a_served_trace_gives_the_same_rewards(fake, model_program, tmp_path, capsys):
     trace = tmp_path / "rewards.jsonl"

@@ -1,7 +1,9 @@
 """`gsr serve --watch`: reload the program when its file changes, if the new version checks.
 
-The file is looked at every `interval` seconds (its size and modification time; a change in either is
-read and checked). A version that does not check, or that the judges cannot serve, is refused: the
+The file is looked at every `interval` seconds (its size and modification time). A change is read and
+checked once the file has stopped changing: when two looks in a row see the same new size and time. An
+editor or a script that writes the file in place (truncate, then write) is never caught half-way, at the
+cost of one interval's delay. A version that does not check, or that the judges cannot serve, is refused: the
 diagnostics are logged, the program already served goes on serving, and the refusal is counted in
 `gsr_reloads_total{outcome="refused"}`. A version that checks is served from the next request on; each
 response names the hash of the program that scored it.
@@ -33,6 +35,7 @@ class Watcher:
         self.metrics = metrics
         self.interval = interval
         self._stamp = _stamp(path)
+        self._pending = None  # a new stamp seen once, not yet twice in a row
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -49,11 +52,19 @@ class Watcher:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            stamp = _stamp(self.path)
-            if stamp is None or stamp == self._stamp:
-                continue
-            self._stamp = stamp
-            await self.reload()
+            await self.look()
+
+    async def look(self) -> bool | None:
+        """One look at the file: the reload's outcome when a settled change was found, else None."""
+        stamp = _stamp(self.path)
+        if stamp is None or stamp == self._stamp:
+            self._pending = None
+            return None
+        if stamp != self._pending:  # still changing, or changed just now: look again next time
+            self._pending = stamp
+            return None
+        self._stamp, self._pending = stamp, None
+        return await self.reload()
 
     async def reload(self) -> bool:
         """Load, check and serve the file's current version; False (and logged) when it is refused. The check
