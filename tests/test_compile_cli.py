@@ -310,7 +310,7 @@ def _model_flags(command: str) -> set[str]:
 
 
 def test_compile_and_run_name_the_model_flags_alike():
-    from gsrlang.judges.llm.options import add_model_arguments
+    from gsrlang.commands.config import add_model_arguments
     import argparse
 
     shared = argparse.ArgumentParser()

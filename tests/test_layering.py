@@ -108,3 +108,40 @@ def test_the_import_reader_sees_lazy_and_relative_imports(tmp_path):
     assert edges["gsrlang.runtime.a"] == {"gsrlang.cli"}
     assert edges["gsrlang.runtime.b"] == {"gsrlang.runtime.a"}
     assert _layer("gsrlang.runtime.a") < _layer("gsrlang.cli")
+
+
+SURFACES = ("gsrlang.commands", "gsrlang.cli")  # where a command line is parsed into typed settings
+
+
+def _argparse_uses(source: str) -> list[str]:
+    """Where `source` imports argparse or names an argparse namespace (`Namespace`, `argparse.X`) at all."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse" for a in node.names):
+            found.append(f"line {node.lineno}: import argparse")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse":
+            found.append(f"line {node.lineno}: from argparse import ...")
+        elif isinstance(node, ast.Name) and node.id == "Namespace":
+            found.append(f"line {node.lineno}: Namespace")
+        elif isinstance(node, ast.Attribute) and node.attr == "Namespace":
+            found.append(f"line {node.lineno}: .Namespace")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "Namespace" in node.value \
+                and "argparse" in node.value:  # a string annotation: "argparse.Namespace"
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_argparse_namespace_goes_below_the_commands():
+    """A command builds typed settings from its flags (gsrlang.commands.config) and passes those down: no module
+    below gsrlang.commands imports argparse or takes a namespace."""
+    leaks = [f"{name} {use}" for name, path in sorted(_modules().items())
+             if not any(name == s or name.startswith(s + ".") for s in SURFACES)
+             for use in _argparse_uses(path.read_text(encoding="utf-8"))]
+    assert leaks == []
+
+
+def test_the_argparse_reader_sees_every_way_in():
+    uses = _argparse_uses("import argparse\nfrom argparse import Namespace\n"
+                          "def f(args: 'argparse.Namespace'): pass\ndef g(a: argparse.Namespace): pass\n")
+    assert len(uses) == 4, uses
+    assert _argparse_uses("def f(args): return args.get('x')\n") == []

@@ -601,7 +601,8 @@ async def test_build_llm_judge_flags_over_env_over_gsr_toml(tmp_path, monkeypatc
     import argparse
 
     from gsrlang.judges.llm.config import ConfigError
-    from gsrlang.judges.llm.options import add_llm_arguments, build_llm_judge, create_judge
+    from gsrlang.commands.config import add_llm_arguments, build_llm_judge
+    from gsrlang.judges.llm.options import create_judge
 
     for var in list(__import__("os").environ):
         if var.startswith(("GSR_", "OPENAI_")):

@@ -171,7 +171,7 @@ def test_max_answer_bytes_from_each_layer(tmp_path):
 def test_the_flag_reaches_the_settings(tmp_path, monkeypatch):
     import argparse
 
-    from gsrlang.judges.llm.options import add_model_arguments, model_settings
+    from gsrlang.commands.config import add_model_arguments, model_settings
 
     monkeypatch.chdir(tmp_path)
     parser = argparse.ArgumentParser()

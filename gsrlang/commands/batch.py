@@ -29,7 +29,7 @@ RETRY = ("online", "batch")
 
 
 def add_arguments(p) -> None:
-    from gsrlang.judges.llm.options import add_model_arguments
+    from gsrlang.commands.config import add_model_arguments
 
     p.add_argument("action", choices=("status", "cancel"), help="status: show the batches; cancel: cancel them")
     p.add_argument("run", metavar="OUT", help="the run's --out (or --trace), or its state folder")
@@ -248,7 +248,7 @@ def run(args) -> int:
     from gsrlang.judges.llm.batch import BatchAPI, _scrubbed_url
     from gsrlang.judges.llm.client import LLMClient
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.judges.llm.options import model_settings
+    from gsrlang.commands.config import model_settings
 
     state = _state_for(args.run)
     parts = [p for p in state.parts if p.stage != "exported"]

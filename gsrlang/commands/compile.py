@@ -83,7 +83,7 @@ def add_arguments(p) -> None:
     c.add_argument("--no-cache", action="store_true", help="neither read nor write the compile cache")
     c.add_argument("--retry-failed", action="store_true", help="compile again the rubrics whose cached result failed")
     c.add_argument("--print-prompt", action="store_true", help="print the prompt for the first rubric and stop")
-    from gsrlang.judges.llm.options import add_model_arguments
+    from gsrlang.commands.config import add_model_arguments
 
     add_model_arguments(p)  # the same flags as `gsr run`'s (--model, --base-url, --judge-config, ...)
     p.add_argument("--format", choices=("full", "concise"), default="concise",
@@ -190,7 +190,7 @@ def _settings(args):
     """The compiler model's settings, built by the one model-client builder that `gsr run` uses too."""
     from gsrlang.judges.llm import ConfigError
     from gsrlang.judges.llm.config import NO_MODEL_MESSAGE
-    from gsrlang.judges.llm.options import model_settings
+    from gsrlang.commands.config import model_settings
 
     try:
         settings = model_settings(args)

@@ -92,7 +92,7 @@ def _table(report: dict) -> str:
 
 def run(args) -> int:
     from gsrlang.judges.llm.config import ConfigError, LLMError, resolve_settings
-    from gsrlang.judges.llm.options import judge_flags
+    from gsrlang.commands.config import judge_flags
     from gsrlang.judges.llm.probe import probe
     from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
 

@@ -112,7 +112,7 @@ def add_arguments(p) -> None:
                    help="ray: the folder in which gsr makes its work folder OUT.gsr-ray, where finished blocks "
                         "wait for the end of the run, for resuming (default: --out's folder, else --trace's); only "
                         "gsr's own files are ever removed")
-    from gsrlang.judges.llm.options import add_llm_arguments
+    from gsrlang.commands.config import add_llm_arguments
 
     add_llm_arguments(p)  # --role, --cache, --fewshot, --seed, ... (the flags above are kept)
     from gsrlang.commands.batch import add_run_arguments
@@ -355,12 +355,15 @@ def run(args) -> int:
 
 def run_local(args, program, mode: str, columns, registry, settings) -> int:
     """Run one checked program on the chosen engine, online; print the summary; the exit status."""
+    from gsrlang.commands.config import engine_options
     from gsrlang.judges.replica import JudgeRecipe
     from gsrlang.runtime.engines import RunJob, engine
 
     job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
-                 _concurrency(args, settings), args.limit, args, JudgeRecipe.of(registry),
-                 short_circuit=args.short_circuit)
+                 _concurrency(args, settings), args.limit, engine_options(args), JudgeRecipe.of(registry),
+                 short_circuit=args.short_circuit,
+                 inputs=(("--fewshot", getattr(args, "fewshot", None)),
+                         ("--judge-config", getattr(args, "judge_config", None))))
     run_job = engine(args.engine)
     summary = _with_progress(args, lambda on_item: run_job(job, registry, on_item), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
@@ -645,7 +648,7 @@ def _model_settings(args):
     """The model settings from the flags (then environment, then gsr.toml), once per run; None without a model."""
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.judges.llm.options import model_settings
+    from gsrlang.commands.config import model_settings
 
     try:
         return model_settings(args)
@@ -657,7 +660,7 @@ def _llm_judge(args, settings):
     """The LLM judge for these settings (None without a model)."""
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.judges.llm.options import build_llm_judge
+    from gsrlang.commands.config import build_llm_judge
 
     if settings is None:
         return None

@@ -87,7 +87,7 @@ def add_arguments(p) -> None:
     s.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
-    from gsrlang.judges.llm.options import add_llm_arguments
+    from gsrlang.commands.config import add_llm_arguments
 
     add_llm_arguments(p)
 

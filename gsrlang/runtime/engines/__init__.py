@@ -13,7 +13,6 @@ same results lines and trace records, in input order (see :mod:`gsrlang.runtime.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from typing import Callable
 
@@ -22,7 +21,7 @@ import attrs
 from gsrlang.data import ColumnMap
 from gsrlang.program import Program
 
-__all__ = ["ENGINES", "EngineError", "RunJob", "engine"]
+__all__ = ["ENGINES", "EngineError", "EngineOptions", "RunJob", "engine"]
 
 #: engine name -> module (imported on demand, so choosing `local` never imports Ray)
 ENGINES = {"local": "gsrlang.runtime.engines.local", "ray": "gsrlang.runtime.engines.ray_engine"}
@@ -32,12 +31,23 @@ class EngineError(Exception):
     """The engine cannot run the job (Ray missing or unreachable, a work directory of another run, ...)."""
 
 
+@attrs.frozen(kw_only=True)
+class EngineOptions:
+    """The engine's own settings (`gsr run --ray-address/--actors/--block-size/--work-dir`); None: the default."""
+
+    ray_address: str | None = None
+    actors: int | None = None
+    block_size: int | None = None
+    work_dir: str | None = None
+
+
 @attrs.frozen
 class RunJob:
     """What to run: one checked program over a data file, and where the results go.
 
     `judges` (a `gsrlang.judges.replica.JudgeRecipe`) rebuilds the judges `gsr run` built, for an
-    engine that runs them elsewhere (Ray actors); `args` are the command's parsed flags.
+    engine that runs them elsewhere (Ray actors); `engine` are the engine's own settings; `inputs` are the
+    run's other input files as (flag, path) pairs (--fewshot, --judge-config), which no work folder may be.
     """
 
     program: Program
@@ -49,9 +59,10 @@ class RunJob:
     trace: str | None = None
     concurrency: int = 8
     limit: int | None = None
-    args: argparse.Namespace | None = None
+    engine: EngineOptions = EngineOptions()
     judges: object = None
     short_circuit: bool = True  # skip judgments that cannot change the result (gsrlang.runtime.executor)
+    inputs: tuple = ()
 
 
 def engine(name: str) -> Callable:

@@ -57,7 +57,7 @@ def run(job: RunJob, registry, on_item=None) -> RunSummary:
     state = _Run(ray, job, registry, on_item)  # checks the work directory before Ray starts
     started = not ray.is_initialized()
     if started:
-        address = getattr(job.args, "ray_address", None)
+        address = job.engine.ray_address
         try:
             ray.init(address=address, include_dashboard=False, configure_logging=True, logging_level="WARNING",
                      log_to_driver=False)
@@ -207,13 +207,12 @@ class _Run:
         if job.judges is None:
             raise EngineError("the ray engine rebuilds the judges on its actors: give the RunJob their recipe "
                               "(gsrlang.judges.replica.JudgeRecipe.of(registry))")
-        args = job.args
-        self.block_size = max(1, getattr(args, "block_size", None) or 500)
+        self.block_size = max(1, job.engine.block_size or 500)
         self.summary = RunSummary(job.program.name, job.program.content_hash, job.mode)
         self.usage: dict = {}
         self.resumed = 0
         self.blocks = 0
-        self.work, self.temporary = self._work_dir(getattr(args, "work_dir", None))
+        self.work, self.temporary = self._work_dir(job.engine.work_dir)
 
     # ---------------------------------------------------------------- the work directory
 
@@ -232,11 +231,8 @@ class _Run:
                               " (gsr makes its work folder inside it)")
         name = (Path(target).name if target else "run") + ".gsr-ray"
         work = Path(given) / name if given else Path(target).with_name(name)
-        args = self.job.args
         check_work_dir("the work folder", work,
-                       [("PROGRAM", self.job.program_path), ("--data", self.job.data),
-                        ("--fewshot", getattr(args, "fewshot", None)),
-                        ("--judge-config", getattr(args, "judge_config", None))],
+                       [("PROGRAM", self.job.program_path), ("--data", self.job.data), *self.job.inputs],
                        [("--out", self.job.out), ("--trace", self.job.trace),
                         ("--cache", self.job.judges.cache_path)])
         manifest = self._manifest()
@@ -302,7 +298,7 @@ class _Run:
             server = ray.remote(_CacheServer).options(num_cpus=0, max_restarts=-1, max_task_retries=-1,
                                                       scheduling_strategy=here).remote(self.job.judges)
         cpus = max(1.0, float(ray.cluster_resources().get("CPU", 1)))
-        n = getattr(self.job.args, "actors", None) or int(cpus)
+        n = self.job.engine.actors or int(cpus)
         runner = ray.remote(_BlockRunner)
         self.setup = [ray.put((self.job, server))]
         tag = f"gsr-{os.getpid()}-{int(time.time() * 1000)}"  # named, so an operator (or a test) can find them
