@@ -18,7 +18,10 @@ with the trace's labels and the paired difference to the program (variant -
 program) with a paired bootstrap 95% interval. A variant keeps only the nodes
 that still reach its sink, so recorded criteria it no longer uses are fine.
 
-exit status: 0 done; 1 the trace cannot feed the program; 2 bad usage.
+output: the table on standard output (--json: one JSON document); diagnostics and warnings on
+standard error.
+exit status: 0 done; 1 the program has errors, or the trace cannot feed it; 2 bad usage or a file that
+cannot be read.
 
 examples:
   gsr ablate examples/topical_chat/overall.gsr --trace out/overall.trace.jsonl

@@ -23,6 +23,7 @@ The server and key are resolved as for `gsr run` (flags, then the environment, t
 gsr.toml); they must be the ones the batches were sent to. `status --offline` prints what
 the state folder recorded, without asking the server.
 
+output: the batches' status on standard output; progress and the server's errors on standard error.
 exit status: 0 done; 2 no state folder there, or the server cannot be asked."""
 
 RETRY = ("online", "batch")

@@ -23,6 +23,8 @@ Items that share a prompt, a conversation or a source are not independent: with
 --id-field names it) each resample draws groups, not items (a cluster
 bootstrap), so the intervals are honest. Needs numpy only.
 
+output: the comparison on standard output (--json: one JSON document); the cluster bootstrap's groups,
+warnings and a refusal (with what differs) on standard error.
 exit status: 0 compared; 1 the files are not of the same items; 2 unreadable.
 
 examples:

@@ -16,6 +16,10 @@ a program that breaks it and the fixed program. Codes are case-insensitive, and 
 (human), a rule (rule.word_count) or an enum (Abstain), print its signature, its
 documentation and an example, as declared in the stdlib.
 
+output: the explanation on standard output; an unknown code or name is one line on standard error,
+with the nearest ones.
+exit status: 0 explained (or listed); 2 an unknown code or name.
+
 examples:
   gsr explain GSR301
   gsr explain gsr302

@@ -19,8 +19,9 @@ inputs by port and slot), the criteria with their questions, levels, examples an
 procedures, the sink and the readout. docs/program.schema.json is its schema;
 `gsr import` turns it back into .gsr source.
 
-A program with errors is not exported: its diagnostics go to standard error and
-the exit status is 1.
+output: the JSON form on standard output (or -o FILE, then nothing is printed); diagnostics on standard
+error. A program with errors is not exported.
+exit status: 0 exported; 1 the program has errors or cannot be read (GSR005); 2 bad usage.
 
 examples:
   gsr export rubric.gsr --json -o rubric.json

@@ -20,7 +20,11 @@ Anonymous nodes become nested calls again; named nodes, `node` declarations.
 A malformed document is reported with the JSON path of each problem
 (`nodes[3].inputs[0].source: unknown node 'foo'`); a document whose program does
 not check is reported with the checker's diagnostics against the generated
-source. Either way nothing is written and the exit status is 1.
+source. Either way nothing is written.
+
+output: the .gsr source on standard output (or -o FILE, then nothing is printed); problems on standard
+error.
+exit status: 0 imported; 1 a document that cannot be read, is malformed or does not check; 2 bad usage.
 
 examples:
   gsr import rubric.json -o rubric.gsr

@@ -9,6 +9,9 @@ definition (across imports), outline, completion, formatting and quick fixes.
 It speaks the Language Server Protocol on standard input and output; editors
 start it themselves (see docs/editors.md for VS Code, Neovim, Helix and Emacs).
 
+output: the protocol's messages on standard output; the server's own log only with --log FILE.
+exit status: 0 when the editor shuts it down; 2 bad options.
+
 examples:
   gsr lsp
   gsr lsp --debounce-ms 0 --log /tmp/gsr-lsp.log"""

@@ -27,6 +27,10 @@ no mean over them. An undefined metric is shown as undefined, never as 0.
 --id-field names them) makes each interval a cluster bootstrap over the groups:
 honest when items share a prompt, a conversation or a source.
 
+output: the report on standard output (--json: one JSON document); warnings (a file that is a killed
+run's prefix) on standard error.
+exit status: 0 reported; 2 a file that cannot be read or is not a results file, or bad usage.
+
 examples:
   gsr metrics out/results.jsonl
   gsr metrics out/seed1.jsonl out/seed2.jsonl out/seed3.jsonl   # mean and sd over three runs
@@ -78,15 +82,13 @@ def run(args) -> int:
         try:
             ids = list(dict.fromkeys(r.get("id") for p in args.results for r in read_results(p)
                                      if "kind" not in r and r.get("label") is not None))
-        except DataError as exc:
-            print(f"gsr metrics: {exc}", file=sys.stderr)
-            return 1
+        except DataError as exc:  # a file that is not a results file: exit 2, as compare, report and replay
+            raise UsageError(str(exc)) from None
         groups = dict(zip(map(str, ids), read_groups(args, ids, "gsr metrics")))
     try:
         report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed, groups=groups)
     except DataError as exc:
-        print(f"gsr metrics: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(str(exc)) from None
     if args.criterion:
         report["criteria"] = criteria_agreement(args)
     if args.trace:

@@ -26,6 +26,8 @@ What it learns is written to servers.json beside the judgment cache (--cache), w
 `gsr run` takes its structured-output mode and the refused parameters from (no negotiation
 needed) and `gsr compile` its context length and grammar field.
 
+output: the report on standard output (a table; --json: one JSON document), also when the server cannot
+be reached; why not, on standard error.
 exit status: 0 the server answered and serves the model; 1 it is unreachable or does not
 serve the model; 2 bad options.
 

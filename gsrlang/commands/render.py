@@ -25,6 +25,11 @@ path to the readout drawn thick.
 
 DOT needs nothing else; svg, png and pdf need Graphviz's `dot` program.
 
+output: the picture to -o FILE, and one line on standard error (`wrote FILE`); without -o, the DOT
+source on standard output. Diagnostics on standard error.
+exit status: 0 drawn; 1 the program has errors (nothing drawn, so a pipe never gets half a graph);
+2 the tool could not do it (an unreadable file, an unknown format, an item not in the trace, no `dot`).
+
 examples:
   gsr render examples/helpsteer2/helpfulness.gsr -o helpfulness.svg
   gsr render rubric.gsr --trace runs/trace.jsonl --item 42 -o item42.svg

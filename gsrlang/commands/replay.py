@@ -28,6 +28,10 @@ recorded hash); items that ran under no program are carried over. A trace's
 run-summary record (its last line) is not replayed: its totals are printed
 ("recorded run: ...").
 
+output, on standard output (standard error with --out -): the outcome (`replayed N items ... reproduced
+exactly`), the recorded run's totals and, when the trace holds labels, the agreement; --show prints the
+item's decision path. A difference, warnings and errors go to standard error.
+
 exit status: 0 reproduced exactly (or re-composed); 1 a difference, another program
 version, or criteria that do not match; 2 the trace or program cannot be read.
 

@@ -36,6 +36,8 @@ data file (joined by item id: --id-field, as the run was given it).
 A results file and a trace that are not of the same run (different items, or a
 result the trace does not record) are refused.
 
+output: the page to -o FILE and one line on standard output (`wrote FILE (0.2 MB, 240 items)`);
+warnings on standard error.
 exit status: 0 written; 2 the files cannot be used.
 
 examples:

@@ -39,6 +39,12 @@ no call (with --trace PREVIOUS, from a previous run's rates); --budget USD stops
 calls before the spend would pass USD and writes a resumable prefix (docs/judges.md,
 "Frontier models and cost").
 
+output, on standard output (standard error with --out -): the summary line (`NAME (HASH), pointwise:
+240 items: 240 ok, 0 invalid, 0 failed in 0.06 s`), which column gave the ids (`ids: the data's `id`
+column`, or `ids: line numbers`), the files written, the model judges' calls, tokens and cost when a
+model judged, and with --label-field the agreement table (not with -q). Each bad row (its line and
+reason; not with -q), warnings and the progress bar (on a terminal) go to standard error.
+
 exit status: 0 every item ok; 1 some item failed (a bad row), was invalid, or had
 an unusable label; 2 the program, the data file or the options cannot be used.
 
@@ -96,7 +102,7 @@ def add_arguments(p) -> None:
                         "answers in flight are kept, the results written are a prefix that a later run (with a "
                         "larger budget) resumes from the cache, buying only what is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
-    p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the summary: counts, ids and files written (no bad rows, no agreement table)")
     from gsrlang.runtime.engines import ENGINES
 
     e = p.add_argument_group("engine")
@@ -582,7 +588,9 @@ def _finish(args, registry, summary, stream) -> int:
 
 def duplicate_warning(command: str, summary) -> str:
     """The warning for items that share an id (the policy is in docs/running.md, "Duplicate ids")."""
-    n, first = summary.duplicate_ids, ", ".join(repr(i) for i in summary.duplicate_examples)
+    # an id is shown up to 60 characters: a text column given as --id-field can hold a whole conversation
+    n, first = summary.duplicate_ids, ", ".join(r if len(r := repr(i)) <= 60 else f"{r[:56]}...{r[-1]}"
+                                                for i in summary.duplicate_examples)
     return (f"{command}: warning: {n} item{'s' if n != 1 else ''} had an id an earlier item already had "
             f"(first: {first}): every row was run and written, but `gsr metrics` keeps only the last line of "
             "an id, and `gsr replay --show` / `gsr render --item` pick its first record; give the rows unique "

@@ -39,6 +39,8 @@ Bodies are capped (--max-body-mb); no request can make it read or write a file.
 The model judge is configured as for `gsr run` (--model, --base-url, the environment, gsr.toml; the
 judgment cache --cache, on by default).
 
+output: on standard error, `gsr serve: serving NAME (HASH, MODES) on http://HOST:PORT` once it listens,
+the server's log, and `gsr serve: stopped`; nothing on standard output.
 exit status: 0 stopped (Ctrl-C, SIGTERM); 1 the program does not check; 2 the options cannot be used.
 
 examples:

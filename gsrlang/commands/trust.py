@@ -20,6 +20,9 @@ $XDG_CONFIG_HOME/gsr/trusted.json): edit it, or pull a change to it, and it is n
 longer trusted until you run `gsr trust` again. Read the file first: it is shown
 what the trust lets it do.
 
+output: what the trust allows (or the list) on standard output.
+exit status: 0 done; 2 no gsr.toml found, or a file that cannot be read.
+
 examples:
   gsr trust                 # the nearest gsr.toml (this folder or a parent)
   gsr trust path/to/gsr.toml

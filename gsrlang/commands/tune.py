@@ -40,6 +40,10 @@ the group field and the held-out result. On a terminal a progress bar shows
 the folds, the candidates evaluated and the score so far; --jobs N tunes the
 folds in N processes.
 
+output: the tuning report on standard output (the cross-validated figures, each number's start and
+tuned value, the held-out figures); the tuned program to --out; the progress bar (on a terminal) and
+warnings on standard error.
+
 exit status: 0 tuned and written; 1 the program does not check, or the trace
 cannot feed it; 2 bad usage (nothing to tune, too few labels, unreadable files).
 

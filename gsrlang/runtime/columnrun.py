@@ -238,8 +238,9 @@ class ColumnRunner:
 
     async def _chunk(self, items: list, labelled: list, cands: list) -> list[tuple]:
         plan, m, n = self.plan, self.m, len(items)
-        judged = [_Judged(node, [await self._judge(node, judge, items, c) for c in range(m)])
-                  for node, judge in self.judges]
+        judged = []  # a loop, not a nested comprehension: Python 3.10 refuses an await inside an inner one
+        for node, judge in self.judges:
+            judged.append(_Judged(node, [await self._judge(node, judge, items, c) for c in range(m)]))
         suspect = np.fromiter((len(set(c)) != m for c in cands), bool, n)
         for crit in judged:
             if crit.suspect is not None:
