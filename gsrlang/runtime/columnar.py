@@ -40,7 +40,7 @@ import numpy as np
 from gsrlang.program import Program, Readout
 from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import SNAP_DECIMALS, quantize, read
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
 from gsrlang.semantics.kernels import Column
 from gsrlang.types import JType
 
@@ -324,7 +324,7 @@ class Evaluator:
         `executor.finish` does (valid when the result does not depend on what is unknown; see
         gsrlang.runtime.settle). Such items are few; the columns would call every one of them invalid."""
         from gsrlang.runtime.settle import settle, unsettled
-        from gsrlang.runtime.values import Unsettled
+        from gsrlang.semantics.values import Unsettled
 
         if ev.ok.all():
             return

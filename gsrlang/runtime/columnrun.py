@@ -41,8 +41,8 @@ from gsrlang.runtime.columnar import Column, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish, wrong_count
 from gsrlang.runtime.readout import quantize, verdict
-from gsrlang.runtime.trace import _jsonable, _judgment_v2, ok_line, result_line
-from gsrlang.runtime.values import RuntimeFailure, checker
+from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
+from gsrlang.semantics.values import RuntimeFailure, checker
 from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
@@ -141,7 +141,7 @@ def _per_item(columns: list[list]) -> list[list]:
 
 
 def _v2(rows: list[list[Judgment]]) -> list[list[dict]]:
-    """Judgments as a version 2 trace record holds them (`trace._judgment_v2`), each distinct object once."""
+    """Judgments as a version 2 trace record holds them (`trace.judgment_v2`), each distinct object once."""
     seen: dict = {}
     out = []
     for js in rows:
@@ -149,7 +149,7 @@ def _v2(rows: list[list[Judgment]]) -> list[list[dict]]:
         for j in js:
             d = seen.get(id(j))
             if d is None:
-                d = seen[id(j)] = _judgment_v2(j)
+                d = seen[id(j)] = judgment_v2(j)
             got.append(d)
         out.append(got)
     return out
@@ -182,7 +182,7 @@ class ColumnRunner:
                                                                         "hash": program.content_hash}
         self.pointwise = program.readout.pointwise if mode == "pointwise" else None
         self.pairwise = program.readout.pairwise if mode == "pairwise" else None
-        self.consts = {i: [_jsonable(v)] * self.m for i, v in plan.consts}
+        self.consts = {i: [jsonable(v)] * self.m for i, v in plan.consts}
 
     async def batches(self, entries):
         """The runs of a stream of entries (Item or ItemError), `CHUNK` at a time: lists of (run, static, result

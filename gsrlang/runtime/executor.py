@@ -43,7 +43,7 @@ from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import ReadoutResult, read
 from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
-from gsrlang.runtime.values import ABSTAIN, Unsettled, value_problem
+from gsrlang.semantics.values import ABSTAIN, Unsettled, value_problem
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
            "run_items", "run_items_each"]

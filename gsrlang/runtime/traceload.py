@@ -32,7 +32,7 @@ from operator import is_, itemgetter
 import numpy as np
 
 from gsrlang.program import Program
-from gsrlang.runtime.values import RuntimeFailure, value_from_json
+from gsrlang.semantics.values import RuntimeFailure, value_from_json
 from gsrlang.types import JType
 
 __all__ = ["load_trace"]
@@ -145,7 +145,8 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
     Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
     --program` refuses them) or its items mix modes, TraceError on a malformed file."""
     from gsrlang.runtime.replay import ReplayError, compatibility_problems
-    from gsrlang.runtime.trace import MALFORMED, is_summary, logical_record, malformed, read_records
+    from gsrlang.trace.read import logical_record, read_records
+    from gsrlang.trace.schema import MALFORMED, is_summary, malformed
 
     crits = [_Criterion(n.id, n.type) for n in program.criteria]
     ids: list = []

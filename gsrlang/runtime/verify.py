@@ -35,7 +35,9 @@ import numpy as np
 from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.trace import MALFORMED, TraceError, is_summary, node_static, read_records
+from gsrlang.trace.read import read_records
+from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
+from gsrlang.trace.write import node_static
 from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
 from gsrlang.syntax.parser import gc_paused
 
@@ -385,7 +387,7 @@ def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sin
     equal to the recomputed line value for value and type for type (floats bit for bit: -0.0 went item by
     item), so it is built from the recorded values in the order `result_line` writes its keys."""
     from gsrlang.runtime.batch import _open, recorded_complete, results_end
-    from gsrlang.runtime.trace import dumps, ok_line
+    from gsrlang.trace.schema import dumps, ok_line
 
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
@@ -415,10 +417,10 @@ def replay_item(trace_path: str, program: Program, item_id: str, program_path: s
     (`verify`: compared, else re-composed): what `gsr replay --show` prints after a replay column by column (as
     `replay_file`'s `on_item` would have given them, in trace order)."""
     from gsrlang.runtime.replay import Stored, replay_records
-    from gsrlang.runtime.trace import _Static
+    from gsrlang.trace.write import Static
 
     plan = Plan(program)
-    static = _Static(plan, program_path if program_path is not None else program.path)
+    static = Static(plan, program_path if program_path is not None else program.path)
     picked = ((line, Stored(header, rec)) for line, header, rec in read_records(trace_path)
               if header is not None and type(rec.get("item")) is dict and str(rec["item"].get("id")) == item_id)
     return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, verify, program_label)]
