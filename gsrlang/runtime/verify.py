@@ -38,7 +38,8 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
 from gsrlang.trace.write import node_static
-from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
+from gsrlang.runtime.traceload import Criterion
+from gsrlang.trace.decode import SPECIAL, json_column
 from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["replay_item", "verify_columnar"]
@@ -94,7 +95,7 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
     for cid, crit in crits.items():
         i = positions[cid]
         crit.values = flats[i]
-        values, null, bad = decoded[i] = _decode(crit.type, flats[i], types[i])
+        values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
         columns[cid] = Column(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
     evaluation = Evaluator(program, exact=True).run(table)
@@ -126,7 +127,7 @@ def _read(path, program: Program, plan: Plan, static: list):
     m = 1
     n_nodes = len(static)
     flats: list[list] = [[] for _ in static]
-    crits = {node.id: _Criterion(node.id, node.type) for _, node in plan.criteria}
+    crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
     statuses = {cid: c.status for cid, c in crits.items()}
     lines: list = []
     items: list = []
@@ -183,13 +184,13 @@ def _read(path, program: Program, plan: Plan, static: list):
                     raise TypeError
                 if m == 1:
                     for cid, (d,) in js.items():
-                        if has(d, "status") and d["status"] in _SPECIAL:
+                        if has(d, "status") and d["status"] in SPECIAL:
                             statuses[cid].append((k, d["status"]))
                 else:
                     for cid, (d, e) in js.items():
-                        if has(d, "status") and d["status"] in _SPECIAL:
+                        if has(d, "status") and d["status"] in SPECIAL:
                             statuses[cid].append((2 * k, d["status"]))
-                        if has(e, "status") and e["status"] in _SPECIAL:
+                        if has(e, "status") and e["status"] in SPECIAL:
                             statuses[cid].append((2 * k + 1, e["status"]))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError):
                 odd[k] = (line, header, rec)
@@ -208,7 +209,7 @@ def _read(path, program: Program, plan: Plan, static: list):
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
     """Rows whose recorded output is not the column's value (null where it abstains), types included
-    (`types`: those of the recorded outputs; `decoded`: their `_decode`, where it was made)."""
+    (`types`: those of the recorded outputs; `decoded`: their `json_column`, where it was made)."""
     kind = _KINDS[t.kind]
     if not types <= {kind, type(None)}:
         wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
@@ -217,7 +218,7 @@ def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | Non
         decoded = None
     else:
         wrong = np.zeros(rows, bool)
-    values, null, bad = decoded if decoded is not None else _decode(t, recorded, types)
+    values, null, bad = decoded if decoded is not None else json_column(t, recorded, types)
     wrong |= null != col.abstain
     wrong |= (bad | (values != col.values)) & ~null
     return wrong
