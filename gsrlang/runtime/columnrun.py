@@ -42,6 +42,7 @@ from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish,
 from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
+from gsrlang.trace.write import record_v2
 from gsrlang.semantics.values import RuntimeFailure
 from gsrlang.syntax.parser import gc_paused
 
@@ -242,9 +243,7 @@ class ColumnRunner:
                 continue
             run = ColumnRun(plan, item, self.mode, candidates, label, label_error, judged, k)
             line = self._line(item, candidates, sinks[k], label, label_error)
-            record = {"p": None, "mode": self.mode,
-                      "item": {"id": item.id, "line": item.line, "candidates": list(candidates)}, "status": "ok",
-                      "out": outs[k], "j": js[k], "result": line}
+            record = record_v2(None, self.mode, item.id, item.line, candidates, "ok", line, outs[k], None, js[k])
             done.append((run, line, record))
         return done
 

@@ -18,7 +18,7 @@ from gsrlang.trace.jsonio import dumps_line
 from gsrlang.trace.schema import (HEADER, TRACE_VERSION, judgment_json, judgment_v2, jsonable, result_line,
                                   unknown_flags)
 
-__all__ = ["NotRun", "Static", "TraceWriter", "header_line", "item_record", "node_static", "trace_record"]
+__all__ = ["NotRun", "Static", "TraceWriter", "header_line", "item_record", "node_static", "record_v2", "trace_record"]
 
 
 class Static:
@@ -102,13 +102,10 @@ def trace_record(run, plan, path: str | None = None, static: Static | None = Non
 
 def item_record(run, static, key: int, result: dict | None = None) -> dict:
     """The version 2 item record of one run (see the module docstring); `key` is its header's."""
-    rec: dict = {"p": key, "mode": run.mode,
-                 "item": {"id": run.id, "line": run.line, "candidates": list(run.candidates)},
-                 "status": run.status}
     values = run.values
+    out = unknown = judgments = None
     if values is not None and static.nodes:
         out = []
-        unknown = None
         for i, v in enumerate(values):
             if v is None:
                 out.append(None)
@@ -126,11 +123,26 @@ def item_record(run, static, key: int, result: dict | None = None) -> dict:
                         unknown = unknown or {}
                         unknown[str(i)] = unknown_flags(v)
             out.append(row)
+        judgments = {cid: [judgment_v2(j) for j in row] for cid, row in run.judgments.items()}
+    return record_v2(key, run.mode, run.id, run.line, run.candidates, run.status,
+                     result if result is not None else result_line(run, static.program, static.source),
+                     out, unknown, judgments)
+
+
+def record_v2(key, mode: str, item_id, line: int, candidates, status: str, result: dict, out: list | None = None,
+              unknown: dict | None = None, judgments: dict | None = None) -> dict:
+    """The version 2 item record from its plain fields (the one place that lays one out): `out` the outputs
+    per node in header order (JSON values; None: the item has no node values, and no `out`, `u` or `j`),
+    `unknown` the `u` flags, `judgments` per criterion (`judgment_v2` dicts). `key` is the header's (None:
+    `TraceWriter.write_record` fills it in)."""
+    rec: dict = {"p": key, "mode": mode, "item": {"id": item_id, "line": line, "candidates": list(candidates)},
+                 "status": status}
+    if out is not None:
         rec["out"] = out
         if unknown:
             rec["u"] = unknown
-        rec["j"] = {cid: [judgment_v2(j) for j in row] for cid, row in run.judgments.items()}
-    rec["result"] = result if result is not None else result_line(run, static.program, static.source)
+        rec["j"] = judgments
+    rec["result"] = result
     return rec
 
 
