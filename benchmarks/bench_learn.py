@@ -10,7 +10,7 @@ Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
 (2) loads it into columns (`Table.from_trace`: gsrlang/runtime/traceload.py):
     wall time, min / median / max of 3 repeats, next to the anchor, the bare JSON
     decoding of every line of the same file with the same decoder
-    (`fastjson.loads`: orjson when installed), and to the trace module's logical
+    (`jsonio.loads`: orjson when installed), and to the trace module's logical
     reader (`read_trace`, which builds the per-node records replay reads);
 (3) evaluates one parameter set over the N items (`Evaluator.run`, with a
     parameter override as tuning does): the first call on the table (which also
@@ -44,8 +44,8 @@ from gsrlang.data import ColumnMap  # noqa: E402
 from gsrlang.judges.registry import default_registry  # noqa: E402
 from gsrlang.runtime.batch import run_file  # noqa: E402
 from gsrlang.runtime.columnar import Evaluator, Table  # noqa: E402
-from gsrlang.runtime.fastjson import BACKEND, loads  # noqa: E402
-from gsrlang.runtime.trace import read_trace  # noqa: E402
+from gsrlang.trace.jsonio import BACKEND, loads  # noqa: E402
+from gsrlang.trace.read import read_trace  # noqa: E402
 
 SEED_ITEMS = 2000
 

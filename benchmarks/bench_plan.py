@@ -84,7 +84,8 @@ def plan_total(text: str) -> tuple[float, float, float]:
 
 
 def used(trace: Path) -> tuple[float, float, float]:
-    from gsrlang.runtime.trace import is_summary, read_trace
+    from gsrlang.trace.read import read_trace
+    from gsrlang.trace.schema import is_summary
 
     summary = [r for _, r in read_trace(trace, summaries=True) if is_summary(r)][-1]
     llm = summary["judges"]["llm"]

@@ -114,7 +114,7 @@ with open(out, "w", encoding="utf-8") as f:
 def v1_bytes(trace: Path) -> tuple[int, int, int]:
     """(items, bytes of the version 2 file's item records incl. its headers, bytes the same records take in
     version 1): version 1 is the logical record `read_trace` yields, written as version 1 wrote it."""
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     v2 = sum(len(line) + 1 for line in trace.read_bytes().splitlines() if b'"run_summary"' not in line)
     v1 = items = 0
@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
         print(f"trace bytes per item: version 1 {v1 / items:,.0f}, version 2 {v2 / items:,.0f}: "
               f"{v1 / v2:.2f}x smaller (target >= 2x)")
         print(f"(machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}: wall times grow with load)")
-        from gsrlang.runtime.fastjson import BACKEND
+        from gsrlang.trace.jsonio import BACKEND
 
         print(f"(traces written and read with {BACKEND}; without orjson (off CPython) replay decodes its "
               "trace about 2.5x slower)")

@@ -93,7 +93,8 @@ class Result:
 
 
 def _result(run, static) -> Result:
-    from gsrlang.runtime.trace import result_line, trace_record
+    from gsrlang.trace.schema import result_line
+    from gsrlang.trace.write import trace_record
 
     line = result_line(run, static.program, static.source)
     record = trace_record(run, None, static=static)
@@ -256,12 +257,12 @@ class Program:
 
     def __init__(self, checked, path: str | None = None):
         from gsrlang.runtime.compose import Plan
-        from gsrlang.runtime.trace import _Static
+        from gsrlang.trace.write import Static
 
         self.checked = checked
         self.path = path
         self._plan = Plan(checked)
-        self._static = _Static(self._plan, path)
+        self._static = Static(self._plan, path)
 
     name = property(lambda self: self.checked.name)
     hash = property(lambda self: self.checked.content_hash)

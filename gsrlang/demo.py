@@ -125,7 +125,7 @@ def _disagreeing_item(out: Path):
     """The first item whose graph score differs from the flat mean's and is the closer of the two to the gold
     label (else the first that differs, else the first): (graph's trace record, flat's result line)."""
     from gsrlang.metrics import read_results, round_half_up
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     flat = {line["id"]: line for line in read_results(out / "flat.results.jsonl")}
     chosen = fallback = None

@@ -4,7 +4,7 @@ Reading: :func:`parquet_records` streams a file's rows as dicts (nested structs 
 dicts, lists lists), one record batch at a time, so memory stays flat.
 
 Writing: :class:`ResultsParquet` writes the results lines of a run (the same fields as
-``results.jsonl``, see :mod:`gsrlang.runtime.trace`) with a fixed schema, in row groups
+``results.jsonl``, see :mod:`gsrlang.trace.schema`) with a fixed schema, in row groups
 of `rows_per_group`, so a run of millions of items is read back by any Parquet tool
 without parsing JSON. Columns: ``id``, ``line``, ``status``, ``mode``, ``program``
 (per-item programs: name/hash/path), ``score``, ``raw`` (float64; pointwise), ``scale``

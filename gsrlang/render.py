@@ -34,6 +34,7 @@ import attrs
 from gsrlang.program import Node, Program
 from gsrlang.safeio import write_atomic
 from gsrlang.trace import TraceView
+from gsrlang.trace.schema import TraceError
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -69,10 +70,6 @@ class GraphvizMissing(Exception):
         super().__init__(f"cannot render `{fmt}`: {INSTALL_HINT}")
 
 
-class TraceError(Exception):
-    """The trace file cannot be read, or holds no such item."""
-
-
 # ---- the trace of one item ---------------------------------------------------------------------------
 ABSTAINED = object()  # a candidate's value when the node abstained
 
@@ -91,29 +88,20 @@ class TraceItem:
     label: object = None  # the gold label, when the data had one
 
 
-def _records(path: Path):
-    """(line, record) for each item record, through `gsrlang.runtime.trace` (which checks the version and
-    leaves out the run-summary record)."""
-    from gsrlang.runtime.trace import TraceError as _RuntimeTraceError, read_trace
-
-    try:
-        yield from read_trace(path)
-    except _RuntimeTraceError as exc:
-        raise TraceError(str(exc)) from exc
-
-
 def read_trace_item(path: str | Path, item_id: str) -> TraceItem:
     """Find item `item_id` in a JSONL trace (one record per item) and keep what the overlay needs.
 
-    This function is the only place that knows the record's layout (see gsrlang/runtime/trace.py):
+    This function is the only place that knows the record's layout (see gsrlang/trace/schema.py):
     `{"trace_version", "program": {"name", "hash"}, "mode", "item": {"id", "candidates"}, "status",
     "nodes": [{"id", "output": [value per candidate] | null, ...}], "readout": {...}, "result": {...}}`.
     """
+    from gsrlang.trace.read import read_trace
+
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"no such trace file: `{path}`")
     seen = []
-    for _, record in _records(path):
+    for _, record in read_trace(path):
         item = record.get("item") if isinstance(record, dict) else None
         if not isinstance(item, dict):
             continue
@@ -610,5 +598,5 @@ def _short_json(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["FORMATS", "GraphvizMissing", "RenderOptions", "TraceError", "TraceItem", "build_graph",
+__all__ = ["FORMATS", "GraphvizMissing", "RenderOptions", "TraceItem", "build_graph",
            "DecisionPath", "decision_path", "read_trace_item", "render", "to_dot", "trace_item_from_record"]

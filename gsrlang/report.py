@@ -1,6 +1,6 @@
 """`gsr report`: one self-contained HTML file to look at a run (and, optionally, compare it with another).
 
-Built from a run's results file and its trace (read through `gsrlang.runtime.trace.read_trace`),
+Built from a run's results file and its trace (read through `gsrlang.trace.read.read_trace`),
 with the program when it can be found. The page holds:
 
 - the agreement metrics with their bootstrap intervals (`gsrlang.metrics`);
@@ -38,7 +38,7 @@ import attrs
 from gsrlang.data import DataError
 from gsrlang.metrics import metrics_from_results, round_half_up
 from gsrlang.trace import TraceView
-from gsrlang.runtime.fastjson import dumps_line
+from gsrlang.trace.jsonio import dumps_line
 
 __all__ = ["ReportError", "Run", "build_report", "load_run"]
 
@@ -69,7 +69,8 @@ class Run:
 def load_run(results_path: str | Path, trace_path: str | Path) -> Run:
     """Read a results file and its trace; ReportError when they are not of the same run."""
     from gsrlang.metrics import read_results
-    from gsrlang.runtime.trace import is_summary, read_trace
+    from gsrlang.trace.read import read_trace
+    from gsrlang.trace.schema import is_summary
 
     results = list(read_results(results_path))
     records, summary = [], None

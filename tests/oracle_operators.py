@@ -9,7 +9,7 @@ the order the stdlib signature declares them (a list port is a list, in slot
 order), parameters are keyword arguments (defaults already filled in by the
 checker; enum members such as `skip` arrive as plain strings). Values are
 Python values: Bool -> bool, Score -> float, Ordinal / Nominal -> the label str,
-an abstention -> `ABSTAIN` (see gsrlang.runtime.values).
+an abstention -> `ABSTAIN` (see gsrlang.semantics.values).
 
 Determinism: every sum is `math.fsum`, which is correctly rounded and therefore
 independent of the summation order; products are taken left to right in slot
@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 import attrs
 
 from gsrlang.runtime.compose import plain_param
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.types import JType
 
 __all__ = ["OPERATORS", "Operator", "apply", "bind_params", "operator"]

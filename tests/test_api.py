@@ -71,7 +71,7 @@ def test_load_gives_a_checked_program_and_scores_like_gsr_run(tmp_path, capsys):
     assert main(["run", str(TC / "overall.gsr"), "--data", str(data), "--id-field", "id", "--out",
                              str(out), "--trace", str(trace), "-q"]) == 0
     line = json.loads(out.read_text().splitlines()[0])
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     _, record = next(read_trace(trace))  # the logical record (the file holds a header, then lean records)
     assert {k: v for k, v in line.items() if k != "line"} == {k: v for k, v in result.line.items() if k != "line"}

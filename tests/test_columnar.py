@@ -24,7 +24,7 @@ from gsrlang.runtime.batch import label_reader, run_file
 from gsrlang.runtime.columnar import SINK_TOLERANCE, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import check_judgments, default_mode, finish
-from gsrlang.runtime.values import ABSTAIN
+from gsrlang.semantics.values import ABSTAIN
 from runfiles import records
 from test_properties import SETTINGS, checkable_programs, modes
 from tiers import examples

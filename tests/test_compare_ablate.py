@@ -18,7 +18,7 @@ from gsrlang.runtime.batch import run_file
 from gsrlang.runtime.columnar import Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.replay import replay_records
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 
 from runfiles import records
 

@@ -19,6 +19,7 @@ import pytest
 
 from gsrlang import render
 from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.trace.schema import TraceError
 
 CASES = Path(__file__).resolve().parent / "cases" / "render"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -157,7 +158,7 @@ def test_read_trace_item(trace_file):
     item = render.read_trace_item(trace_file, "42")
     assert item.candidates == ("A", "B") and item.mode == "pairwise"
     assert item.outputs["unsafe"][0] is render.ABSTAINED and item.outputs["final"] == (0.925, 0.25)
-    with pytest.raises(render.TraceError, match="item `9` is not in trace.*7, 42"):
+    with pytest.raises(TraceError, match="item `9` is not in trace.*7, 42"):
         render.read_trace_item(trace_file, "9")
 
 
@@ -266,7 +267,7 @@ def test_overlay_of_a_real_run(tmp_path, root):
                "--id-field", "id", "--label-field", "scores.overall", "--trace", str(trace), "--limit", "2",
                "--no-progress", "-q")
     assert done.returncode == 0, done.stderr
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     _, first = next(read_trace(trace))
     item = render.read_trace_item(trace, first["item"]["id"])

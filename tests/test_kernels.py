@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gsrlang.catalog import default_catalog
 import oracle_operators as oracle
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.semantics.kernels import KERNELS, decode, encode, exact_sum, kernel
 from gsrlang.types import BOOL, JType, ordinal
 

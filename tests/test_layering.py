@@ -6,7 +6,7 @@ that hides a back-arrow is caught too. Lowest first:
     records (attrs classes with a shared repr), span, types, tasks (the task settings), judgment (Judgment,
     ABSTAIN), diagnostics
     syntax -> catalog -> program (the checked program's data model) -> semantics (the operator kernels: a leaf with
-    no I/O, see tests/test_kernels.py) -> trace (TraceView) -> check
+    no I/O, see tests/test_kernels.py) -> trace (the trace schema, its readers and writer, TraceView) -> check
     -> runtime -> judges -> commands -> cli
 """
 

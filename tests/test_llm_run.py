@@ -102,7 +102,7 @@ def read_jsonl(path: Path) -> list[dict]:
     """The lines of a results file, or the records of a trace as `read_trace` gives them (summary included)."""
     rows = records(path)
     if rows and "trace_version" in rows[0]:
-        from gsrlang.runtime.trace import read_trace
+        from gsrlang.trace.read import read_trace
 
         return [r for _, r in read_trace(path, summaries=True)]
     return rows

@@ -300,7 +300,7 @@ def test_a_20_mb_answer_within_a_raised_cap_is_kept_cut_in_the_cache_and_trace(s
 
 
 def _judgments(trace) -> list[dict]:
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     return [n["judgments"][0] for _, rec in read_trace(trace) for n in rec["nodes"] if n["id"] == "polite"]
 

@@ -12,7 +12,7 @@ from gsrlang.catalog import default_catalog
 from gsrlang.check.driver import analyze
 from gsrlang.runtime.compose import Plan
 from oracle_operators import OPERATORS, apply, param_names, port_names
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.types import BOOL, JType, ordinal
 
 A = ABSTAIN

@@ -93,7 +93,7 @@ def _gsr_actors() -> list:
 
 def _item_records(path: Path) -> list[dict]:
     """Trace item records without what a call's cost and timing change (a cached answer costs no tokens)."""
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     out = []
     for _, record in read_trace(path):

@@ -16,7 +16,8 @@ from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import execute
 from gsrlang.runtime.replay import ReplayError, compatibility_problems, replay_records
-from gsrlang.runtime.trace import dumps, result_line, trace_record
+from gsrlang.trace.schema import dumps, result_line
+from gsrlang.trace.write import trace_record
 from tiers import examples
 
 TEXT = """
@@ -185,7 +186,9 @@ def test_pairwise_records_replay():
 def test_the_run_summary_record_is_kept_apart_from_the_items(tmp_path):
     from gsrlang.render import read_trace_item
     from gsrlang.runtime.batch import replay_file
-    from gsrlang.runtime.trace import TraceWriter, is_summary, read_trace, summary_record
+    from gsrlang.trace.read import read_trace
+    from gsrlang.trace.schema import is_summary, summary_record
+    from gsrlang.trace.write import TraceWriter
 
     prog = program()
     plan = Plan(prog)

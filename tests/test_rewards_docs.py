@@ -13,7 +13,7 @@ import pytest
 
 import gsrlang
 from gsrlang.rewards import ServerError, acompute_score, compute_score_batch, trl_reward
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 
 from fakeserver import FakeOpenAI
 from servehelp import MODEL_PROGRAM, model_answer, no_model_settings, serving  # noqa: F401

@@ -18,7 +18,7 @@ import pytest
 
 import gsrlang
 from gsrlang.cli import main
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 
 from fakeserver import FakeOpenAI
 from servehelp import MODEL_PROGRAM, RULES_PROGRAM, model_answer, no_model_settings, serving, wait_for  # noqa: F401

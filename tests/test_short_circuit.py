@@ -28,7 +28,8 @@ from gsrlang.judges.registry import JudgeRegistry
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import execute
 from gsrlang.runtime.replay import replay_records
-from gsrlang.runtime.trace import dumps, result_line, trace_record
+from gsrlang.trace.schema import dumps, result_line
+from gsrlang.trace.write import trace_record
 from test_properties import checkable_programs, draw_checked
 from tiers import examples
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
-from gsrlang.runtime.trace import TraceError, read_records, read_trace
+from gsrlang.trace.read import read_records, read_trace
+from gsrlang.trace.schema import TraceError
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "cases" / "trace"
@@ -87,7 +88,7 @@ def test_a_record_whose_header_is_missing_is_a_clear_error(tmp_path, capsys):
 
 def test_the_standard_library_fallback_writes_the_same_records(monkeypatch):
     """Without orjson (not installed off CPython) the trace is written and read by `json`, to the same values."""
-    import gsrlang.runtime.fastjson as fast
+    import gsrlang.trace.jsonio as fast
 
     record = {"out": [[0.1 + 0.2], [1e-7], [True], ["good"]], "j": {"x": [{"raw": "é", "provenance": {"n": 3}}]}}
     text = fast.dumps_line(record)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gsrlang.cli import main
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 from gsrlang.trace import TraceView
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,8 +26,9 @@ from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import run_file
 from gsrlang.runtime.columnar import Evaluator, Table
 from gsrlang.runtime.replay import ReplayError
-from gsrlang.runtime.trace import TraceError, read_trace
-from gsrlang.runtime.values import RuntimeFailure, value_from_json
+from gsrlang.trace.read import read_trace
+from gsrlang.trace.schema import TraceError
+from gsrlang.semantics.values import RuntimeFailure, value_from_json
 
 PROGRAM_TEXT = """
 rubric r

@@ -52,7 +52,7 @@ def run(server, *extra) -> int:
 
 
 def trace_judgment(path="t.jsonl") -> dict:
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     _, rec = next(read_trace(path))
     (node,) = [n for n in rec["nodes"] if n["id"] == "clarity"]
@@ -138,7 +138,7 @@ def test_a_yes_no_question_reads_as_the_probability_of_yes(tmp_path):
     (tmp_path / "p.gsr").write_text(YES_NO)
     with FakeOpenAI(responder=answer) as server:
         assert run(server) == 0
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     _, rec = next(read_trace("t.jsonl"))
     (node,) = [n for n in rec["nodes"] if n["id"] == "polite"]

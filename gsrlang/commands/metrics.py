@@ -119,7 +119,8 @@ def trace_cost(path: str) -> dict | None:
     from the trace's run-summary record; None when it has none (a killed run) or no model judged."""
     from gsrlang.data import DataError
     from gsrlang.judges.llm.prices import cost_record
-    from gsrlang.runtime.trace import is_summary, read_trace
+    from gsrlang.trace.read import read_trace
+    from gsrlang.trace.schema import is_summary
 
     summary = None
     try:

@@ -79,12 +79,13 @@ def run(args) -> int:
         return 1
 
     from gsrlang import render
+    from gsrlang.trace.schema import TraceError
 
     trace = None
     if args.trace is not None:
         try:
             trace = render.read_trace_item(args.trace, args.item)
-        except render.TraceError as exc:
+        except TraceError as exc:
             raise UsageError(str(exc)) from exc
         if trace.program_hash and trace.program_hash != analysis.program.content_hash:
             print(f"gsr render: warning: the trace was recorded for another version of the program "

@@ -54,7 +54,8 @@ def add_arguments(p) -> None:
 
 
 def _first_header(path: str) -> dict:
-    from gsrlang.runtime.trace import TraceError, read_trace
+    from gsrlang.trace.read import read_trace
+    from gsrlang.trace.schema import TraceError
 
     try:
         for _, record in read_trace(path):
@@ -246,7 +247,7 @@ def _short(digest: str | None) -> str:
 
 
 def _first_record(path: str) -> dict | None:
-    from gsrlang.runtime.trace import read_trace
+    from gsrlang.trace.read import read_trace
 
     for _, record in read_trace(path):
         if record.get("nodes"):
@@ -271,7 +272,7 @@ def _show(args, shown, out, summary) -> bool:
     from rich.console import Console
 
     from gsrlang.runtime.explain import decision_tree
-    from gsrlang.runtime.trace import trace_record
+    from gsrlang.trace.write import trace_record
 
     if not shown:
         ids = summary.id_sample()

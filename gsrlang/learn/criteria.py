@@ -18,7 +18,7 @@ from typing import Sequence
 
 from gsrlang.data import DataError, MissingFieldError, get_path, read_rows
 from gsrlang.metrics import metrics_with_confidence
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 
 __all__ = ["criterion_agreement", "parse_pairs"]
 

@@ -30,8 +30,9 @@ from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
 from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, needed_judgments, replay_records
-from gsrlang.runtime.trace import (RUN_SUMMARY, TraceWriter, _Static, dumps, is_summary, read_records,
-                                   result_line, summary_record)
+from gsrlang.trace.read import read_records
+from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, result_line, summary_record
+from gsrlang.trace.write import Static, TraceWriter
 from gsrlang.safeio import check_outputs
 
 __all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
@@ -174,7 +175,7 @@ def open_results(path: str | None, mode: str):
 
 async def _write_runs(batches, out: str | None, trace: str | None, registry, summary: RunSummary, on_item,
                       keep_pairs: bool, t0: float, run_info: Callable[[], dict]) -> None:
-    """Write each run of the stream (lists of (ItemRun, its program's `_Static` or `NotRun`, its result line or
+    """Write each run of the stream (lists of (ItemRun, its program's `Static` or `NotRun`, its result line or
     None, its trace record or None: made here from the run)): its result line and trace record; count it; end
     the trace with the run summary when the stream is done. Closes the files and the judges."""
     out_f, trace_f = open_results(out, summary.mode), _open(trace)
@@ -222,7 +223,7 @@ def end_results(out_f, summary: RunSummary) -> None:
 
 
 def results_end(summary: RunSummary, complete: bool) -> dict:
-    """The line that ends a results file whose run went to the end of its data (see gsrlang.runtime.trace)."""
+    """The line that ends a results file whose run went to the end of its data (see gsrlang.trace.schema)."""
     return {"kind": RUN_SUMMARY, "complete": complete, "mode": summary.mode, "items": summary.items,
             "ok": summary.ok, "invalid": summary.invalid, "failed": summary.failed,
             "duplicate_ids": summary.duplicate_ids}
@@ -273,7 +274,7 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
     async def go():
         plan = Plan(program)
         labels = label_reader(program, mode, columns) if columns.label_field else None
-        static = _Static(plan, path)
+        static = Static(plan, path)
         if batcher is not None:
             batcher.attach(asyncio.current_task())
         if columnar_wanted(columnar) and columnar_judges(plan, registry):
@@ -314,7 +315,7 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
     compile_ids: give items the id a batch compile gives them (the row's `id` column when there is
     one, else the row number), for data read without an id column. Raises DataError as `run_file` does.
     """
-    from gsrlang.runtime.trace import NotRun
+    from gsrlang.trace.write import NotRun
 
     _guard([("the data file", data), ("the program index", programs.index)], out, trace)
     mode = programs.mode
@@ -369,7 +370,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
         replayed = replay_records_each(programs, records)
     else:
         plan = Plan(program)
-        single = _Static(plan, program_path if program_path is not None else program.path)
+        single = Static(plan, program_path if program_path is not None else program.path)
         replayed = (r + (single,) for r in replay_records(plan, records, verify, program_label))
     t0 = time.perf_counter()
     try:
@@ -432,7 +433,7 @@ def _item_records(records, summary: RunSummary, stored: bool = True):
     """The item records (version 2 ones as `Stored`, or in the logical form); the run summary (the last one,
     if several) goes to `summary.recorded`."""
     from gsrlang.runtime.replay import Stored
-    from gsrlang.runtime.trace import logical_record
+    from gsrlang.trace.read import logical_record
 
     for line, header, record in records:
         if header is not None:
@@ -445,7 +446,7 @@ def _item_records(records, summary: RunSummary, stored: bool = True):
 
 def skipped_judgments(trace_path: str | Path) -> int:
     """How many judgments the run that wrote the trace skipped (its run summary's count; 0 without one)."""
-    from gsrlang.runtime.fastjson import loads
+    from gsrlang.trace.jsonio import loads
 
     with open(trace_path, "rb") as handle:
         handle.seek(0, 2)

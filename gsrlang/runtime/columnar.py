@@ -40,41 +40,15 @@ import numpy as np
 from gsrlang.program import Program, Readout
 from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import SNAP_DECIMALS, quantize, read
-from gsrlang.runtime.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.semantics.kernels import Column
+from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 from gsrlang.types import JType
 
 __all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
 SINK_TOLERANCE = 1e-12
 BOUNDARY = 1e-8
-_INVALID = object()
-
-
-# ---- loading criterion values ----------------------------------------------------------------------------------
-def _cell(t: JType, status: str, value):
-    """A judgment as the interpreter's `check_judgments` leaves it: the value, ABSTAIN, or _INVALID."""
-    if status == "invalid":
-        return _INVALID
-    if status == "abstained":
-        return ABSTAIN if t.optional else _INVALID
-    if value is ABSTAIN or value_problem(value, t):
-        return _INVALID
-    return value
-
-
-def _encode(t: JType, cells: Sequence) -> Column:
-    """Cells (values, ABSTAIN, _INVALID) of one criterion as a Column of its type's encoding."""
-    invalid = np.fromiter((c is _INVALID for c in cells), bool, len(cells))
-    abstain = np.fromiter((c is ABSTAIN for c in cells), bool, len(cells))
-    if t.kind == "score":
-        values = np.fromiter((c if type(c) is float else 0.0 for c in cells), np.float64, len(cells))
-    elif t.kind == "bool":
-        values = np.fromiter((c is True for c in cells), bool, len(cells))
-    else:
-        code = {label: i for i, label in enumerate(t.labels)}
-        values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, len(cells))
-    return Column(values, abstain, invalid)
 
 
 @attrs.define
@@ -123,10 +97,10 @@ class Table:
             for n in crit_nodes:
                 row = judged.get(n.id) if judged is not None else None
                 if row is None or len(row) != m:
-                    cells[n.id].extend([_INVALID] * m)
+                    cells[n.id].extend([INVALID] * m)
                 else:
-                    cells[n.id].extend(_cell(n.type, s, v) for s, v in row)
-        return cls(mode, ids, {n.id: _encode(n.type, cells[n.id]) for n in crit_nodes},
+                    cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
+        return cls(mode, ids, {n.id: cells_column(n.type, cells[n.id]) for n in crit_nodes},
                    np.array(failed, bool), labels)
 
     @classmethod
@@ -324,7 +298,7 @@ class Evaluator:
         `executor.finish` does (valid when the result does not depend on what is unknown; see
         gsrlang.runtime.settle). Such items are few; the columns would call every one of them invalid."""
         from gsrlang.runtime.settle import settle, unsettled
-        from gsrlang.runtime.values import Unsettled
+        from gsrlang.semantics.values import Unsettled
 
         if ev.ok.all():
             return

@@ -30,19 +30,20 @@ from __future__ import annotations
 
 import gc
 import itertools
-import math
 from operator import attrgetter
 
 import numpy as np
 
 from gsrlang.data import ItemError
-from gsrlang.judgment import ABSTAIN, Judgment
+from gsrlang.judgment import Judgment
 from gsrlang.runtime.columnar import Column, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish, wrong_count
 from gsrlang.runtime.readout import quantize, verdict
-from gsrlang.runtime.trace import _jsonable, _judgment_v2, ok_line, result_line
-from gsrlang.runtime.values import RuntimeFailure, checker
+from gsrlang.trace.decode import plain_column
+from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
+from gsrlang.trace.write import record_v2
+from gsrlang.semantics.values import RuntimeFailure
 from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
@@ -102,33 +103,13 @@ class _Judged:
         t = node.type
         n = len(per_candidate[0])
         m = len(per_candidate)
-        fits = checker(t)
         kind = t.kind
         values = np.zeros(n * m, np.float64 if kind == "score" else bool if kind == "bool" else np.int32)
         abstain = np.zeros(n * m, bool)
         suspect = np.zeros(n * m, bool)
-        self.outputs = []  # per candidate: the node's output per item (None where it abstained)
-        code = {label: i for i, label in enumerate(t.labels)} if kind not in ("score", "bool") else None
-        for c, js in enumerate(per_candidate):
-            statuses = list(map(_status, js))
-            got = list(map(_value, js))
-            if statuses.count("ok") == n and _plain(kind, got, t):  # the common case: every value fits
-                values[c::m] = [code[v] for v in got] if code is not None else got
-                self.outputs.append(got)
-                continue
-            out = []
-            for k, (status, v) in enumerate(zip(statuses, got)):
-                if status == "ok" and v is not ABSTAIN and fits(v) and not (type(v) is float and v == 0.0
-                                                                           and math.copysign(1.0, v) < 0):
-                    values[k * m + c] = code[v] if code is not None else v
-                    out.append(v)
-                elif status == "abstained" and t.optional:
-                    abstain[k * m + c] = True
-                    out.append(None)
-                else:
-                    suspect[k * m + c] = True
-                    out.append(None)
-            self.outputs.append(out)
+        # per candidate: the node's output per item (None where it abstained or is suspect)
+        self.outputs = [plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, suspect, c, m)
+                        for c, js in enumerate(per_candidate)]
         self.column = Column(values, abstain, np.zeros(n * m, bool))
         self.suspect = suspect.reshape(n, m).any(axis=1) if suspect.any() else None
 
@@ -141,7 +122,7 @@ def _per_item(columns: list[list]) -> list[list]:
 
 
 def _v2(rows: list[list[Judgment]]) -> list[list[dict]]:
-    """Judgments as a version 2 trace record holds them (`trace._judgment_v2`), each distinct object once."""
+    """Judgments as a version 2 trace record holds them (`trace.judgment_v2`), each distinct object once."""
     seen: dict = {}
     out = []
     for js in rows:
@@ -149,23 +130,10 @@ def _v2(rows: list[list[Judgment]]) -> list[list[dict]]:
         for j in js:
             d = seen.get(id(j))
             if d is None:
-                d = seen[id(j)] = _judgment_v2(j)
+                d = seen[id(j)] = judgment_v2(j)
             got.append(d)
         out.append(got)
     return out
-
-
-def _plain(kind: str, values: list, t) -> bool:
-    """Whether every value is a plain value of the type (Score: a float in range, not -0.0)."""
-    types = set(map(type, values))
-    if kind == "bool":
-        return types == {bool}
-    if kind == "score":
-        if types != {float}:
-            return False
-        x = np.array(values, np.float64)
-        return bool(((x >= t.lo) & (x <= t.hi)).all() and not (np.signbit(x) & (x == 0.0)).any())
-    return types == {str} and set(values) <= set(t.labels)
 
 
 class ColumnRunner:
@@ -182,7 +150,7 @@ class ColumnRunner:
                                                                         "hash": program.content_hash}
         self.pointwise = program.readout.pointwise if mode == "pointwise" else None
         self.pairwise = program.readout.pairwise if mode == "pairwise" else None
-        self.consts = {i: [_jsonable(v)] * self.m for i, v in plan.consts}
+        self.consts = {i: [jsonable(v)] * self.m for i, v in plan.consts}
 
     async def batches(self, entries):
         """The runs of a stream of entries (Item or ItemError), `CHUNK` at a time: lists of (run, static, result
@@ -276,9 +244,7 @@ class ColumnRunner:
                 continue
             run = ColumnRun(plan, item, self.mode, candidates, label, label_error, judged, k)
             line = self._line(item, candidates, sinks[k], label, label_error)
-            record = {"p": None, "mode": self.mode,
-                      "item": {"id": item.id, "line": item.line, "candidates": list(candidates)}, "status": "ok",
-                      "out": outs[k], "j": js[k], "result": line}
+            record = record_v2(None, self.mode, item.id, item.line, candidates, "ok", line, outs[k], None, js[k])
             done.append((run, line, record))
         return done
 

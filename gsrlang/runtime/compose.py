@@ -19,7 +19,7 @@ import numpy as np
 
 from gsrlang.catalog import Symbol, default_catalog
 from gsrlang.program import Node, Program
-from gsrlang.runtime.values import RuntimeFailure, checker, value_problem
+from gsrlang.semantics.values import RuntimeFailure, checker, value_problem
 from gsrlang.semantics.kernels import KERNELS, Column, Kernel, decode, encode
 from gsrlang.types import JType
 

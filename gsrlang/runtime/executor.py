@@ -31,7 +31,6 @@ run --programs`).
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from typing import AsyncIterator, Callable, Iterable, Sequence
 
@@ -43,7 +42,8 @@ from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
 from gsrlang.runtime.readout import ReadoutResult, read
 from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
-from gsrlang.runtime.values import ABSTAIN, Unsettled, value_problem
+from gsrlang.semantics.values import Unsettled
+from gsrlang.trace.decode import INVALID, judgment_cell
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
            "run_items", "run_items_each"]
@@ -103,23 +103,13 @@ def check_judgment(node, j: Judgment, where: str) -> tuple[Judgment, object]:
     for a type without `?`, become invalid (the value is kept for the trace). A Score
     of -0.0 is read as 0.0 (settling relies on it; see gsrlang.runtime.settle).
     """
-    status = j.status
-    if status == "ok":
-        v = j.value
-        problem = value_problem(v, node.type) if v is not ABSTAIN else "an `ok` answer has no value"
-        if problem:
-            j = attrs.evolve(j, status="invalid", reason=f"the answer does not fit: {problem}")
-        elif type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
-            j = attrs.evolve(j, value=0.0)
-            return j, 0.0
-        else:
-            return j, v
-    elif status == "abstained":
-        if node.type.optional:
-            return j, ABSTAIN
-        why = f" ({j.reason})" if j.reason else ""
-        j = attrs.evolve(j, status="invalid",
-                         reason=f"abstained{why}, but `{node.type}` cannot abstain (declare it `{node.type}?`)")
+    cell, why = judgment_cell(node.type, j.status, j.value, j.reason)
+    if cell is not INVALID:
+        if cell is not j.value and j.status != "abstained":  # -0.0, read as 0.0
+            j = attrs.evolve(j, value=cell)
+        return j, cell
+    if why is not None:
+        j = attrs.evolve(j, status="invalid", reason=why)
     if j.status == "skipped":
         cause = f"{where}: never judged ({j.reason or 'skipped'})"
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 from rich.tree import Tree
 
-from gsrlang.runtime.values import format_value
+from gsrlang.semantics.values import format_value
 from gsrlang.trace import TraceView
 
 __all__ = ["decision_tree"]

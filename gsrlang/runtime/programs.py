@@ -39,7 +39,7 @@ class ProgramRef:
     """The program one item runs under, or why it has none.
 
     plan: the Plan to run (None when the item cannot run); static: the trace header
-    and node skeleton (a `trace._Static`, or a `trace.NotRun`); problem: the reason when
+    and node skeleton (a `gsrlang.trace.write.Static`, or a `NotRun`); problem: the reason when
     there is no plan; labels: the label reader for the item; inline: every judge of the
     plan is inline.
     """
@@ -211,7 +211,7 @@ class IndexedPrograms:
         return ref
 
     def _none(self, problem: str) -> ProgramRef:
-        from gsrlang.runtime.trace import NotRun
+        from gsrlang.trace.write import NotRun
 
         self.no_program += 1
         return ProgramRef(None, static=NotRun(None, self.index), problem=problem, labels=self._labels(None))
@@ -233,7 +233,7 @@ class IndexedPrograms:
 
     def _fitted(self, ref: ProgramRef) -> ProgramRef:
         """A checked ref made ready for this run: a plan, or why the program cannot run its items."""
-        from gsrlang.runtime.trace import NotRun, _Static
+        from gsrlang.trace.write import NotRun, Static
 
         if ref.plan is not None or ref.static is not None:
             return ref
@@ -245,7 +245,7 @@ class IndexedPrograms:
             return ProgramRef(path, program, static=NotRun(path, self.index, program.name, program.content_hash),
                               problem=problem, labels=self._labels(None))
         plan = Plan(program)
-        return ProgramRef(path, program, plan, _Static(plan, path, self.index), None, self._labels(program),
+        return ProgramRef(path, program, plan, Static(plan, path, self.index), None, self._labels(program),
                           all_inline(plan, self.registry))
 
     def _fit(self, program: Program, path: str) -> str | None:

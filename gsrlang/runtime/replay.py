@@ -27,8 +27,10 @@ from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
-from gsrlang.runtime.trace import MALFORMED, _unknown_flags, logical_record, node_static, result_line
-from gsrlang.runtime.values import ABSTAIN, Unsettled
+from gsrlang.trace.read import logical_record
+from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
+from gsrlang.trace.write import node_static
+from gsrlang.semantics.values import ABSTAIN, Unsettled
 
 __all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
            "replay_records", "replay_records_each", "same"]
@@ -285,7 +287,7 @@ def _stored_difference(static: list[dict], getters: list, line: int, stored: Sto
                 elif ty is Unsettled:
                     unsettled = True
             else:
-                if not (unsettled or unknown) or (unknown or {}).get(str(i)) == _unknown_flags(v):
+                if not (unsettled or unknown) or (unknown or {}).get(str(i)) == unknown_flags(v):
                     continue
             return first_difference(None, static, line, stored.logical(), run, result, getters)
     if not same(rec.get("result"), result):
@@ -364,8 +366,8 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
             rec_out = rec.get("output")
             if v1 and (rec_out is None or any(type(x) is Unsettled for x in v or ())):
                 continue  # version 1 did not compute past an invalid judgment or a failed operator
-            if rec.get("unknown") != _unknown_flags(v):
-                return diff(base["id"], rec.get("unknown"), _unknown_flags(v),
+            if rec.get("unknown") != unknown_flags(v):
+                return diff(base["id"], rec.get("unknown"), unknown_flags(v),
                             detail="which candidates' values are settled differs")
             if not _same_vector(rec_out, got):
                 if isinstance(rec_out, list) and isinstance(got, list) and len(rec_out) == len(got):
@@ -445,7 +447,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
     ran under no program are carried over (their result line is compared). Raises
     ReplayError when a record's program is missing, no longer checks or has changed.
     """
-    from gsrlang.runtime.trace import NotRun, _Static
+    from gsrlang.trace.write import NotRun, Static
 
     prepared: dict = {}  # program hash -> (plan, node statics, getters); bounded like the program cache
     for line, record in records:
@@ -470,7 +472,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
             plan = Plan(program)
             nodes = node_static(plan)
             entry = prepared[key] = (plan, nodes, structure_getters(nodes),
-                                     _Static(plan, header.get("path"), header.get("index")))
+                                     Static(plan, header.get("path"), header.get("index")))
         plan, nodes, getters, static = entry
         run = _rebuilt(plan, record, line)
         result = result_line(run, program, static.source)

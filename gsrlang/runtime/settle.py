@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from gsrlang.runtime.values import ABSTAIN, Unsettled, format_value
+from gsrlang.semantics.values import ABSTAIN, Unsettled, format_value
 
 __all__ = ["CORNER_LIMIT", "Possible", "liveness", "settle", "top", "unsettled"]
 

@@ -11,70 +11,51 @@ list is decoded into a numpy array in one pass at the end (a few C-level calls
 when every value has the expected JSON type, a value-by-value check otherwise).
 Version 1 records hold the same data, per node: they go through the same lists.
 
-The cells equal those of the value-by-value reading (`value_from_json`, then the
-interpreter's `check_judgments` rules; tests/test_traceload.py compares the two on
-version 1 and version 2 traces with abstained, invalid, skipped and ill-typed
-judgments):
-
-- a judgment whose status is `invalid` or `skipped`, a node that was never
-  computed, or an item whose candidate count is not the mode's, is invalid;
-- an `abstained` judgment is an abstention (invalid where the criterion's type
-  cannot abstain), unless it carries a value that does not fit;
-- any other judgment is its recorded value, invalid when that is null or does not
-  fit the criterion's type (outside the range, not a label, not a number).
+The cells follow the one judgment decoder's rules (gsrlang.trace.decode: `json_column` for
+the recorded values, `judged_column` for their statuses), which equal the value-by-value
+reading (`value_from_json`, then the interpreter's `check_judgments`); tests/test_traceload.py
+compares the two on version 1 and version 2 traces with abstained, invalid, skipped and
+ill-typed judgments. A node that was never computed, or an item whose candidate count is
+not the mode's, is invalid. This loader stays in the runtime (not in gsrlang/trace/): it
+refuses a trace whose criteria cannot feed the program as `gsr replay --program` does.
 """
 
 from __future__ import annotations
 
 from itertools import repeat
-from operator import is_, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
 from gsrlang.program import Program
-from gsrlang.runtime.values import RuntimeFailure, value_from_json
+from gsrlang.trace.decode import SPECIAL, json_column, judged_column
 from gsrlang.types import JType
 
-__all__ = ["load_trace"]
+__all__ = ["Criterion", "load_trace"]
 
 _UNSET = object()
-_SPECIAL = ("invalid", "skipped", "abstained")  # judgment statuses that change a cell (any other reads as ok)
 
 
-class _Criterion:
+class Criterion:
     """One criterion's cells while the file is read: raw JSON values, and the rows they do not settle."""
 
     def __init__(self, cid: str, t: JType):
         self.id, self.type = cid, t
         self.values: list = []  # one raw value per row (None where nothing was recorded)
         self.void: list = []  # rows with no usable output (the node was never computed, too few values)
-        self.status: list = []  # (row, status) of the judgments whose status is in _SPECIAL
+        self.status: list = []  # (row, status) of the judgments whose status is in SPECIAL
 
     def column(self, rows: int, void_items: list, m: int, decoded: tuple | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The finished arrays (values, abstain, invalid), as `columnar._encode` would make them (`decoded`:
-        `_decode` of the values where the caller has it, which this changes in place)."""
-        t = self.type
-        values, null, bad = decoded if decoded is not None else _decode(t, self.values)
-        invalid = bad | null  # an ok judgment must have a value
+        """The finished arrays (values, abstain, invalid), as `columnar.Table.from_cells` would make them
+        (`decoded`: `json_column` of the values where the caller has it, which this changes in place)."""
+        void = None
         if self.void or void_items:
             void = np.zeros(rows, bool)
             void[np.asarray(self.void, np.int64)] = True
             void.reshape(-1, m)[np.asarray(void_items, np.int64)] = True
-            bad |= void
-            invalid |= void
-        abstain = np.zeros(rows, bool)
-        if self.status:
-            at = np.array([row for row, _ in self.status], np.int64)
-            abstained = np.array([status == "abstained" for _, status in self.status], bool)
-            invalid[at[~abstained]] = True  # invalid or skipped
-            fits = at[abstained & ~bad[at]]  # an abstention, whatever value it carries (when that fits)
-            invalid[fits] = not t.optional
-            abstain[fits] = t.optional
-        empty = abstain | invalid
-        if empty.any():
-            values[empty] = 0
-        return values, abstain, invalid
+        return judged_column(self.type, decoded if decoded is not None else json_column(self.type, self.values),
+                             void, self.status)
 
 
 class _Positions:
@@ -93,51 +74,6 @@ class _Positions:
         return tuple(out[i] if i < len(out) else None for i in self.where)
 
 
-def _decode(t: JType, raw: list, kinds: set | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, recorded null, does not fit `t`) of raw JSON values, as `value_from_json` reads each one
-    (`kinds`: their types, where the caller has them already)."""
-    n = len(raw)
-    if kinds is None:
-        kinds = set(map(type, raw))
-    nulls = raw.count(None) if type(None) in kinds else 0
-    if t.kind == "score" and kinds <= {float, int, type(None)}:
-        values = np.array(raw, np.float64) if n else np.zeros(0)  # null becomes NaN
-        nan = np.isnan(values)
-        if int(nan.sum()) == nulls:  # every NaN is a null (a decoder that reads NaN literals would add others)
-            with np.errstate(invalid="ignore"):
-                bad = ~nan & ~((values >= t.lo) & (values <= t.hi))
-            return values, nan, bad
-    elif t.kind == "bool" and kinds <= {bool, type(None)}:
-        values = np.array(raw, bool) if n else np.zeros(0, bool)  # null becomes false
-        absent = np.fromiter(map(is_, raw, repeat(None)), bool, n) if nulls else np.zeros(n, bool)
-        return values, absent, np.zeros(n, bool)
-    elif t.kind in ("ordinal", "nominal") and kinds <= {str, type(None)}:
-        code = {label: i for i, label in enumerate(t.labels)}
-        code[None] = -2
-        codes = np.fromiter(map(code.get, raw, repeat(-1)), np.int32, n)
-        return np.where(codes < 0, 0, codes).astype(np.int32), codes == -2, codes == -1
-    return _decode_each(t, raw)
-
-
-def _decode_each(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Value by value (`value_from_json`): for columns with values of unexpected JSON types."""
-    n = len(raw)
-    dtype = {"score": np.float64, "bool": bool}.get(t.kind, np.int32)
-    values, absent, bad = np.zeros(n, dtype), np.zeros(n, bool), np.zeros(n, bool)
-    loose = t.maybe(True)
-    for row, data in enumerate(raw):
-        if data is None:
-            absent[row] = True
-            continue
-        try:
-            value = value_from_json(data, loose)
-        except RuntimeFailure:
-            bad[row] = True
-            continue
-        values[row] = t.labels.index(value) if t.kind in ("ordinal", "nominal") else value
-    return values, absent, bad
-
-
 def load_trace(program: Program, path: str, program_label: str = "the program"):
     """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None)
     of a trace.
@@ -145,9 +81,10 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
     Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
     --program` refuses them) or its items mix modes, TraceError on a malformed file."""
     from gsrlang.runtime.replay import ReplayError, compatibility_problems
-    from gsrlang.runtime.trace import MALFORMED, is_summary, logical_record, malformed, read_records
+    from gsrlang.trace.read import logical_record, read_records
+    from gsrlang.trace.schema import MALFORMED, is_summary, malformed
 
-    crits = [_Criterion(n.id, n.type) for n in program.criteria]
+    crits = [Criterion(n.id, n.type) for n in program.criteria]
     ids: list = []
     labels: list = []
     failed: list = []
@@ -232,7 +169,7 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
                 if js:
                     for k, d in enumerate(js[:m]):
                         status = d.get("status")
-                        if status in _SPECIAL:
+                        if status in SPECIAL:
                             c.status.append((row + k, status))
         except MALFORMED as exc:
             raise malformed(path, line, exc) from None

@@ -35,8 +35,11 @@ import numpy as np
 from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.trace import MALFORMED, TraceError, is_summary, node_static, read_records
-from gsrlang.runtime.traceload import _SPECIAL, _Criterion, _decode
+from gsrlang.trace.read import read_records
+from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
+from gsrlang.trace.write import node_static
+from gsrlang.runtime.traceload import Criterion
+from gsrlang.trace.decode import SPECIAL, json_column
 from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["replay_item", "verify_columnar"]
@@ -92,7 +95,7 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
     for cid, crit in crits.items():
         i = positions[cid]
         crit.values = flats[i]
-        values, null, bad = decoded[i] = _decode(crit.type, flats[i], types[i])
+        values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
         columns[cid] = Column(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
     evaluation = Evaluator(program, exact=True).run(table)
@@ -124,7 +127,7 @@ def _read(path, program: Program, plan: Plan, static: list):
     m = 1
     n_nodes = len(static)
     flats: list[list] = [[] for _ in static]
-    crits = {node.id: _Criterion(node.id, node.type) for _, node in plan.criteria}
+    crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
     statuses = {cid: c.status for cid, c in crits.items()}
     lines: list = []
     items: list = []
@@ -181,13 +184,13 @@ def _read(path, program: Program, plan: Plan, static: list):
                     raise TypeError
                 if m == 1:
                     for cid, (d,) in js.items():
-                        if has(d, "status") and d["status"] in _SPECIAL:
+                        if has(d, "status") and d["status"] in SPECIAL:
                             statuses[cid].append((k, d["status"]))
                 else:
                     for cid, (d, e) in js.items():
-                        if has(d, "status") and d["status"] in _SPECIAL:
+                        if has(d, "status") and d["status"] in SPECIAL:
                             statuses[cid].append((2 * k, d["status"]))
-                        if has(e, "status") and e["status"] in _SPECIAL:
+                        if has(e, "status") and e["status"] in SPECIAL:
                             statuses[cid].append((2 * k + 1, e["status"]))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError):
                 odd[k] = (line, header, rec)
@@ -206,7 +209,7 @@ def _read(path, program: Program, plan: Plan, static: list):
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
     """Rows whose recorded output is not the column's value (null where it abstains), types included
-    (`types`: those of the recorded outputs; `decoded`: their `_decode`, where it was made)."""
+    (`types`: those of the recorded outputs; `decoded`: their `json_column`, where it was made)."""
     kind = _KINDS[t.kind]
     if not types <= {kind, type(None)}:
         wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
@@ -215,7 +218,7 @@ def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | Non
         decoded = None
     else:
         wrong = np.zeros(rows, bool)
-    values, null, bad = decoded if decoded is not None else _decode(t, recorded, types)
+    values, null, bad = decoded if decoded is not None else json_column(t, recorded, types)
     wrong |= null != col.abstain
     wrong |= (bad | (values != col.values)) & ~null
     return wrong
@@ -385,7 +388,7 @@ def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sin
     equal to the recomputed line value for value and type for type (floats bit for bit: -0.0 went item by
     item), so it is built from the recorded values in the order `result_line` writes its keys."""
     from gsrlang.runtime.batch import _open, recorded_complete, results_end
-    from gsrlang.runtime.trace import dumps, ok_line
+    from gsrlang.trace.schema import dumps, ok_line
 
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
@@ -415,10 +418,10 @@ def replay_item(trace_path: str, program: Program, item_id: str, program_path: s
     (`verify`: compared, else re-composed): what `gsr replay --show` prints after a replay column by column (as
     `replay_file`'s `on_item` would have given them, in trace order)."""
     from gsrlang.runtime.replay import Stored, replay_records
-    from gsrlang.runtime.trace import _Static
+    from gsrlang.trace.write import Static
 
     plan = Plan(program)
-    static = _Static(plan, program_path if program_path is not None else program.path)
+    static = Static(plan, program_path if program_path is not None else program.path)
     picked = ((line, Stored(header, rec)) for line, header, rec in read_records(trace_path)
               if header is not None and type(rec.get("item")) is dict and str(rec["item"].get("id")) == item_id)
     return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, verify, program_label)]

@@ -30,7 +30,8 @@ from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.runtime.replay import ReplayError, Stored, replay_records
-from gsrlang.runtime.trace import TraceError, dumps, is_summary, ok_line, read_records
+from gsrlang.trace.read import read_records
+from gsrlang.trace.schema import TraceError, dumps, is_summary, ok_line
 from gsrlang.runtime.verify import count_valid, negative_zeros
 from gsrlang.syntax.parser import gc_paused
 

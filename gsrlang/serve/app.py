@@ -449,7 +449,7 @@ def build_app(engine, options: Options, metrics=None, watcher=None):
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from gsrlang.runtime.fastjson import dumps_line, loads
+    from gsrlang.trace.jsonio import dumps_line, loads
 
     class JSONResponse(Response):  # Starlette's, encoded as the traces are (orjson: ~10x the json module)
         media_type = "application/json"

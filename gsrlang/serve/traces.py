@@ -2,7 +2,7 @@
 
 `--trace out/rewards.jsonl` writes *segments*: `out/rewards.jsonl`, then `out/rewards.1.jsonl`,
 `out/rewards.2.jsonl`, ... Each segment is an ordinary version 2 trace (`gsr run --trace`'s format,
-gsrlang.runtime.trace) of one program version and one mode, so `gsr replay SEGMENT` verifies it and
+gsrlang.trace.schema) of one program version and one mode, so `gsr replay SEGMENT` verifies it and
 `gsr replay SEGMENT --program EDITED.gsr` re-composes it with no model call. A segment is closed with a
 run-summary record (its items, ok / invalid / failed, wall time, and the model calls, cache hits and tokens
 spent since the segment before it closed: server-wide, so with a pointwise and a pairwise segment open at once
@@ -36,7 +36,7 @@ class _Counting:
 class _Segment:
     def __init__(self, path: Path, program, mode: str, usage: dict):
         from gsrlang.runtime.batch import RunSummary
-        from gsrlang.runtime.trace import TraceWriter
+        from gsrlang.trace.write import TraceWriter
 
         self.path = path
         self.program = program

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
-from gsrlang.runtime.trace import is_summary, read_trace
+from gsrlang.trace.read import read_trace
+from gsrlang.trace.schema import is_summary
 
 from test_weighted import PROGRAM as WEIGHTED_PROGRAM  # the fake-server test's weighted Score program
 

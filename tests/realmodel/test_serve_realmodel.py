@@ -11,7 +11,7 @@ import pytest
 
 import gsrlang
 from gsrlang.cli import main
-from gsrlang.runtime.trace import read_trace
+from gsrlang.trace.read import read_trace
 
 from servehelp import serving
 

@@ -96,7 +96,8 @@ class TraceRates:
     @classmethod
     def read(cls, path: str) -> "TraceRates":
         """Raises gsrlang.data.DataError (TraceError) when the file is not a trace."""
-        from gsrlang.runtime.trace import is_summary, read_trace
+        from gsrlang.trace.read import read_trace
+        from gsrlang.trace.schema import is_summary
 
         rates = cls()
         for _, record in read_trace(path, summaries=True):

@@ -3,7 +3,7 @@
 Everything but the scheduling is shared: `gsr run` checks the program, picks the mode and
 the columns, builds and checks the judges, then hands a :class:`RunJob` to an engine and
 prints the :class:`~gsrlang.runtime.batch.RunSummary` it returns. Every engine writes the
-same results lines and trace records, in input order (see :mod:`gsrlang.runtime.trace`).
+same results lines and trace records, in input order (see :mod:`gsrlang.trace.schema`).
 
 * ``local`` (:mod:`.local`): this process, one asyncio loop, judge calls bounded by
   `concurrency` (`gsrlang.runtime.batch.run_file`).

@@ -42,7 +42,7 @@ from gsrlang.runtime.batch import (RunSummary, _open, end_results, label_reader,
                                    run_summary_record)
 from gsrlang.runtime.engines import EngineError, RunJob
 from gsrlang.runtime.executor import ItemRun
-from gsrlang.runtime.trace import dumps
+from gsrlang.trace.schema import dumps
 from gsrlang.safeio import write_atomic
 
 __all__ = ["run"]
@@ -133,11 +133,11 @@ class _BlockRunner:
 
     def _setup(self, setup) -> None:
         from gsrlang.runtime.compose import Plan
-        from gsrlang.runtime.trace import _Static
+        from gsrlang.trace.write import Static
 
         job, cache_server = setup
         self.plan = Plan(job.program)
-        self.static = _Static(self.plan, job.program_path)
+        self.static = Static(self.plan, job.program_path)
         self.cache_server = cache_server
         self.registry = job.judges.build(_RemoteCache(cache_server) if cache_server is not None else None)
         self.labels = label_reader(job.program, job.mode, job.columns) if job.columns.label_field else None
@@ -151,8 +151,9 @@ class _BlockRunner:
 
         `setup`: [a reference to (job, cache server)] (in a list, so Ray passes the reference)."""
         from gsrlang.runtime.executor import run_items
-        from gsrlang.runtime.fastjson import dumps_line
-        from gsrlang.runtime.trace import item_record, result_line
+        from gsrlang.trace.jsonio import dumps_line
+        from gsrlang.trace.schema import result_line
+        from gsrlang.trace.write import item_record
 
         if self.job is None:
             self._setup(await setup[0])
@@ -390,9 +391,9 @@ class _Run:
         try:
             if trace is not None:
                 from gsrlang.runtime.compose import Plan
-                from gsrlang.runtime.trace import _Static, header_line
+                from gsrlang.trace.write import Static, header_line
 
-                trace.write(header_line(_Static(Plan(self.job.program), self.job.program_path), 0) + "\n")
+                trace.write(header_line(Static(Plan(self.job.program), self.job.program_path), 0) + "\n")
             for index in range(self.blocks):
                 if out is not None:
                     with self._part(index, "results.jsonl").open(encoding="utf-8") as f:

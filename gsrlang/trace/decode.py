@@ -1,0 +1,187 @@
+"""The one judgment decoder: what a raw judgment (its status and value) is as a criterion's value.
+
+The rules, written once (a scalar form for one judgment, column forms for many):
+
+- an `ok` judgment is its value; it is invalid when it has none (ABSTAIN, or null in
+  a record) or the value does not fit the criterion's type (outside the range, not a
+  label, not a number). A Score of -0.0 is read as 0.0 (settling relies on it; see
+  gsrlang.runtime.settle);
+- an `abstained` judgment is an abstention, invalid where the type cannot abstain
+  (it has no `?`);
+- an `invalid` or `skipped` judgment is invalid (never judged, for `skipped`); a recorded
+  judgment with any other status reads as `ok`.
+
+`judgment_cell` is the scalar form: the item interpreter (`executor.check_judgment`)
+and the columnar evaluator's tables of cells (`columnar.Table.from_cells`) use it.
+`plain_column` reads one criterion's judgments over a chunk into a column, marking the
+cells that are not a plain value of the type (the columnar run sends those items to
+the interpreter). `json_column` and `judged_column` read recorded (JSON) values and
+their judgment statuses into a column: the trace loaders (`runtime/traceload.py`,
+`runtime/verify.py`) use them. tests/test_traceload.py and tests/test_columnrun.py
+compare the column forms with the scalar one.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import repeat
+from operator import is_
+from typing import Sequence
+
+import numpy as np
+
+from gsrlang.semantics.kernels import Column
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
+from gsrlang.types import JType
+
+__all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column"]
+
+INVALID = object()  # a cell with no valid value: the judgment was invalid, skipped, or did not fit
+SPECIAL = ("invalid", "skipped", "abstained")  # the statuses that change a recorded cell (any other reads as ok)
+_PLAIN = {"score": float, "bool": bool}  # the one Python type of a plain value of each kind (labels: str)
+
+
+def judgment_cell(t: JType, status: str, value, reason: str | None = None) -> tuple[object, str | None]:
+    """(cell, why) of one judgment: the cell is the criterion's value (the judgment's value, 0.0 for -0.0),
+    ABSTAIN, or INVALID; `why` says why an `ok` or `abstained` judgment is invalid (None otherwise: it is
+    valid, or its status already says so). `reason` is the judgment's own reason (quoted for an abstention
+    the type cannot take)."""
+    if status == "invalid" or status == "skipped":
+        return INVALID, None
+    if status == "abstained":
+        if t.optional:
+            return ABSTAIN, None
+        why = f" ({reason})" if reason else ""
+        return INVALID, f"abstained{why}, but `{t}` cannot abstain (declare it `{t}?`)"
+    if value is ABSTAIN:  # ok (a Judgment's other statuses; a record's unknown one reads as ok, as in SPECIAL)
+        return INVALID, "an `ok` answer has no value"
+    problem = value_problem(value, t)
+    if problem:
+        return INVALID, f"the answer does not fit: {problem}"
+    if type(value) is float and value == 0.0 and math.copysign(1.0, value) < 0:
+        return 0.0, None
+    return value, None
+
+
+def cells_column(t: JType, cells: Sequence) -> Column:
+    """Cells (values, ABSTAIN, INVALID) of one criterion as a Column of its type's encoding."""
+    invalid = np.fromiter((c is INVALID for c in cells), bool, len(cells))
+    abstain = np.fromiter((c is ABSTAIN for c in cells), bool, len(cells))
+    if t.kind == "score":
+        values = np.fromiter((c if type(c) is float else 0.0 for c in cells), np.float64, len(cells))
+    elif t.kind == "bool":
+        values = np.fromiter((c is True for c in cells), bool, len(cells))
+    else:
+        code = {label: i for i, label in enumerate(t.labels)}
+        values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, len(cells))
+    return Column(values, abstain, invalid)
+
+
+def _all_plain(t: JType, values: list) -> bool:
+    """Whether every value is a plain value of the type (Score: a float in range, not -0.0)."""
+    types = set(map(type, values))
+    if t.kind == "bool":
+        return types == {bool}
+    if t.kind == "score":
+        if types != {float}:
+            return False
+        x = np.array(values, np.float64)
+        return bool(((x >= t.lo) & (x <= t.hi)).all() and not (np.signbit(x) & (x == 0.0)).any())
+    return types == {str} and set(values) <= set(t.labels)
+
+
+def plain_column(t: JType, statuses: list, values: list, into: np.ndarray, abstain: np.ndarray,
+                 odd: np.ndarray, start: int = 0, step: int = 1) -> list:
+    """One criterion's judgments (their statuses and values) for one candidate, into the rows
+    `start::step` of a column (`into`: the type's encoding, `abstain`), by `judgment_cell`'s rules.
+    Rows whose judgment is not a plain value of the type (invalid, or decoded into another value, as
+    -0.0 is) are marked in `odd` and left 0. Gives the outputs a trace records (None where not a value)."""
+    n = len(values)
+    code = {label: i for i, label in enumerate(t.labels)} if t.kind not in _PLAIN else None
+    if statuses.count("ok") == n and _all_plain(t, values):  # the common case: every value fits
+        into[start::step] = [code[v] for v in values] if code is not None else values
+        return values
+    plain = _PLAIN.get(t.kind, str)
+    out = []
+    for k, (status, v) in enumerate(zip(statuses, values)):
+        cell, _ = judgment_cell(t, status, v)
+        row = start + k * step
+        if cell is ABSTAIN:
+            abstain[row] = True
+            out.append(None)
+        elif cell is INVALID or cell is not v or type(v) is not plain:
+            odd[row] = True
+            out.append(None)
+        else:
+            into[row] = code[v] if code is not None else v
+            out.append(v)
+    return out
+
+
+def json_column(t: JType, raw: list, kinds: set | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, recorded null, does not fit `t`) of recorded JSON values, as `value_from_json` reads each one
+    (`kinds`: their types, where the caller has them already)."""
+    n = len(raw)
+    if kinds is None:
+        kinds = set(map(type, raw))
+    nulls = raw.count(None) if type(None) in kinds else 0
+    if t.kind == "score" and kinds <= {float, int, type(None)}:
+        values = np.array(raw, np.float64) if n else np.zeros(0)  # null becomes NaN
+        nan = np.isnan(values)
+        if int(nan.sum()) == nulls:  # every NaN is a null (a decoder that reads NaN literals would add others)
+            with np.errstate(invalid="ignore"):
+                bad = ~nan & ~((values >= t.lo) & (values <= t.hi))
+            return values, nan, bad
+    elif t.kind == "bool" and kinds <= {bool, type(None)}:
+        values = np.array(raw, bool) if n else np.zeros(0, bool)  # null becomes false
+        absent = np.fromiter(map(is_, raw, repeat(None)), bool, n) if nulls else np.zeros(n, bool)
+        return values, absent, np.zeros(n, bool)
+    elif t.kind in ("ordinal", "nominal") and kinds <= {str, type(None)}:
+        code = {label: i for i, label in enumerate(t.labels)}
+        code[None] = -2
+        codes = np.fromiter(map(code.get, raw, repeat(-1)), np.int32, n)
+        return np.where(codes < 0, 0, codes).astype(np.int32), codes == -2, codes == -1
+    return _json_each(t, raw)
+
+
+def _json_each(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Value by value (`value_from_json`): for columns with values of unexpected JSON types."""
+    n = len(raw)
+    dtype = {"score": np.float64, "bool": bool}.get(t.kind, np.int32)
+    values, absent, bad = np.zeros(n, dtype), np.zeros(n, bool), np.zeros(n, bool)
+    loose = t.maybe(True)
+    for row, data in enumerate(raw):
+        if data is None:
+            absent[row] = True
+            continue
+        try:
+            value = value_from_json(data, loose)
+        except RuntimeFailure:
+            bad[row] = True
+            continue
+        values[row] = t.labels.index(value) if t.kind in ("ordinal", "nominal") else value
+    return values, absent, bad
+
+
+def judged_column(t: JType, decoded: tuple, void: np.ndarray | None, special: list
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The column (values, abstain, invalid) of recorded values (`decoded`: their `json_column`, changed in
+    place) and judgments, by `judgment_cell`'s rules: `void` marks the rows with no usable output (None:
+    none), `special` lists (row, status) for the judgments whose status is in SPECIAL."""
+    values, null, bad = decoded
+    invalid = bad | null  # an ok judgment must have a value
+    if void is not None:
+        bad |= void
+        invalid |= void
+    abstain = np.zeros(len(values), bool)
+    if special:
+        at = np.array([row for row, _ in special], np.int64)
+        abstained = np.array([status == "abstained" for _, status in special], bool)
+        invalid[at[~abstained]] = True  # invalid or skipped
+        fits = at[abstained & ~bad[at]]  # an abstention, whatever value it carries (when that fits)
+        invalid[fits] = not t.optional
+        abstain[fits] = t.optional
+    empty = abstain | invalid
+    if empty.any():
+        values[empty] = 0
+    return values, abstain, invalid
