@@ -112,6 +112,15 @@ def serving(program_path, *args: str):
         sock.close()
 
 
+def save(path, text: str) -> None:
+    """Write `path` the way an editor saves it: a new file renamed over the old one, so that `--watch` (which
+    polls size and mtime) never reads it half written. (`write_text` truncates first: a poll in between sees an
+    empty program, and refuses it, counting a refusal that the test did not make.)"""
+    tmp = path.with_name(path.name + ".saving")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def wait_for(condition, what: str, seconds: float = 30.0, step: float = 0.05):
     """Poll `condition()` until it is true (a failure naming `what` after `seconds`)."""
     end = time.monotonic() + seconds

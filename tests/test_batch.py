@@ -462,25 +462,39 @@ STEPS = {  # the moment the run is killed: (fake server event, a condition on it
 }
 
 
+BATCH_RUN = [str(EX / "helpsteer2/helpfulness.gsr"), "--mode", "pointwise", "--id-field", "id", "--model",
+             "fake-judge", "--structured", "json_schema", "-q", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def online_reference(tmp_path_factory):
+    """The items, and the online run's results and request count: one run (in this process) for every step below."""
+    folder = tmp_path_factory.mktemp("batch-reference")
+    data = write_jsonl(folder / "items.jsonl", items(6))
+    with pytest.MonkeyPatch.context() as mp, FakeOpenAI(responder=fake_model) as server:
+        for var in list(os.environ):
+            if var.startswith(("GSR_", "OPENAI_")):
+                mp.delenv(var)
+        mp.setenv("OPENAI_BASE_URL", server.base_url)
+        mp.setenv("OPENAI_API_KEY", KEY)
+        mp.chdir(folder)
+        assert gsr("run", BATCH_RUN[0], "--data", data, *BATCH_RUN[1:], "--out", "ref.jsonl", "--cache",
+                   "ref.sqlite") == 0
+        return data, (folder / "ref.jsonl").read_bytes(), len(server.requests)
+
+
 @pytest.mark.parametrize("step", list(STEPS))
-def test_a_run_killed_at_any_step_resumes_its_batches_and_submits_nothing_twice(tmp_path, step):
+def test_a_run_killed_at_any_step_resumes_its_batches_and_submits_nothing_twice(tmp_path, monkeypatch, capsys, step,
+                                                                               online_reference):
     import signal
     import subprocess
     import sys
     import threading
 
-    data = write_jsonl(tmp_path / "items.jsonl", items(6))
+    data, ref, online = online_reference
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GSR_", "OPENAI_"))}
     with FakeOpenAI(responder=fake_model) as server:
         env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)
-        cmd = [sys.executable, "-m", "gsrlang.cli", "run", str(EX / "helpsteer2/helpfulness.gsr"), "--data",
-               str(data), "--mode", "pointwise", "--id-field", "id", "--model", "fake-judge", "--structured",
-               "json_schema", "-q", "--no-progress"]
-        ref = subprocess.run(cmd + ["--out", "ref.jsonl", "--cache", "ref.sqlite"], env=env, capture_output=True,
-                             text=True, timeout=120)
-        assert ref.returncode == 0, ref.stderr
-        online = len(server.requests)
-        server.reset()
         event, when = STEPS[step]
         proc = None
         killed = threading.Event()
@@ -491,17 +505,22 @@ def test_a_run_killed_at_any_step_resumes_its_batches_and_submits_nothing_twice(
                 os.kill(proc.pid, signal.SIGKILL)
 
         server.batch.on_event = kill
-        run = cmd + ["--out", "out.jsonl", "--trace", "t.jsonl", "--cache", "c.sqlite", "--batch", "--batch-poll",
-                     "0.05"]
-        proc = subprocess.Popen(run, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = ["run", BATCH_RUN[0], "--data", str(data), *BATCH_RUN[1:], "--out", "out.jsonl", "--trace", "t.jsonl",
+               "--cache", "c.sqlite", "--batch", "--batch-poll", "0.05"]
+        # the run that is killed is a process of its own (SIGKILL: nothing of it runs after); the resumed run is
+        # this process's (what it reads is only what the killed one left on disk)
+        proc = subprocess.Popen([sys.executable, "-m", "gsrlang.cli", *run], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         proc.wait(timeout=120)
         assert killed.is_set() and proc.returncode == -signal.SIGKILL, f"the run was not killed {step}"
         state = json.loads(Path("out.jsonl.gsr-batch/state.json").read_text())
         assert state["parts"]  # recorded before the step it protects
-        resumed = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
-        assert resumed.returncode == 0, resumed.stderr
+        server.batch.on_event = None
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        assert gsr(*run) == 0, capsys.readouterr().err
 
-    assert Path("out.jsonl").read_bytes() == Path("ref.jsonl").read_bytes()
+    assert Path("out.jsonl").read_bytes() == ref
     assert not server.requests  # nothing online
     sent = [line["custom_id"] for line in server.batch.lines]
     assert len(sent) == len(set(sent)) == online  # every request answered once, in one batch

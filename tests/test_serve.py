@@ -21,7 +21,7 @@ from gsrlang.cli import main
 from gsrlang.trace.read import read_trace
 
 from fakeserver import FakeOpenAI
-from servehelp import MODEL_PROGRAM, RULES_PROGRAM, model_answer, no_model_settings, serving, wait_for  # noqa: F401
+from servehelp import MODEL_PROGRAM, RULES_PROGRAM, model_answer, no_model_settings, save, serving, wait_for  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -383,12 +383,12 @@ def test_reload_refuses_a_broken_program_and_keeps_serving(rules_program, caplog
     with serving(rules_program, "--watch", "--watch-interval", "0.05") as s:
         body = {"items": [{"input": "q", "response": "one two three four thanks"}]}
         assert s.post("/score", body)[1]["program"]["hash"] == old
-        rules_program.write_text(RULES_PROGRAM.replace("sink total", "sink normalize(missing)"), encoding="utf-8")
+        save(rules_program, RULES_PROGRAM.replace("sink total", "sink normalize(missing)"))
         wait_for(lambda: "is refused" in caplog.text, "the refusal")
         status, answer = s.post("/score", body)
         assert status == 200 and answer["program"]["hash"] == old and answer["rewards"] == [1.0]
         assert "GSR101" in caplog.text
-        rules_program.write_text(RULES_PROGRAM.replace("weights: [2, 1]", "weights: [1, 3]"), encoding="utf-8")
+        save(rules_program, RULES_PROGRAM.replace("weights: [2, 1]", "weights: [1, 3]"))
         new = wait_for(lambda: (h := s.post("/score", body)[1]["program"]["hash"]) != old and h, "the reload")
         status, answer = s.post("/score", body)
         metrics = s.get("/metrics")[1]
@@ -484,7 +484,7 @@ def test_a_reload_starts_a_new_segment(rules_program, tmp_path):
     with serving(rules_program, "--trace", str(trace), "--watch", "--watch-interval", "0.05") as s:
         body = {"items": [{"input": "q", "response": "one two three four"}]}
         old = s.post("/score", body)[1]["program"]["hash"]
-        rules_program.write_text(RULES_PROGRAM.replace("weights: [2, 1]", "weights: [1, 1]"), encoding="utf-8")
+        save(rules_program, RULES_PROGRAM.replace("weights: [2, 1]", "weights: [1, 1]"))
         wait_for(lambda: s.post("/score", body)[1]["program"]["hash"] != old, "the reload")
         wait_for(lambda: len(list(tmp_path.glob("t*.jsonl"))) == 2, "the second segment")
     first = [r for _, r in read_trace(trace)]
