@@ -43,6 +43,7 @@ from gsrlang.check.driver import analyze  # noqa: E402
 from gsrlang.data import ColumnMap  # noqa: E402
 from gsrlang.judges.registry import default_registry  # noqa: E402
 from gsrlang.runtime.batch import run_file  # noqa: E402
+from gsrlang.runtime.planner import RunConfig  # noqa: E402
 from gsrlang.runtime.columnar import Evaluator, Table  # noqa: E402
 from gsrlang.trace.jsonio import BACKEND, loads  # noqa: E402
 from gsrlang.trace.read import read_trace  # noqa: E402
@@ -70,7 +71,7 @@ def main(n: int) -> None:
         items, seed_trace, trace = tmp / "items.jsonl", tmp / "seed.trace.jsonl", tmp / "trace.jsonl"
         write_items(items, SEED_ITEMS)
         run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise",
-                 trace=str(seed_trace))
+                 RunConfig(trace=str(seed_trace)))
         records = [json.loads(line) for line in seed_trace.read_text().splitlines()]
         headers = [r for r in records if r.get("kind") == "header"]
         records = [r for r in records if "kind" not in r]

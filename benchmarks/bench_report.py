@@ -51,6 +51,7 @@ def make_run(folder: Path, n: int) -> tuple[Path, Path]:
     from gsrlang.data import ColumnMap
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.batch import run_file
+    from gsrlang.runtime.planner import RunConfig
 
     rows = [json.loads(line) for line in (ROOT / "examples/topical_chat/data/dev.jsonl").read_text().splitlines()]
     data = folder / f"items{n}.jsonl"
@@ -62,7 +63,8 @@ def make_run(folder: Path, n: int) -> tuple[Path, Path]:
     out, trace = folder / f"r{n}.jsonl", folder / f"t{n}.jsonl"
     columns = ColumnMap("context", ("response",), "id", "scores.overall", read_input=False, read_responses=False,
                         fields=())
-    run_file(program, data, columns, default_registry(), "pointwise", str(out), str(trace), program_path=str(path))
+    run_file(program, data, columns, default_registry(), "pointwise",
+             RunConfig(out=str(out), trace=str(trace), program_path=str(path)))
     return out, trace, program
 
 

@@ -113,8 +113,9 @@ class Judges:
     `temperature`, `concurrency`, `seed`, ...), then the environment (GSR_MODEL, OPENAI_BASE_URL,
     OPENAI_API_KEY), then the nearest gsr.toml, exactly as `gsr run` builds it; `llm=` gives your own.
     `cache`: the judgment cache file (SQLite), or None for none (the default, unlike `gsr run`).
-    `concurrency`: judge calls in flight across a batch (default 8); given, it is also the model client's
-    own limit on requests in flight (its `concurrency` setting, which would otherwise stay at gsr.toml's or 8).
+    `concurrency`: judge calls in flight across a batch (default 8), this object's limiter (the executor's
+    semaphore, as in `gsr run`); given, it is also the model judge's `concurrency` setting, which would
+    otherwise stay at gsr.toml's or 8 (see gsrlang.judges.llm.judge.LLMJudge for what each bound is).
     """
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, *,

@@ -78,11 +78,13 @@ def _cell(report: dict | None, key: str) -> str:
 def _run(program, path: str, data: Path, out: Path, tag: str, registry=None):
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.batch import run_file
+    from gsrlang.runtime.planner import RunConfig
 
     registry = registry or default_registry()
     registry.check(program)
-    summary = run_file(program, data, _columns(), registry, "pointwise", str(out / f"{tag}.results.jsonl"),
-                       str(out / f"{tag}.trace.jsonl"), program_path=path)
+    summary = run_file(program, data, _columns(), registry, "pointwise",
+                       RunConfig(out=str(out / f"{tag}.results.jsonl"), trace=str(out / f"{tag}.trace.jsonl"),
+                                 program_path=path))
     p = program.readout.pointwise
     return summary, summary.metrics((p.lo, p.hi))
 

@@ -21,6 +21,7 @@ from gsrlang.data import ColumnMap
 from gsrlang.judges.base import Judgment
 from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import label_reader, run_file
+from gsrlang.runtime.planner import RunConfig
 from gsrlang.runtime.columnar import SINK_TOLERANCE, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import check_judgments, default_mode, finish
@@ -209,8 +210,8 @@ def test_columnar_equals_the_interpreter_on_every_example(path, tmp_path):
     mode = default_mode(program)
     trace = tmp_path / "t.jsonl"
     out = tmp_path / "r.jsonl"
-    run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), mode, out=str(out),
-             trace=str(trace))
+    run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
+             RunConfig(out=str(out), trace=str(trace)))
     lines = records(out)  # the item lines, without the results file's end line
     for table in (Table.from_trace(program, str(trace)),
                   Table.from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,

@@ -37,6 +37,7 @@ from gsrlang.judges.rules import RuleJudge
 from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.runtime import columnrun
 from gsrlang.runtime.batch import run_file
+from gsrlang.runtime.planner import RunConfig
 from gsrlang.runtime.columnrun import columnar_judges
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import default_mode
@@ -60,8 +61,8 @@ def run_both(program, data: Path, columns: ColumnMap, registry, mode: str, folde
                          json.dumps(line)))
 
         out, trace = folder / f"r{columnar}.jsonl", folder / f"t{columnar}.jsonl"
-        summary = run_file(program, data, columns, registry(), mode, out=str(out), trace=str(trace), limit=limit,
-                           on_item=on_item, columnar=columnar)
+        summary = run_file(program, data, columns, registry(), mode,
+                           RunConfig(out=str(out), trace=str(trace), limit=limit, columnar=columnar), on_item=on_item)
         lines = trace.read_bytes().splitlines()
         end = json.loads(lines[-1])
         assert end["kind"] == "run_summary"
@@ -258,9 +259,10 @@ def test_every_example_without_a_model_gives_the_same_files_on_both_paths(path, 
 
 def test_gsr_columnar_run_0_takes_the_item_path(tmp_path, monkeypatch):
     """The environment variable that keeps the item path reachable (docs/running.md)."""
-    from gsrlang.runtime.batch import columnar_wanted
+    from gsrlang.commands.config import columnar_wanted
 
     monkeypatch.setenv("GSR_COLUMNAR_RUN", "0")
-    assert not columnar_wanted() and columnar_wanted(True)
+    assert not columnar_wanted()
+    assert columnar_wanted({"GSR_COLUMNAR_RUN": "1"}) and not columnar_wanted({"GSR_COLUMNAR_RUN": " 0 "})
     monkeypatch.delenv("GSR_COLUMNAR_RUN")
-    assert columnar_wanted() and not columnar_wanted(False)
+    assert columnar_wanted()

@@ -15,6 +15,7 @@ from gsrlang.judges.registry import default_registry
 from gsrlang.learn.ablate import variants
 from gsrlang.metrics import pointwise_metrics
 from gsrlang.runtime.batch import run_file
+from gsrlang.runtime.planner import RunConfig
 from gsrlang.runtime.columnar import Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.replay import replay_records
@@ -34,7 +35,7 @@ def runs(tmp_path_factory):
     for name in ("overall", "flat"):
         program = analyze_file(str(TC / f"{name}.gsr")).program
         run_file(program, TC / "data" / "dev.jsonl", COLUMNS, default_registry(), "pointwise",
-                 out=str(d / f"{name}.jsonl"), trace=str(d / f"{name}.trace.jsonl"))
+                 RunConfig(out=str(d / f"{name}.jsonl"), trace=str(d / f"{name}.trace.jsonl")))
     return d
 
 

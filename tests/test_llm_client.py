@@ -632,3 +632,15 @@ async def test_identical_requests_in_flight_are_merged_into_one_call():
             await again.complete(make_request())
         assert len(server.requests) == 4
 
+
+
+
+async def test_the_adaptive_window_is_the_clients_one_bound():
+    """Requests in flight are bounded by the window alone: with its limit lowered (as after 429s), no more than
+    that are sent at once, though the concurrency setting allows more (the window raises its limit as calls succeed,
+    up to its ceiling: both are lowered here)."""
+    with FakeOpenAI(responder=lambda body: {"score": 1, "reason": "r"}, latency=0.05) as server:
+        async with make_client(server, concurrency=6) as client:
+            client.window.ceiling = client.window.limit = 2  # as if lowered for good
+            await asyncio.gather(*(client.complete(make_request(f"item {i}")) for i in range(10)))
+    assert server.max_in_flight == 2

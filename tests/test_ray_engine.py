@@ -151,6 +151,32 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
     assert not list(tmp_path.glob("*.gsr-ray"))  # the work directories are gone once the runs complete
 
 
+def test_ray_actors_take_the_planners_column_path(ray_session, tmp_path, monkeypatch, capsys):
+    """A program of human fields: the actors evaluate their blocks on the path the planner chooses from the job's
+    config (by columns; item by item with GSR_COLUMNAR_RUN=0), and both write the local engine's bytes."""
+    import gsrlang.runtime.batch as batch
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "topical_chat"
+    cmd = ["run", str(root / "flat.gsr"), "--data", str(root / "data" / "dev.jsonl"), "--input-field", "context",
+           "--reference-field", "fact", "--id-field", "id", "--label-field", "scores.overall", "--limit", "30",
+           "--no-progress", "-q"]
+    taken = []
+    real = batch.run_route
+    monkeypatch.setattr(batch, "run_route", lambda *a, **k: taken.append(real(*a, **k).evaluate) or real(*a, **k))
+    assert main([*cmd, "--out", str(tmp_path / "local.jsonl"), "--trace", str(tmp_path / "local.t.jsonl")]) == 0
+    outs = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("GSR_COLUMNAR_RUN", flag)
+        out = tmp_path / f"ray{flag}.jsonl"
+        assert main([*cmd, "--out", str(out), "--trace", str(tmp_path / f"ray{flag}.t.jsonl"), "--engine", "ray",
+                     "--actors", "2", "--block-size", "7", "--ray-address", ray_session]) == 0
+        outs[flag] = out.read_bytes()
+        assert _item_records(tmp_path / f"ray{flag}.t.jsonl") == _item_records(tmp_path / "local.t.jsonl")
+    capsys.readouterr()
+    assert outs["1"] == outs["0"] == (tmp_path / "local.jsonl").read_bytes()
+    assert taken == ["columns"]  # the local run's (the actors decide in their own processes, from the job)
+
+
 @pytest.mark.slow  # kill and resume: the slow tier
 def test_an_actor_killed_mid_block_has_its_block_retried(ray_session, tmp_path, monkeypatch, capsys):
     n = 40

@@ -20,6 +20,7 @@ from gsrlang.check.driver import analyze_file
 from gsrlang.data import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import run_file
+from gsrlang.runtime.planner import RunConfig
 
 CASES = Path(__file__).resolve().parent / "cases" / "render"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -34,7 +35,7 @@ def traced(name: str, tmp: Path) -> Path:
     trace = tmp / f"{name}.trace.jsonl"
     columns = ColumnMap(id_field="id", read_input=False, read_responses=False)
     run_file(program(name), CASES / f"{name}.data.jsonl", columns, default_registry(), "pointwise",
-             trace=str(trace), program_path=f"{name}.gsr")
+             RunConfig(trace=str(trace), program_path=f"{name}.gsr"))
     return trace
 
 

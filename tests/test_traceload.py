@@ -24,6 +24,7 @@ from gsrlang.check.driver import analyze
 from gsrlang.data import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import run_file
+from gsrlang.runtime.planner import RunConfig
 from gsrlang.runtime.columnar import Evaluator, Table
 from gsrlang.runtime.replay import ReplayError
 from gsrlang.trace.read import read_trace
@@ -189,7 +190,7 @@ def test_the_loader_equals_the_reference_on_a_recorded_run_and_evaluates_alike(t
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     trace = tmp_path / "t.jsonl"
     run_file(PROGRAM, data, ColumnMap(id_field="id", label_field="label"), default_registry(), "pointwise",
-             trace=str(trace))
+             RunConfig(trace=str(trace)))
     got, expected = Table.from_trace(PROGRAM, str(trace)), reference(PROGRAM, str(trace))
     assert_same(got, expected)
     for cid in ("so", "o"):  # some abstain, some are invalid (out of range, not a label), some have a value

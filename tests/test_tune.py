@@ -153,6 +153,7 @@ def test_a_trace_from_another_program_is_refused(tmp_path, capsys):
     from gsrlang.data import ColumnMap
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.batch import run_file
+    from gsrlang.runtime.planner import RunConfig
 
     other = analyze('rubric o\ntask pointwise { scale = 1..5 }\ncriterion c: Score = human(field: "a")\nsink c\n',
                     ).program
@@ -160,7 +161,7 @@ def test_a_trace_from_another_program_is_refused(tmp_path, capsys):
     _write_data(data, synthetic(12))
     trace = tmp_path / "t.jsonl"
     run_file(other, data, ColumnMap("input", ("response",), "id", "label"), default_registry(), "pointwise",
-             trace=str(trace))
+             RunConfig(trace=str(trace)))
     prog = tmp_path / "synth.gsr"
     prog.write_text(SYNTH)
     assert main(["tune", str(prog), "--trace", str(trace)]) == 1

@@ -22,6 +22,7 @@ from gsrlang.cli import main as gsr
 from gsrlang.data import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.runtime.batch import replay_file, run_file
+from gsrlang.runtime.planner import ReplayConfig, RunConfig
 from gsrlang.runtime.executor import default_mode
 from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.verify import verify_columnar
@@ -37,7 +38,7 @@ def _record(path: Path, tmp_path: Path) -> tuple:
     program = analyze_file(str(path)).program
     trace = tmp_path / "t.jsonl"
     run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), default_mode(program),
-             trace=str(trace))
+             RunConfig(trace=str(trace)))
     return program, trace
 
 
@@ -61,7 +62,7 @@ def assert_same_report(program, trace: Path) -> None:
     whose parts do not fit each other)."""
     fast_out, slow_out = trace.with_name("fast.jsonl"), trace.with_name("slow.jsonl")
     try:
-        slow = replay_file(str(trace), program, True, out=str(slow_out))
+        slow = replay_file(str(trace), program, True, ReplayConfig(out=str(slow_out)))
     except ReplayError as exc:
         with pytest.raises(ReplayError) as fast:
             verify_columnar(str(trace), program, out=str(fast_out))

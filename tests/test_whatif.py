@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from gsrlang.check.driver import analyze_file
 from gsrlang.cli import main as gsr
 from gsrlang.runtime.batch import replay_file
+from gsrlang.runtime.planner import ReplayConfig
 from gsrlang.runtime.executor import default_mode
 from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.whatif import recompose_columnar
@@ -42,7 +43,7 @@ def _pairs() -> list[tuple[Path, Path]]:
 def assert_same_file(program, trace: Path, tmp: Path) -> None:
     fast_out, slow_out = tmp / "fast.jsonl", tmp / "slow.jsonl"
     try:
-        slow = replay_file(str(trace), program, False, out=str(slow_out), program_label="P")
+        slow = replay_file(str(trace), program, False, ReplayConfig(out=str(slow_out), program_label="P"))
     except ReplayError as exc:
         fast = None
         try:

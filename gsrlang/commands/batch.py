@@ -144,6 +144,7 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
     the progress display, the summary, the exit status), passed in so that this module does not import it."""
     from gsrlang.judges.llm.batch import (BatchError, BatchLimits, BatchState, Batcher, check_batch_api,
                                           parse_size, read_results)
+    from gsrlang.commands.config import run_config
     from gsrlang.runtime.batch import run_file
 
     llm = registry.get("llm")
@@ -185,8 +186,8 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
     window = args.batch_window or 10_000
 
     def go(on_item):
-        return run_file(program, args.data, columns, registry, mode, out, trace, 1 << 30, args.limit,
-                        args.program, on_item=on_item, short_circuit=args.short_circuit, window=window,
+        return run_file(program, args.data, columns, registry, mode,
+                        run_config(args, 1 << 30, out=out, trace=trace, window=window), on_item=on_item,
                         batcher=batcher)
 
     try:

@@ -21,8 +21,8 @@ from typing import Any
 from gsrlang.catalog import default_catalog
 from gsrlang.judges.llm.options import DEFAULT_CACHE, JudgeOptions, parse_role
 
-__all__ = ["add_llm_arguments", "add_model_arguments", "build_llm_judge", "cache_path", "engine_options",
-           "judge_flags", "judge_options", "model_settings"]
+__all__ = ["add_llm_arguments", "add_model_arguments", "build_llm_judge", "cache_path", "columnar_wanted",
+           "engine_options", "judge_flags", "judge_options", "model_settings", "run_config"]
 
 
 def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -196,3 +196,22 @@ def engine_options(args: argparse.Namespace):
     get = lambda name: getattr(args, name, None)  # noqa: E731
     return EngineOptions(ray_address=get("ray_address"), actors=get("actors"), block_size=get("block_size"),
                          work_dir=get("work_dir"))
+
+
+def columnar_wanted(env=None) -> bool:
+    """Whether runs take the column path where they can: unless the environment variable GSR_COLUMNAR_RUN is
+    0 (every program item by item, for comparison; see docs/running.md). Read here and nowhere else."""
+    env = os.environ if env is None else env
+    return env.get("GSR_COLUMNAR_RUN", "1").strip() != "0"
+
+
+def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
+    """The run's typed configuration from `gsr run`'s flags: sinks, bounds and the path; `over` replaces fields
+    (a dry run writes nothing; a batch run has its own sinks and window)."""
+    from gsrlang.runtime.planner import RunConfig
+
+    get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+    values = dict(out=get("out"), trace=get("trace"), concurrency=concurrency, limit=get("limit"),
+                  program_path=get("program"), short_circuit=get("short_circuit", True), columnar=columnar_wanted())
+    values.update(over)
+    return RunConfig(**values)

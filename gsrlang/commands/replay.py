@@ -101,7 +101,8 @@ def _content_hash(path: Path) -> str | None:
 def run(args) -> int:
     from gsrlang.commands.run import duplicate_warning, load_program
     from gsrlang.data import DataError
-    from gsrlang.runtime.batch import recorded_complete, replay_columnar, replay_file, skipped_judgments
+    from gsrlang.runtime.batch import recorded_complete, skipped_judgments
+    from gsrlang.runtime.planner import ReplayConfig, replay_route
     from gsrlang.runtime.programs import RecordedPrograms
     from gsrlang.runtime.replay import ReplayError, unused_criteria
     from gsrlang.safeio import check_outputs
@@ -146,30 +147,16 @@ def run(args) -> int:
         if not scale and line.get("scale"):
             scale.append(tuple(line["scale"]))
 
-    # with nothing to write or show item by item, a what-if is evaluated column by column (same results, much
-    # faster), and so is a verification, its results file included (the items it cannot vouch for go item by
-    # item; so does the item to --show)
-    plain = programs is None and not args.trace_out
+    config = ReplayConfig(out=args.out, trace=args.trace_out, program_path=path, program_label=label)
+    route = replay_route(config, verify=verify, per_item=programs is not None, show=args.show is not None,
+                         skipped_judgments=0 if verify or programs is not None or args.trace_out
+                         else skipped_judgments(args.trace))
     try:
-        summary = None
-        if plain and not verify and not skipped_judgments(args.trace):  # else item by item, to say which
-            if args.out:                                               # skipped judgments the program needs
-                from gsrlang.runtime.whatif import recompose_columnar
-
-                summary = recompose_columnar(args.trace, program, label, args.out)
-            else:
-                summary = replay_columnar(args.trace, program, label)
-        elif plain and verify:
-            from gsrlang.runtime.verify import verify_columnar
-
-            summary = verify_columnar(args.trace, program, label, args.out)
-        if summary is not None and args.show is not None:
+        summary, by_columns = _replay(route, args.trace, program, config, on_item, programs)
+        if route.show == "alone" and by_columns:
             from gsrlang.runtime.verify import replay_item
 
             shown.extend(replay_item(args.trace, program, args.show, path, label, verify))
-        if summary is None:
-            summary = replay_file(args.trace, program, verify, args.out, args.trace_out, path, label,
-                                  on_item=on_item, programs=programs)
     except ReplayError as exc:
         print(f"gsr replay: {exc}", file=sys.stderr)
         return 1
@@ -226,6 +213,29 @@ def run(args) -> int:
     if args.show is not None and not _show(args, shown, out, summary):
         return max(code, 2)
     return code
+
+
+def _replay(route, trace: str, program, config, on_item, programs):
+    """Run the planner's route: (the summary, whether the column path ran it). A column path that finds the
+    whole trace is not for it (version 1, another program's records) returns None: then item by item."""
+    from gsrlang.runtime.batch import replay_columnar, replay_file
+    from gsrlang.runtime.planner import COLUMNS
+
+    summary = None
+    if route.evaluate == COLUMNS:
+        if route.verify:
+            from gsrlang.runtime.verify import verify_columnar
+
+            summary = verify_columnar(trace, program, config.program_label, config.out)
+        elif route.results:
+            from gsrlang.runtime.whatif import recompose_columnar
+
+            summary = recompose_columnar(trace, program, config.program_label, config.out)
+        else:
+            summary = replay_columnar(trace, program, config.program_label)
+    if summary is not None:
+        return summary, True
+    return replay_file(trace, program, route.verify, config, on_item=on_item, programs=programs), False
 
 
 def recorded_run(record: dict) -> str:

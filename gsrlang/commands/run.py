@@ -361,13 +361,12 @@ def run(args) -> int:
 
 def run_local(args, program, mode: str, columns, registry, settings) -> int:
     """Run one checked program on the chosen engine, online; print the summary; the exit status."""
-    from gsrlang.commands.config import engine_options
+    from gsrlang.commands.config import engine_options, run_config
     from gsrlang.judges.replica import JudgeRecipe
     from gsrlang.runtime.engines import RunJob, engine
 
-    job = RunJob(program, args.program, args.data, columns, mode, args.out, args.trace,
-                 _concurrency(args, settings), args.limit, engine_options(args), JudgeRecipe.of(registry),
-                 short_circuit=args.short_circuit,
+    job = RunJob(program, args.data, columns, mode, run_config(args, _concurrency(args, settings)),
+                 engine_options(args), JudgeRecipe.of(registry),
                  inputs=(("--fewshot", getattr(args, "fewshot", None)),
                          ("--judge-config", getattr(args, "judge_config", None))))
     run_job = engine(args.engine)
@@ -435,6 +434,7 @@ def dry_run(args, program, mode, columns) -> int:
     import os
 
     from gsrlang.data import DataError
+    from gsrlang.commands.config import run_config
     from gsrlang.judges.llm.options import DEFAULT_CACHE
     from gsrlang.judges.llm.plan import CallPlan, TraceRates, forecast
     from gsrlang.runtime.batch import run_file
@@ -455,8 +455,9 @@ def dry_run(args, program, mode, columns) -> int:
     if llm is not None and getattr(args, "batch", False):
         llm.batch_pricing = True  # the plan of a --batch run: the Batch API's price
     try:
-        run_file(program, args.data, columns, registry, mode, None, None, _concurrency(args, settings), args.limit,
-                 args.program, short_circuit=False, columnar=False)
+        run_file(program, args.data, columns, registry, mode,
+                 run_config(args, _concurrency(args, settings), out=None, trace=None, short_circuit=False,
+                            columnar=False))
     except DataError as exc:
         raise UsageError(str(exc)) from None
     if llm is None:
@@ -601,6 +602,7 @@ def run_per_item(args) -> int:
     """`gsr run --programs INDEX`: each item under its own program from a batch compile's index."""
     from gsrlang.data import DataError  # the index's own problems
     from gsrlang.judges.base import JudgeConfigError
+    from gsrlang.commands.config import run_config
     from gsrlang.judges.registry import default_registry
     from gsrlang.runtime.batch import run_index_file
     from gsrlang.runtime.programs import IndexedPrograms
@@ -619,9 +621,10 @@ def run_per_item(args) -> int:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
     concurrency = _concurrency(args, settings)
+    config = run_config(args, concurrency, program_path=None)
     summary = _with_progress(args, lambda on_item: run_index_file(
-        programs, args.data, programs.columns, registry, args.out, args.trace, concurrency, args.limit,
-        on_item=on_item, compile_ids=args.id_field is None, short_circuit=args.short_circuit), registry)
+        programs, args.data, programs.columns, registry, config, on_item=on_item,
+        compile_ids=args.id_field is None), registry)
     stream = sys.stderr if args.out == "-" else sys.stdout
     print_index_summary(summary, programs, args, stream)
     return _finish(args, registry, summary, stream)

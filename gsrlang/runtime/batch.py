@@ -2,7 +2,8 @@
 
 `run_file(...)` is what `gsr run` and the demo call; `run_index_file(...)` is `gsr run
 --programs` (each item under its own program); `replay_file(...)` is what `gsr replay`
-calls. All write one results line (and one trace record) per item as soon as it is
+calls. How each goes (its sinks, bounds, and the evaluator's path) is a typed
+configuration (`RunConfig`, `ReplayConfig`), the path decided by gsrlang.runtime.planner. All write one results line (and one trace record) per item as soon as it is
 done, in input order, and keep only counters in memory (plus one (prediction, label)
 pair per labelled item when metrics must be computed without a results file), so
 memory stays flat however long the file is. A run that completes ends its trace with
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import time
 from pathlib import Path
 from typing import Callable, TextIO
@@ -28,6 +28,7 @@ from gsrlang.runtime.columnrun import ColumnRunner, columnar_judges
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, run_items, run_items_each
 from gsrlang.runtime.labels import label_reader
+from gsrlang.runtime.planner import COLUMNS, ReplayConfig, RunConfig, run_route
 from gsrlang.runtime.programs import compile_id
 from gsrlang.runtime.replay import Difference, needed_judgments, replay_records
 from gsrlang.trace.read import read_records
@@ -243,31 +244,22 @@ def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: d
                           short_circuit={"judgments": summary.judgments, "skipped": summary.skipped})
 
 
-def columnar_wanted(columnar: bool | None = None) -> bool:
-    """Whether runs take the columnar path where they can: `columnar`, or unless the environment variable
-    GSR_COLUMNAR_RUN is 0 (the item-at-a-time path, for comparison; see docs/running.md)."""
-    if columnar is not None:
-        return columnar
-    return os.environ.get("GSR_COLUMNAR_RUN", "1").strip() != "0"
-
-
-def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str, out: str | None = None,
-             trace: str | None = None, concurrency: int = 8, limit: int | None = None,
-             program_path: str | None = None, on_item: Callable[[ItemRun, dict], None] | None = None,
-             keep_pairs: bool = True, short_circuit: bool = True, columnar: bool | None = None,
-             window: int | None = None, batcher=None) -> RunSummary:
-    """Run `program` over every row of `data`; raises DataError when the file cannot be read at all, PathClash
-    when `out` or `trace` is an input or the other output.
+def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str,
+             config: RunConfig = RunConfig(), on_item: Callable[[ItemRun, dict], None] | None = None,
+             batcher=None) -> RunSummary:
+    """Run `program` over every row of `data` as `config` says; raises DataError when the file cannot be read at
+    all, PathClash when `config.out` or `config.trace` is an input or the other output.
 
     A program whose judges all answer a column at once (rules, human fields) runs a chunk of items at a time
-    (gsrlang.runtime.columnrun), with the same results and trace, byte for byte; `columnar=False` (or
-    GSR_COLUMNAR_RUN=0) runs it item by item. `window`: items in flight (default 2 x concurrency); `batcher`: the
-    model calls go through a provider's Batch API (gsrlang.judges.llm.batch; the trace's run summary says how)."""
-    path = program_path if program_path is not None else program.path
+    (gsrlang.runtime.columnrun), with the same results and trace, byte for byte; `config.columnar=False` runs it
+    item by item (gsrlang.runtime.planner decides). `batcher`: the model calls go through a provider's Batch API
+    (gsrlang.judges.llm.batch; the trace's run summary says how)."""
+    path = config.program_path if config.program_path is not None else program.path
+    out, trace, concurrency = config.out, config.trace, config.concurrency
     _guard([("the data file", data), ("the program", path)], out, trace)
     items = read_items(data, columns)
-    if limit is not None:
-        items = itertools.islice(items, limit)
+    if config.limit is not None:
+        items = itertools.islice(items, config.limit)
     summary = RunSummary(program.name, program.content_hash, mode)
     t0 = time.perf_counter()
 
@@ -277,18 +269,19 @@ def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, m
         static = Static(plan, path)
         if batcher is not None:
             batcher.attach(asyncio.current_task())
-        if columnar_wanted(columnar) and columnar_judges(plan, registry):
+        route = run_route(config, batch=batcher is not None, columns_possible=columnar_judges(plan, registry))
+        if route.evaluate == COLUMNS:
             batches = ColumnRunner(plan, registry, mode, labels, static).batches(items)
         else:
             batches = _singles(run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
-                                         short_circuit=short_circuit, window=window), static)
+                                         short_circuit=config.short_circuit, window=config.window), static)
 
         def info() -> dict:
             extra = {"batch": batcher.summary()} if batcher is not None else {}
             return {"program": {"name": program.name, "hash": program.content_hash, "path": path}, **extra}
 
         try:
-            await _write_runs(batches, out, trace, registry, summary, on_item, keep_pairs, t0, info)
+            await _write_runs(batches, out, trace, registry, summary, on_item, config.keep_pairs, t0, info)
         finally:
             if batcher is not None:
                 await batcher.aclose()
@@ -306,17 +299,17 @@ async def _singles(runs, static):
         yield ((run, static, None, None),)
 
 
-def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out: str | None = None,
-                   trace: str | None = None, concurrency: int = 8, limit: int | None = None,
-                   on_item: Callable[[ItemRun, dict], None] | None = None, keep_pairs: bool = True,
-                   compile_ids: bool = False, short_circuit: bool = True) -> RunSummary:
-    """Run every row of `data` under its own program (`programs`: an `IndexedPrograms` whose mode is chosen).
+def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, config: RunConfig = RunConfig(),
+                   on_item: Callable[[ItemRun, dict], None] | None = None, compile_ids: bool = False) -> RunSummary:
+    """Run every row of `data` under its own program (`programs`: an `IndexedPrograms` whose mode is chosen),
+    item by item, as `config` says (its program path and columnar choice do not apply).
 
     compile_ids: give items the id a batch compile gives them (the row's `id` column when there is
     one, else the row number), for data read without an id column. Raises DataError as `run_file` does.
     """
     from gsrlang.trace.write import NotRun
 
+    out, trace, limit = config.out, config.trace, config.limit
     _guard([("the data file", data), ("the program index", programs.index)], out, trace)
     mode = programs.mode
     items = read_items(data, columns)
@@ -330,15 +323,15 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
 
     async def go():
         async def stream():
-            async for run, ref in run_items_each(programs.resolve, items, registry, mode, concurrency,
-                                                  short_circuit=short_circuit):
+            async for run, ref in run_items_each(programs.resolve, items, registry, mode, config.concurrency,
+                                                  short_circuit=config.short_circuit, window=config.window):
                 yield ((run, ref.static if ref is not None else failed_row, None, None),)
 
         def info() -> dict:
             return {"programs": {"index": programs.index, "checked": programs.checked,
                                  "did_not_check": programs.unusable, "items_without_program": programs.no_program}}
 
-        await _write_runs(stream(), out, trace, registry, summary, on_item, keep_pairs, t0, info)
+        await _write_runs(stream(), out, trace, registry, summary, on_item, config.keep_pairs, t0, info)
 
     try:
         asyncio.run(go())
@@ -347,11 +340,11 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, out
     return summary
 
 
-def replay_file(trace_path: str | Path, program: Program | None, verify: bool, out: str | None = None,
-                trace: str | None = None, program_path: str | None = None, program_label: str = "the program",
+def replay_file(trace_path: str | Path, program: Program | None, verify: bool, config: ReplayConfig = ReplayConfig(),
                 on_item: Callable[[ItemRun, dict, Difference | None, object], None] | None = None,
-                keep_pairs: bool = True, limit: int | None = None, programs=None) -> RunSummary:
-    """Replay a trace under `program` (verify: compare; else re-compose); raises TraceError / ReplayError.
+                programs=None) -> RunSummary:
+    """Replay a trace under `program` item by item (verify: compare; else re-compose), as `config` says; raises
+    TraceError / ReplayError.
 
     With `programs` (a `RecordedPrograms`, and `program` None), a per-item trace is verified,
     each record under the program it names. The trace's run-summary record is not replayed:
@@ -359,6 +352,8 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, o
     """
     from gsrlang.runtime.replay import replay_records_each
 
+    out, trace, program_path, limit = config.out, config.trace, config.program_path, config.limit
+    program_label, keep_pairs = config.program_label, config.keep_pairs
     _guard([("the trace", trace_path), ("the program", program_path if program is not None else None)], out, trace)
     summary = RunSummary(program.name if program else "", program.content_hash if program else "", "")
     records = _item_records(read_records(trace_path), summary, stored=programs is None)

@@ -30,6 +30,7 @@ from functools import partial
 from itertools import chain
 from operator import eq, is_, itemgetter, ne
 
+import attrs
 import numpy as np
 
 from gsrlang.program import Program
@@ -46,6 +47,28 @@ __all__ = ["replay_item", "verify_columnar"]
 
 _KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
 _FIRST = object()  # the header "before" the first record: no header (nor None) is it
+
+
+@attrs.define(slots=True)
+class ReadTrace:
+    """What one pass over a version 2 trace keeps for the column verification (`_read`).
+
+    `m`: candidates per item (1 pointwise, 2 pairwise); `lines`: each record's line in the trace; `items`: per
+    item (id, line, candidates); `results`: per item its result's (id, line, label, sink, score, raw, scale)
+    or (id, line, label, sink, winner); `flats`: per node its recorded outputs, flat (m per item); `crits`:
+    the criteria (`_Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
+    records a column cannot take; `label_errors`: {item: label error}; `recorded`: the run-summary record."""
+
+    mode: str
+    m: int
+    lines: list
+    items: list
+    results: list
+    flats: list
+    crits: dict
+    odd: dict
+    label_errors: dict
+    recorded: dict | None
 
 
 def _strict_equal(a: list, b: list) -> np.ndarray:
@@ -75,7 +98,8 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
     read = _read(trace_path, program, plan, static)
     if read is None:
         return None
-    mode, m, lines, items, results, flats, crits, odd, label_errors, recorded = read
+    mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
+    flats, crits, odd, label_errors, recorded = read.flats, read.crits, read.odd, read.label_errors, read.recorded
     n = len(lines)
     rows = n * m
     iid, iline, cands = map(list, zip(*items))
@@ -114,11 +138,8 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
     return summary
 
 
-def _read(path, program: Program, plan: Plan, static: list):
-    """One pass over the trace: (mode, m, trace lines, per item its (item id, line, candidates), per item its
-    result's (id, line, label, sink, score, raw, scale or winner), per node its flat outputs, the criteria with
-    their judgment statuses, {item: record} of those a column cannot take, {item: label error}, run summary), or
-    None when the trace is not for this path.
+def _read(path, program: Program, plan: Plan, static: list) -> ReadTrace | None:
+    """One pass over the trace (a `ReadTrace`), or None when the trace is not for this path.
 
     The loop does per record only what must look at it whole (its shape, the fixed fields it must hold, its
     outputs into the node lists); the rest is done a column at a time afterwards."""
@@ -204,7 +225,7 @@ def _read(path, program: Program, plan: Plan, static: list):
         return None
     if mode is None:
         return None
-    return mode, m, lines, items, results, flats, crits, odd, label_errors, recorded
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, label_errors, recorded)
 
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:

@@ -8,8 +8,10 @@ through ``openai.AsyncOpenAI`` and returns a :class:`ChatResult` whose
 Behaviour
 ---------
 * **Concurrency**: at most ``config.concurrency`` HTTP requests in flight per
-  client (one ``asyncio.Semaphore``, held per attempt, released while backing
-  off).
+  client: the ceiling of its adaptive window (held per attempt, released while
+  backing off, lowered on 429s), its one bound (a semaphore of the same size
+  inside it never waited, and is gone). What bounds the calls themselves is
+  said in gsrlang.judges.llm.judge.LLMJudge.
 * **Bounds**: ``config.timeout_s`` bounds each request whole, from sending it
   to the answer's last byte (``asyncio.wait_for`` around the SDK call; the
   SDK's own timeout only bounds the wait between two reads), and never past
@@ -566,7 +568,6 @@ class LLMClient:
         self.backoff_cap = backoff_cap
         self.retry_after_cap = retry_after_cap
         self._rng = rng or random.Random()
-        self._sem = asyncio.Semaphore(config.concurrency)
         self.window = AdaptiveWindow(config.concurrency)  # lowered on 429s, raised again as calls succeed
         self._rpm = self._tpm = None
         if config.rpm or config.tpm:
@@ -696,32 +697,32 @@ class LLMClient:
         return {**kwargs, **extra}
 
     async def _post(self, kwargs: dict[str, Any]) -> tuple[ChatCompletion, float]:
-        async with self._sem:
-            self.usage.http_requests += 1
-            t0 = time.monotonic()
-            limit, by_deadline = self._time_limit(t0)
-            try:  # the whole call, not only the wait between two reads (the SDK's timeout)
-                resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
-            except (openai.APITimeoutError, asyncio.TimeoutError):
-                if by_deadline:
-                    raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
-                raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
-                               "request)", retryable=True) from None
-            except AnswerRefused as exc:
-                raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
-            except openai.APIConnectionError as exc:
-                refused = refusal_of(exc)
-                if refused is not None:  # older SDKs wrap what the transport's hooks raise
-                    raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
-                cause = exc.__cause__ or exc.__context__
-                why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-                raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
-            except openai.APIStatusError as exc:
-                raise self._classify_status(exc, kwargs) from None
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a malformed body
-                raise _Failure("malformed", f"malformed response body ({type(exc).__name__}: {exc})"[:300],
-                               retryable=True) from None
-            latency = time.monotonic() - t0
+        """One attempt; the caller holds a slot of the adaptive window (`_send`), which bounds attempts."""
+        self.usage.http_requests += 1
+        t0 = time.monotonic()
+        limit, by_deadline = self._time_limit(t0)
+        try:  # the whole call, not only the wait between two reads (the SDK's timeout)
+            resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
+        except (openai.APITimeoutError, asyncio.TimeoutError):
+            if by_deadline:
+                raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
+            raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
+                           "request)", retryable=True) from None
+        except AnswerRefused as exc:
+            raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
+        except openai.APIConnectionError as exc:
+            refused = refusal_of(exc)
+            if refused is not None:  # older SDKs wrap what the transport's hooks raise
+                raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
+            cause = exc.__cause__ or exc.__context__
+            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+            raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
+        except openai.APIStatusError as exc:
+            raise self._classify_status(exc, kwargs) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a malformed body
+            raise _Failure("malformed", f"malformed response body ({type(exc).__name__}: {exc})"[:300],
+                           retryable=True) from None
+        latency = time.monotonic() - t0
         if not isinstance(resp, ChatCompletion) or not getattr(resp, "choices", None):
             shown = excerpt(resp if isinstance(resp, str) else repr(resp), 120)
             raise _Failure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",

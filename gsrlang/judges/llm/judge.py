@@ -311,7 +311,15 @@ def combine_orders(policy: str, t: JType, first: Judgment, second: Judgment) -> 
 
 
 class LLMJudge:
-    """Judges ``llm`` criteria through OpenAI-compatible servers (see the module docstring)."""
+    """Judges ``llm`` criteria through OpenAI-compatible servers (see the module docstring).
+
+    Who bounds what: the run's ``concurrency`` (judge calls in flight, the resolved default model's
+    setting) is the executor's one semaphore (gsrlang.runtime.executor.run_items), which also fixes the
+    order calls start in, and so the trace's bytes. The gate per client here (`_gate`) is a different
+    setting where a role's model sets its own ``concurrency``, bounds the units an ensemble's one judge call
+    fans out to, fails the calls still queued at once when the judge stops (a fatal error, the deadline,
+    the budget), and is lifted for a Batch API run. The client's adaptive window (lowered on 429s) bounds
+    HTTP requests: the server's rate limit."""
 
     inline = False
 

@@ -20,6 +20,7 @@ import attrs
 
 from gsrlang.data import ColumnMap
 from gsrlang.program import Program
+from gsrlang.runtime.planner import RunConfig
 
 __all__ = ["ENGINES", "EngineError", "EngineOptions", "RunJob", "engine"]
 
@@ -43,7 +44,7 @@ class EngineOptions:
 
 @attrs.frozen
 class RunJob:
-    """What to run: one checked program over a data file, and where the results go.
+    """What to run: one checked program over a data file, and how (`config`: the sinks, the bounds, the path).
 
     `judges` (a `gsrlang.judges.replica.JudgeRecipe`) rebuilds the judges `gsr run` built, for an
     engine that runs them elsewhere (Ray actors); `engine` are the engine's own settings; `inputs` are the
@@ -51,18 +52,37 @@ class RunJob:
     """
 
     program: Program
-    program_path: str | None
     data: str
     columns: ColumnMap
     mode: str
-    out: str | None = None
-    trace: str | None = None
-    concurrency: int = 8
-    limit: int | None = None
+    config: RunConfig = RunConfig()
     engine: EngineOptions = EngineOptions()
     judges: object = None
-    short_circuit: bool = True  # skip judgments that cannot change the result (gsrlang.runtime.executor)
     inputs: tuple = ()
+
+    @property
+    def program_path(self) -> str | None:
+        return self.config.program_path
+
+    @property
+    def out(self) -> str | None:
+        return self.config.out
+
+    @property
+    def trace(self) -> str | None:
+        return self.config.trace
+
+    @property
+    def concurrency(self) -> int:
+        return self.config.concurrency
+
+    @property
+    def limit(self) -> int | None:
+        return self.config.limit
+
+    @property
+    def short_circuit(self) -> bool:  # skip judgments that cannot change the result (gsrlang.runtime.executor)
+        return self.config.short_circuit
 
 
 def engine(name: str) -> Callable:

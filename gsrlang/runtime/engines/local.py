@@ -8,5 +8,4 @@ from gsrlang.runtime.engines import RunJob
 
 def run(job: RunJob, registry, on_item=None) -> RunSummary:
     """Run `job` with `registry`'s judges; `on_item(run, line)` after each item, in input order."""
-    return run_file(job.program, job.data, job.columns, registry, job.mode, job.out, job.trace, job.concurrency,
-                    job.limit, job.program_path, on_item=on_item, short_circuit=job.short_circuit)
+    return run_file(job.program, job.data, job.columns, registry, job.mode, job.config, on_item=on_item)

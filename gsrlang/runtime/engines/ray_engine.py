@@ -132,7 +132,9 @@ class _BlockRunner:
         self.job = None
 
     def _setup(self, setup) -> None:
+        from gsrlang.runtime.columnrun import ColumnRunner, columnar_judges
         from gsrlang.runtime.compose import Plan
+        from gsrlang.runtime.planner import COLUMNS, run_route
         from gsrlang.trace.write import Static
 
         job, cache_server = setup
@@ -141,6 +143,11 @@ class _BlockRunner:
         self.cache_server = cache_server
         self.registry = job.judges.build(_RemoteCache(cache_server) if cache_server is not None else None)
         self.labels = label_reader(job.program, job.mode, job.columns) if job.columns.label_field else None
+        # the planner's path, as the local engine's: a block of a program whose judges answer a column at once
+        # is evaluated by columns (the same lines and records, byte for byte), else item by item
+        route = run_route(job.config, columns_possible=columnar_judges(self.plan, self.registry))
+        self.columns = ColumnRunner(self.plan, self.registry, job.mode, self.labels, self.static) \
+            if route.evaluate == COLUMNS else None
         self.job = job
 
     def pid(self) -> int:
@@ -159,12 +166,21 @@ class _BlockRunner:
             self._setup(await setup[0])
         before = self.registry.usage()
         results, traces = [], []
-        async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.job.concurrency,
-                                        self.labels, short_circuit=self.job.short_circuit):
-            line = result_line(item_run, self.job.program)
-            results.append(dumps(line))
-            if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
-                traces.append(dumps_line(item_record(item_run, self.static, 0, line)))
+        if self.columns is not None:
+            for item_run, line, record in await self.columns.run(entries):
+                results.append(dumps(line))
+                if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
+                    if record is None:
+                        record = item_record(item_run, self.static, 0, line)
+                    record["p"] = 0
+                    traces.append(dumps_line(record))
+        else:
+            async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.job.concurrency,
+                                            self.labels, short_circuit=self.job.short_circuit):
+                line = result_line(item_run, self.job.program)
+                results.append(dumps(line))
+                if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
+                    traces.append(dumps_line(item_record(item_run, self.static, 0, line)))
         if self.cache_server is not None:  # the block's puts are stored before it counts as done: the driver
             await self.cache_server.flush.remote()  # kills the cache server at the end, queued puts and all
         return {"index": index, "results": results, "trace": traces,

@@ -1,0 +1,118 @@
+"""The planner's decisions (gsrlang.runtime.planner): each path of run and replay chosen once, from typed config.
+
+The decisions are pure functions of the configuration and a few facts about the source (whether the judges
+answer a column, whether the trace skipped judgments); the commands and the runtime run what they choose. The
+last tests check that `gsr run` and `gsr replay` really take the chosen path (and that the one environment
+variable left, GSR_COLUMNAR_RUN, is read by the config builder alone)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from gsrlang.runtime.planner import COLUMNS, ITEMS, ReplayConfig, RunConfig, replay_route, run_route
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("config, facts, expected", [
+    (RunConfig(), {}, ("data", "online", COLUMNS)),
+    (RunConfig(columnar=False), {}, ("data", "online", ITEMS)),  # GSR_COLUMNAR_RUN=0
+    (RunConfig(), {"columns_possible": False}, ("data", "online", ITEMS)),  # a model judge, a joint criterion
+    (RunConfig(), {"per_item": True}, ("index", "online", ITEMS)),  # --programs: each item its own program
+    (RunConfig(), {"batch": True, "columns_possible": False}, ("data", "batch", ITEMS)),
+    (RunConfig(), {"dry_run": True}, ("data", "dry-run", ITEMS)),  # every call counted, item by item
+])
+def test_run_routes(config, facts, expected):
+    route = run_route(config, **facts)
+    assert (route.source, route.judging, route.evaluate) == expected
+
+
+@pytest.mark.parametrize("config, facts, expected", [
+    # verify: columns unless a new trace is written or each record has its own program
+    (ReplayConfig(), {"verify": True}, ("verify", COLUMNS, False, None)),
+    (ReplayConfig(out="r.jsonl"), {"verify": True}, ("verify", COLUMNS, True, None)),
+    (ReplayConfig(trace="t2.jsonl"), {"verify": True}, ("verify", ITEMS, False, None)),
+    (ReplayConfig(), {"verify": True, "per_item": True}, ("verify", ITEMS, False, None)),
+    (ReplayConfig(), {"verify": True, "show": True}, ("verify", COLUMNS, False, "alone")),
+    (ReplayConfig(trace="t2.jsonl"), {"verify": True, "show": True}, ("verify", ITEMS, False, "stream")),
+    # what-if: columns too, unless the trace skipped judgments (item by item says which the program needs)
+    (ReplayConfig(), {"verify": False}, ("whatif", COLUMNS, False, None)),
+    (ReplayConfig(out="r.jsonl"), {"verify": False}, ("whatif", COLUMNS, True, None)),
+    (ReplayConfig(out="r.jsonl"), {"verify": False, "skipped_judgments": 3}, ("whatif", ITEMS, True, None)),
+    (ReplayConfig(), {"verify": True, "skipped_judgments": 3}, ("verify", COLUMNS, False, None)),
+])
+def test_replay_routes(config, facts, expected):
+    route = replay_route(config, **facts)
+    assert (route.compare, route.evaluate, route.results, route.show) == expected
+    assert route.verify == (expected[0] == "verify")
+
+
+def test_only_the_config_builder_reads_the_path_variable():
+    """GSR_COLUMNAR_RUN is read in one place, gsrlang/commands/config.py: nothing else chooses the path."""
+    readers = []
+    for path in sorted((ROOT / "gsrlang").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value == "GSR_COLUMNAR_RUN":
+                readers.append(str(path.relative_to(ROOT)))
+    assert readers == ["gsrlang/commands/config.py"]
+
+
+TC = ROOT / "examples" / "topical_chat"
+TC_RUN = ["run", str(TC / "flat.gsr"), "--data", str(TC / "data" / "dev.jsonl"), "--input-field", "context",
+          "--reference-field", "fact", "--id-field", "id", "--label-field", "scores.overall", "--limit", "12",
+          "--no-progress", "-q"]
+
+
+def _spy(monkeypatch, module, name: str, taken: list):
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        route = real(*args, **kwargs)
+        taken.append(route.evaluate)
+        return route
+    monkeypatch.setattr(module, name, spy)
+
+
+def test_run_takes_the_planned_path(tmp_path, monkeypatch):
+    """A program of human fields runs by columns, and item by item with GSR_COLUMNAR_RUN=0: the same bytes."""
+    import gsrlang.runtime.batch as batch
+    from gsrlang.cli import main
+
+    taken: list = []
+    _spy(monkeypatch, batch, "run_route", taken)
+    outs = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("GSR_COLUMNAR_RUN", flag)
+        out, trace = tmp_path / f"r{flag}.jsonl", tmp_path / f"t{flag}.jsonl"
+        assert main([*TC_RUN, "--out", str(out), "--trace", str(trace)]) == 0
+        outs.append((out.read_bytes(), trace.read_bytes().splitlines()[:-1]))  # the run summary has a wall time
+    assert taken == [COLUMNS, ITEMS]
+    assert outs[0] == outs[1]
+
+
+def test_replay_takes_the_planned_path(tmp_path, monkeypatch, capsys):
+    """Verifying by columns, and item by item when a new trace is written; both reproduce the trace."""
+    import gsrlang.runtime.planner as planner
+    from gsrlang.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    assert main([*TC_RUN, "--trace", str(trace)]) == 0
+    taken: list = []
+
+    real = planner.replay_route
+
+    def spy(*args, **kwargs):
+        route = real(*args, **kwargs)
+        taken.append((route.compare, route.evaluate))
+        return route
+    monkeypatch.setattr(planner, "replay_route", spy)
+    assert main(["replay", str(trace), "-q"]) == 0
+    assert main(["replay", str(trace), "--trace-out", str(tmp_path / "t2.jsonl"), "-q"]) == 0
+    assert main(["replay", str(trace), "--program", str(TC / "overall.gsr"), "--out", str(tmp_path / "w.jsonl"),
+                 "-q"]) in (0, 1)
+    assert taken[:2] == [("verify", COLUMNS), ("verify", ITEMS)]
+    assert taken[2][0] == "whatif"
