@@ -23,10 +23,10 @@ from typing import Iterable, Iterator
 
 import attrs
 
-from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
+from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import logical_record
 from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
 from gsrlang.trace.write import node_static
@@ -168,20 +168,7 @@ def _recompute(plan: Plan, mode: str, item: dict, result: dict, recorded) -> Ite
         outputs = outputs or [None] * m
         marks = marks or [{}] * m
         score = node.type.kind == "score"
-        row = []
-        for c in range(m):
-            j = marks[c]
-            status = j.get("status", "ok")
-            if status == "invalid" or status == "skipped":
-                row.append(Judgment(j.get("value"), status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
-                continue
-            value = outputs[c]
-            if value is None:
-                value = ABSTAIN
-            elif score and type(value) is int:
-                value = float(value)
-            row.append(Judgment(value, status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
-        judgments[node.id] = tuple(row)
+        judgments[node.id] = tuple(recorded_judgment(marks[c], outputs[c], score) for c in range(m))
     values, checked, reason = check_judgments(plan, judgments, candidates)
     return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
                   result.get("label"), result.get("label_error"))
