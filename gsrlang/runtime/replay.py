@@ -26,6 +26,7 @@ import attrs
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
+from gsrlang.trace import TraceView
 from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import logical_record
 from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
@@ -100,7 +101,7 @@ def same(a, b) -> bool:
 # ---- compatibility ------------------------------------------------------------------------------------------
 def compatibility_problems(program: Program, record: dict, program_label: str = "the program") -> list[str]:
     """Why the recorded judgments of `record` cannot feed `program`'s criteria (empty when they can)."""
-    recorded = {n["id"]: n for n in record.get("nodes") or ()}
+    recorded = TraceView.of_record(record).nodes
     problems = []
     for node in program.criteria:
         rec = recorded.get(node.id)
@@ -122,7 +123,7 @@ def compatibility_problems(program: Program, record: dict, program_label: str = 
 
 def unused_criteria(program: Program, record: dict) -> list[str]:
     ids = {n.id for n in program.criteria}
-    return [n["id"] for n in record.get("nodes") or () if n.get("kind") == "criterion" and n["id"] not in ids]
+    return [n["id"] for n in TraceView.of_record(record).criteria() if n["id"] not in ids]
 
 
 # ---- recomputation -----------------------------------------------------------------------------------------------
