@@ -89,7 +89,9 @@ class Result:
     @property
     def judgments(self) -> dict:
         """{criterion id: [judgment per candidate]} as recorded (value, status, reason, raw, provenance)."""
-        return {n["id"]: n["judgments"] for n in self.trace.get("nodes") or () if "judgments" in n}
+        from gsrlang.trace import TraceView
+
+        return TraceView.of_record(self.trace).judged()
 
 
 def _result(run, static) -> Result:

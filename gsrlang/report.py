@@ -117,10 +117,9 @@ def _disagreement(line: dict, mode: str) -> float | None:
     return 1 if "tie" in (winner, label) else 2
 
 
-def _item_flags(nodes: dict) -> tuple[bool, bool]:
-    """(some criterion abstained, some gate fired) for one trace record's nodes (by id)."""
-    abstained = any(j.get("status") == "abstained" for n in nodes.values() for j in n.get("judgments") or ())
-    return abstained, bool(TraceView.of_nodes(nodes.values()).fired_gates())
+def _item_flags(view: TraceView) -> tuple[bool, bool]:
+    """(some criterion abstained, some gate fired) for one trace record."""
+    return view.abstained(), bool(view.fired_gates())
 
 
 class _Strings:
@@ -156,13 +155,13 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
     node_index = {n: k for k, n in enumerate(node_ids)}
     rows, seen = [], {}
     for line, record in zip(run.results, run.records):
-        nodes = {n["id"]: n for n in record.get("nodes") or ()}
-        abstained, fired = _item_flags(nodes)
+        view = TraceView.of_record(record)
+        nodes = view.nodes
+        abstained, fired = _item_flags(view)
         judged = []
         for cid in criteria:
-            n = nodes.get(cid)
             per = []
-            for j in (n.get("judgments") or ()) if n else ():
+            for j in view.judgments(cid):
                 prov = j.get("provenance") or {}
                 per.append([_value(j.get("value")), j.get("status"), strings(j.get("reason")),
                             [strings(q) for q in prov.get("evidence") or ()] or None])
@@ -170,7 +169,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
         values = [[_value(v) for v in (nodes[n]["output"] or ())] if nodes.get(n, {}).get("output") is not None
                   else None for n in node_ids]
         path = None
-        if program is not None and record.get("nodes"):
+        if program is not None and view.computed:
             # the path depends on the node values only, and items repeat them (criteria answer a few levels)
             key = dumps_line(values)
             if key not in seen:
@@ -416,7 +415,7 @@ def _criterion_distributions(run: Run, program, criteria: list[str]) -> list[tup
     counts: dict[str, Counter] = {c: Counter() for c in criteria}
     numeric: dict[str, list[float]] = {c: [] for c in criteria}
     for record in run.records:
-        for n in record.get("nodes") or ():
+        for n in TraceView.of_record(record).criteria():
             if n.get("id") not in counts:
                 continue
             for j in n.get("judgments") or ():
@@ -470,10 +469,10 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     if other is not None and other.mode != run.mode:
         raise ReportError(f"cannot compare a {run.mode} run with a {other.mode} run")
     strings = _Strings()
-    first = next((r for r in run.records if r.get("nodes")), None)
-    node_ids = [n["id"] for n in (first or {}).get("nodes") or ()]
-    kinds = {n["id"]: n.get("kind") for n in (first or {}).get("nodes") or ()}
-    types = {n["id"]: n.get("type") for n in (first or {}).get("nodes") or ()}
+    first = next((v for v in map(TraceView.of_record, run.records) if v.computed), TraceView.of_nodes(()))
+    node_ids = list(first.nodes)
+    kinds = first.kinds
+    types = {k: n.get("type") for k, n in first.nodes.items()}
     criteria = [n for n in node_ids if kinds.get(n) == "criterion"]
     paths = _Strings()
     items = _items(run, program, strings, paths, criteria, node_ids)

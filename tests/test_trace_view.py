@@ -58,3 +58,23 @@ def test_explain_and_the_trace_agree_on_every_fired_gate(tmp_path, capsys):
     for r in changed[:3]:
         assert main(["replay", str(trace), "--show", r["item"]["id"]]) in (0, 1)
         assert "FIRED" in capsys.readouterr().out
+
+
+def test_the_view_gives_the_record_s_nodes_and_judgments():
+    record = {"nodes": [
+        {"id": "a", "kind": "criterion", "output": [0.5, None],
+         "judgments": [{"value": 0.5, "status": "ok"}, {"value": None, "status": "abstained"}]},
+        {"id": "b", "kind": "criterion", "output": [0.25, 0.75],
+         "judgments": [{"value": 0.25, "status": "ok"}, {"value": 0.75, "status": "ok"}]},
+        {"id": "m", "kind": "reduce", "op": "mean", "inputs": {"items": ["a", "b"]}, "output": [0.375, 0.75]},
+    ]}
+    view = TraceView.of_record(record)
+    assert view.computed and list(view.nodes) == ["a", "b", "m"]
+    assert [n["id"] for n in view.criteria()] == ["a", "b"]
+    assert view.node("m")["op"] == "mean" and view.node("zz") is None
+    assert [j["status"] for j in view.judgments("a")] == ["ok", "abstained"] and view.judgments("m") == []
+    assert view.judged().keys() == {"a", "b"} and view.abstained()
+    record["nodes"][0]["judgments"][1]["status"] = "ok"
+    assert not TraceView.of_record(record).abstained()
+    failed = TraceView.of_record({"status": "failed", "nodes": []})
+    assert not failed.computed and failed.criteria() == [] and failed.judged() == {} and not failed.abstained()

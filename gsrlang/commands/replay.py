@@ -257,10 +257,11 @@ def _short(digest: str | None) -> str:
 
 
 def _first_record(path: str) -> dict | None:
+    from gsrlang.trace import TraceView
     from gsrlang.trace.read import read_trace
 
     for _, record in read_trace(path):
-        if record.get("nodes"):
+        if TraceView.of_record(record).computed:
             return record
     return None
 

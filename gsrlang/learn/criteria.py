@@ -18,6 +18,7 @@ from typing import Sequence
 
 from gsrlang.data import DataError, MissingFieldError, get_path, read_rows
 from gsrlang.metrics import metrics_with_confidence
+from gsrlang.trace import TraceView
 from gsrlang.trace.read import read_trace
 
 __all__ = ["criterion_agreement", "parse_pairs"]
@@ -85,8 +86,8 @@ def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]],
     for _, record in read_trace(trace):
         item = record.get("item") or {}
         key = str(item.get("id"))
-        for node in record.get("nodes") or ():
-            if node.get("id") in judged and node.get("kind") == "criterion":
+        for node in TraceView.of_record(record).criteria():
+            if node.get("id") in judged:
                 types.setdefault(node["id"], node)
                 out = node.get("output")
                 judged[node["id"]][key] = out[0] if out else None

@@ -46,7 +46,8 @@ def _params(params: dict) -> str:
 
 def decision_tree(record: dict, candidate: int = 0) -> Tree:
     """The decision path of one trace record for candidate number `candidate` (0 = A)."""
-    nodes = {n["id"]: n for n in record.get("nodes") or ()}
+    view = TraceView.of_record(record)
+    nodes = view.nodes
     cands = (record.get("item") or {}).get("candidates") or ["A"]
     cid = cands[candidate] if candidate < len(cands) else "?"
     result = record.get("result") or {}
@@ -72,7 +73,7 @@ def decision_tree(record: dict, candidate: int = 0) -> Tree:
     if sink not in nodes and nodes:
         sink = list(nodes)[-1]
     if sink in nodes:
-        _add(tree, nodes, sink, candidate, set())
+        _add(tree, view, sink, candidate, set())
     return tree
 
 
@@ -83,7 +84,7 @@ def _out(node: dict, c: int):
     return out[c] if c < len(out) else None
 
 
-def _label(node: dict, c: int, nodes: dict) -> Text:
+def _label(node: dict, c: int, view: TraceView) -> Text:
     kind = node.get("kind")
     v = _out(node, c)
     shown = v if isinstance(v, str) and v == "not computed" else _value(v)
@@ -116,7 +117,6 @@ def _label(node: dict, c: int, nodes: dict) -> Text:
     t.append(" = ")
     t.append(shown, style="bold")
     if kind == "gate":
-        view = TraceView.of_nodes(nodes.values())
         trig = view.trigger(name)
         if view.changed(name, c):
             t.append(f"   FIRED: {_value(view.value(view.source(name, 'base'), c))} → {_value(v)}",
@@ -128,14 +128,15 @@ def _label(node: dict, c: int, nodes: dict) -> Text:
     return t
 
 
-def _add(parent: Tree, nodes: dict, node_id: str, c: int, seen: set) -> None:
+def _add(parent: Tree, view: TraceView, node_id: str, c: int, seen: set) -> None:
+    nodes = view.nodes
     node = nodes[node_id]
     if node_id in seen and node.get("kind") != "criterion":
         parent.add(Text(f"{node_id} (shown above) = {_value(_out(node, c))}", style="dim"))
         return
     seen.add(node_id)
-    branch = parent.add(_label(node, c, nodes))
+    branch = parent.add(_label(node, c, view))
     for port, sources in (node.get("inputs") or {}).items():
         for src in sources:
             if src in nodes:
-                _add(branch, nodes, src, c, seen)
+                _add(branch, view, src, c, seen)

@@ -23,10 +23,11 @@ from typing import Iterable, Iterator
 
 import attrs
 
-from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import ItemRun, check_judgments, finish
+from gsrlang.trace import TraceView
+from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import logical_record
 from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
 from gsrlang.trace.write import node_static
@@ -100,7 +101,7 @@ def same(a, b) -> bool:
 # ---- compatibility ------------------------------------------------------------------------------------------
 def compatibility_problems(program: Program, record: dict, program_label: str = "the program") -> list[str]:
     """Why the recorded judgments of `record` cannot feed `program`'s criteria (empty when they can)."""
-    recorded = {n["id"]: n for n in record.get("nodes") or ()}
+    recorded = TraceView.of_record(record).nodes
     problems = []
     for node in program.criteria:
         rec = recorded.get(node.id)
@@ -122,7 +123,7 @@ def compatibility_problems(program: Program, record: dict, program_label: str = 
 
 def unused_criteria(program: Program, record: dict) -> list[str]:
     ids = {n.id for n in program.criteria}
-    return [n["id"] for n in record.get("nodes") or () if n.get("kind") == "criterion" and n["id"] not in ids]
+    return [n["id"] for n in TraceView.of_record(record).criteria() if n["id"] not in ids]
 
 
 # ---- recomputation -----------------------------------------------------------------------------------------------
@@ -168,20 +169,7 @@ def _recompute(plan: Plan, mode: str, item: dict, result: dict, recorded) -> Ite
         outputs = outputs or [None] * m
         marks = marks or [{}] * m
         score = node.type.kind == "score"
-        row = []
-        for c in range(m):
-            j = marks[c]
-            status = j.get("status", "ok")
-            if status == "invalid" or status == "skipped":
-                row.append(Judgment(j.get("value"), status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
-                continue
-            value = outputs[c]
-            if value is None:
-                value = ABSTAIN
-            elif score and type(value) is int:
-                value = float(value)
-            row.append(Judgment(value, status, j.get("reason"), j.get("raw"), j.get("provenance") or {}))
-        judgments[node.id] = tuple(row)
+        judgments[node.id] = tuple(recorded_judgment(marks[c], outputs[c], score) for c in range(m))
     values, checked, reason = check_judgments(plan, judgments, candidates)
     return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
                   result.get("label"), result.get("label_error"))

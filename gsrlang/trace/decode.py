@@ -15,7 +15,8 @@ The rules, written once (a scalar form for one judgment, column forms for many):
 and the columnar evaluator's tables of cells (`columnar.Table.from_cells`) use it.
 `plain_column` reads one criterion's judgments over a chunk into a column, marking the
 cells that are not a plain value of the type (the columnar run sends those items to
-the interpreter). `json_column` and `judged_column` read recorded (JSON) values and
+the interpreter). `recorded_judgment` turns a trace's judgment back into a Judgment for
+replay. `json_column` and `judged_column` read recorded (JSON) values and
 their judgment statuses into a column: the trace loaders (`runtime/traceload.py`,
 `runtime/verify.py`) use them. tests/test_traceload.py and tests/test_columnrun.py
 compare the column forms with the scalar one.
@@ -30,11 +31,13 @@ from typing import Sequence
 
 import numpy as np
 
+from gsrlang.judgment import Judgment
 from gsrlang.semantics.kernels import Column
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
 from gsrlang.types import JType
 
-__all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column"]
+__all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column",
+           "recorded_judgment"]
 
 INVALID = object()  # a cell with no valid value: the judgment was invalid, skipped, or did not fit
 SPECIAL = ("invalid", "skipped", "abstained")  # the statuses that change a recorded cell (any other reads as ok)
@@ -61,6 +64,21 @@ def judgment_cell(t: JType, status: str, value, reason: str | None = None) -> tu
     if type(value) is float and value == 0.0 and math.copysign(1.0, value) < 0:
         return 0.0, None
     return value, None
+
+
+def recorded_judgment(d: dict, output, score: bool) -> Judgment:
+    """The Judgment a trace recorded: its record dict (the logical form, or a version 2 one, where an `ok`
+    judgment's value is its node's `output`), as replay feeds it back to `judgment_cell`'s rules. An output of
+    null is an abstention; a Score recorded as an integer is read as a float (`score`: the criterion's type is
+    a Score)."""
+    status = d.get("status", "ok")
+    if status == "invalid" or status == "skipped":
+        return Judgment(d.get("value"), status, d.get("reason"), d.get("raw"), d.get("provenance") or {})
+    if output is None:
+        output = ABSTAIN
+    elif score and type(output) is int:
+        output = float(output)
+    return Judgment(output, status, d.get("reason"), d.get("raw"), d.get("provenance") or {})
 
 
 def cells_column(t: JType, cells: Sequence) -> Column:

@@ -5,6 +5,9 @@ own way from a trace record's nodes. They now ask a `TraceView`, built from a re
 (`TraceView.of_record`, the version-2 `nodes` list) or from outputs and inputs
 already decoded (render's overlay, which also reads version 1).
 
+It also gives the record's node entries (`node`, `criteria`, `judgments`), so that a
+consumer of traces asks it rather than walking a record's `nodes` itself.
+
 Values are as the record holds them: one entry per candidate; an abstention is
 whatever the source uses for it (None in a record). A node whose output was not
 computed (the item failed before it) has no values.
@@ -25,11 +28,13 @@ class TraceView:
     """The nodes of one traced item: outputs per candidate, inputs per port, kinds."""
 
     def __init__(self, outputs: Mapping[str, tuple | list | None], inputs: Mapping[str, Mapping[str, list]],
-                 kinds: Mapping[str, str], same: Callable[[object, object], bool] = _equal):
+                 kinds: Mapping[str, str], same: Callable[[object, object], bool] = _equal,
+                 nodes: Mapping[str, Mapping] | None = None):
         self.outputs = outputs
         self.inputs = inputs
         self.kinds = kinds
         self.same = same  # how two values are compared (render tolerates a last-bit difference)
+        self.nodes = nodes if nodes is not None else {}  # node id -> the record's node dict, in trace order
 
     @classmethod
     def of_record(cls, record: Mapping) -> "TraceView":
@@ -39,9 +44,38 @@ class TraceView:
     @classmethod
     def of_nodes(cls, nodes) -> "TraceView":
         """The view of a record's node dicts."""
-        nodes = list(nodes)
-        return cls({n["id"]: n.get("output") for n in nodes}, {n["id"]: n.get("inputs") or {} for n in nodes},
-                   {n["id"]: n.get("kind") for n in nodes})
+        by_id = {n["id"]: n for n in nodes}
+        items = by_id.items()
+        return cls({k: n.get("output") for k, n in items}, {k: n.get("inputs") or {} for k, n in items},
+                   {k: n.get("kind") for k, n in items}, nodes=by_id)
+
+    # ---- the record's nodes ------------------------------------------------------------------------------
+    @property
+    def computed(self) -> bool:
+        """Whether the record has node values (an item that failed, or ran under no program, has none)."""
+        return bool(self.nodes)
+
+    def node(self, node_id: str) -> Mapping | None:
+        """The record's entry for a node (id, kind, type, inputs, output, judgments...), None when absent."""
+        return self.nodes.get(node_id)
+
+    def criteria(self) -> list[Mapping]:
+        """The criterion nodes' entries, in trace order."""
+        return [n for n in self.nodes.values() if n.get("kind") == "criterion"]
+
+    def judgments(self, node_id: str) -> list:
+        """A criterion's recorded judgments, one per candidate (value, status, reason, raw, provenance)."""
+        return list((self.nodes.get(node_id) or {}).get("judgments") or ())
+
+    def judged(self) -> dict:
+        """{criterion id: its judgments} for every node that records judgments."""
+        return {k: n["judgments"] for k, n in self.nodes.items() if "judgments" in n}
+
+    def abstained(self) -> bool:
+        """Whether some criterion's judgment abstained (for some candidate)."""
+        return any(j.get("status") == "abstained" for n in self.nodes.values() for j in n.get("judgments") or ())
+
+    # ---- gates -------------------------------------------------------------------------------------------
 
     def values(self, node_id: str) -> tuple:
         """The node's value per candidate (empty when it is not in the trace or was not computed)."""

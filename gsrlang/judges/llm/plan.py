@@ -96,6 +96,7 @@ class TraceRates:
     @classmethod
     def read(cls, path: str) -> "TraceRates":
         """Raises gsrlang.data.DataError (TraceError) when the file is not a trace."""
+        from gsrlang.trace import TraceView
         from gsrlang.trace.read import read_trace
         from gsrlang.trace.schema import is_summary
 
@@ -104,9 +105,7 @@ class TraceRates:
             if is_summary(record):
                 continue
             rates.items += 1
-            for node in record.get("nodes") or ():
-                if node.get("kind") != "criterion":
-                    continue
+            for node in TraceView.of_record(record).criteria():
                 for j in node.get("judgments") or ():
                     if j.get("status") == "skipped":
                         rates.skipped[node["id"]] += 1
