@@ -23,32 +23,28 @@ decides.
 The operators are the kernels of `gsrlang.semantics.kernels`, the same ones the
 item interpreter runs over a batch of one row (two for a pairwise item), with the
 same exact sums: every node column is the interpreter's bit for bit. The readout
-of a row whose raw score (or pairwise margin) lies within `BOUNDARY` (1e-8) of a
-quantization boundary is the interpreter's own (`exact=True`, the default of
-`run`), since numpy's rounding to `SNAP_DECIMALS` places is not Python's.
+is gsrlang.semantics.readout's, the one every path uses (`read_columns`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Iterable, Sequence
 
 import attrs
 import numpy as np
 
 from gsrlang.program import Program, Readout
-from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.readout import SNAP_DECIMALS, quantize, read
+from gsrlang.runtime.compose import Plan
+from gsrlang.semantics.readout import read, read_columns
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.semantics.kernels import Column
 from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 from gsrlang.types import JType
 
-__all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+__all__ = ["Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
 SINK_TOLERANCE = 1e-12
-BOUNDARY = 1e-8
 
 
 @attrs.define
@@ -217,14 +213,13 @@ class Evaluator:
     tables): the criterion columns, and every node upstream of no overridden one.
 
     Every node column is the interpreter's bit for bit (the same kernels, the same exact
-    sums); `exact` is accepted for callers that still pass it and changes nothing.
+    sums), and the readout is the one of gsrlang.semantics.readout.
     """
 
     KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
 
-    def __init__(self, program: Program, exact: bool = False):
+    def __init__(self, program: Program):
         self.program = program
-        self.exact = exact
         self.plan = plan = Plan(program)
         ids = [n.id for n in plan.nodes]
         # per step: (step, its source node ids per port, the type on its first port)
@@ -254,8 +249,7 @@ class Evaluator:
         self._memos[id(table)] = memo  # most recently used last
         return memo
 
-    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None,
-            exact: bool = True) -> Evaluation:
+    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None) -> Evaluation:
         params = params or {}
         memo = self._memo(table)
         cols = dict(memo.columns)
@@ -279,16 +273,14 @@ class Evaluator:
             s[bad_rows] = 0.0
             ok = ~bad_rows.reshape(-1, m).any(axis=1)
         s = s.reshape(-1, m)
-        ev = self._readout(table, s, ok, thresholds)
+        ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
         evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
-        if exact:
-            self._fix_boundaries(table, evaluation, params, thresholds)
         self._settle_invalid(table, evaluation, params, thresholds)
         return evaluation
 
     def _interpreter(self, table: Table, params, thresholds) -> tuple[Program, Plan, tuple[str, ...]]:
         """The program under these parameters, its interpreter plan and candidate names, for the few rows
-        that the interpreter itself settles (invalid ones, and those near a quantization boundary)."""
+        that the interpreter itself settles (invalid ones)."""
         program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
                                                                                             thresholds)
         return program, Plan(program), ("A",) if table.m == 1 else ("A", "B")
@@ -341,78 +333,6 @@ class Evaluator:
         if unfit is not None:
             invalid = memo.either(invalid, memo.mask(unfit & ~abstain))
         return Column(values, abstain, invalid)
-
-    def _readout(self, table: Table, s: np.ndarray, ok: np.ndarray, thresholds) -> tuple:
-        r = self.program.readout
-        if table.mode == "pointwise":
-            p = r.pointwise
-            s0 = s[:, 0]
-            raw = s0 * (p.hi - p.lo)
-            raw += p.lo
-            q = p.quantize
-            if q in ("round", "floor", "ceil"):
-                score = np.round(raw, SNAP_DECIMALS)
-                if q == "round":
-                    score += 0.5
-                (np.ceil if q == "ceil" else np.floor)(score, out=score)
-            elif q == "thresholds":
-                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
-                if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
-                    score = np.searchsorted(cuts, np.round(s0, SNAP_DECIMALS), side="right").astype(np.float64)
-                else:
-                    score = (np.round(s0, SNAP_DECIMALS)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
-                score += int(p.lo)
-            else:
-                score = raw.copy()
-            if not ok.all():
-                score[~ok] = np.nan
-            return raw, score, None
-        p = r.pairwise
-        a, b = s[:, 0], s[:, 1]
-        winner = np.where(a > b + p.epsilon, "first", np.where(b > a + p.epsilon, "second", p.on_tie)).astype(object)
-        winner[~ok] = None
-        return None, None, winner
-
-    def _near_boundary(self, ev: Evaluation, thresholds) -> np.ndarray:
-        """Items whose result a last-bit difference in the sink could change (recomputed exactly)."""
-        if ev.mode == "pointwise":
-            p = self.program.readout.pointwise
-            q = p.quantize
-            if q in ("round", "floor", "ceil"):
-                d = (np.floor if q == "round" else np.round)(ev.raw)
-                np.subtract(ev.raw, d, out=d)
-                if q == "round":
-                    d -= 0.5
-                np.abs(d, out=d)
-            elif q == "thresholds":
-                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
-                d = np.abs(ev.sink[:, :1] - cuts[None, :]).min(axis=1) if len(cuts) else np.full(len(ev.ok), np.inf)
-            else:
-                return np.zeros(len(ev.ok), bool)
-            return ev.ok & (d < BOUNDARY)
-        eps = self.program.readout.pairwise.epsilon
-        diff = ev.sink[:, 0] - ev.sink[:, 1]
-        return ev.ok & ((np.abs(diff - eps) < BOUNDARY) | (np.abs(-diff - eps) < BOUNDARY))
-
-    def _fix_boundaries(self, table: Table, ev: Evaluation, params, thresholds) -> None:
-        near = np.flatnonzero(self._near_boundary(ev, thresholds))
-        if not len(near):
-            return
-        program, plan, cands = self._interpreter(table, params, thresholds)
-        m = table.m
-        for i in near:
-            values = _row_values(plan, table, i)
-            try:
-                plan.compose(values, m)
-            except CompositionError:  # pragma: no cover - the columns said the item is valid
-                continue
-            sink = values[plan.sink_index]
-            ev.sink[i] = sink
-            if ev.mode == "pointwise":
-                raw, score = quantize(program.readout.pointwise, sink[0])
-                ev.raw[i], ev.score[i] = raw, score
-            else:
-                ev.winner[i] = read(program.readout, "pairwise", cands, dict(zip(cands, sink))).winner
 
 
 def _row_values(plan: Plan, table: Table, i: int, unsettled=None) -> list:

@@ -5,7 +5,7 @@ cost of a run is the CPU spent around the judgments: one coroutine, one set of
 `Judgment` checks, one composition and one readout per item. This path does the
 same work a chunk (`CHUNK` items) at a time: each criterion is judged over the
 chunk in one call (`judge_many`, see gsrlang.judges.base), the graph is evaluated
-by the columnar evaluator in exact mode (every node column equal to the
+by the columnar evaluator (every node column equal to the
 interpreter's bit for bit; gsrlang.runtime.columnar), and the result lines and
 trace records are assembled from the columns.
 
@@ -39,7 +39,7 @@ from gsrlang.judgment import Judgment
 from gsrlang.runtime.columnar import Column, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish, wrong_count
-from gsrlang.runtime.readout import quantize, verdict
+from gsrlang.semantics.readout import quantize, verdict
 from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
 from gsrlang.trace.write import record_v2
@@ -144,7 +144,7 @@ class ColumnRunner:
         self.plan, self.mode, self.labels, self.static = plan, mode, labels, static
         self.m = 1 if mode == "pointwise" else 2
         program = plan.program
-        self.evaluator = Evaluator(program, exact=True)
+        self.evaluator = Evaluator(program)
         self.judges = [(node, registry.judge_for(node)) for _, node in plan.criteria]
         self.source = static.source if static.source is not None else {"name": program.name,
                                                                         "hash": program.content_hash}
@@ -215,7 +215,7 @@ class ColumnRunner:
                 suspect |= crit.suspect
         table = Table(self.mode, [None] * n, {crit.node.id: crit.column for crit in judged}, suspect, [None] * n)
         try:  # no readout near a quantization boundary to fix: `_line` reads out each item with the interpreter's
-            ev = self.evaluator.run(table, exact=False)
+            ev = self.evaluator.run(table)
         except RuntimeFailure:  # an operator without a columnar implementation: the interpreter settles all
             fast, outputs = np.zeros(n, bool), None
         else:

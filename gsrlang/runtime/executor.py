@@ -40,7 +40,7 @@ from gsrlang.data import Item, ItemError
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.readout import ReadoutResult, read
+from gsrlang.semantics.readout import ReadoutResult, read
 from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
 from gsrlang.semantics.values import Unsettled
 from gsrlang.trace.decode import INVALID, judgment_cell

@@ -3,7 +3,7 @@
 The item-by-item replay rebuilds every item from its record and recomposes it
 under the other program with the interpreter (about 80 us an item). Here the
 trace's criteria are read into columns (`Table.from_trace`) and the whole graph is
-evaluated by the columnar evaluator in exact mode (every node column the
+evaluated by the columnar evaluator (every node column the
 interpreter's bit for bit); then one more pass over the records writes each
 item's result line:
 
@@ -28,7 +28,7 @@ import numpy as np
 from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_end
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.readout import quantize, verdict
+from gsrlang.semantics.readout import quantize, verdict
 from gsrlang.runtime.replay import ReplayError, Stored, replay_records
 from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import TraceError, dumps, is_summary, ok_line
@@ -49,7 +49,7 @@ def recompose_columnar(trace_path: str, program: Program, program_label: str, ou
             table = Table.from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
-        evaluation = Evaluator(program, exact=True).run(table)
+        evaluation = Evaluator(program).run(table)
         summary = RunSummary(program.name, program.content_hash, table.mode)
         summary.recorded = table.recorded
         _write(trace_path, program, program_label, out, table, evaluation, summary)

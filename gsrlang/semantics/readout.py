@@ -14,7 +14,8 @@ Pointwise: `raw = lo + s * (hi - lo)`, then
 Before quantizing, `raw` (and `s`, for thresholds) is rounded to 9 decimal places,
 so that a value that is a half (or an integer, or a cut point) in exact arithmetic
 is not pushed to the other side by a last-bit floating-point error
-(`1 + 0.375 * 4` is 2.5, but a weighted mean may give 2.4999999999999996).
+(`1 + 0.375 * 4` is 2.5, but a weighted mean may give 2.4999999999999996). That
+rounding is Python's `round(x, 9)` exactly, for a whole column at once (`snap`).
 
 Pairwise: the first candidate wins if `s_A > s_B + epsilon`, the second if
 `s_B > s_A + epsilon`; otherwise `on_tie` decides (`tie`, `abstain`, `first`,
@@ -27,10 +28,12 @@ import math
 from typing import Mapping, Sequence
 
 import attrs
+import numpy as np
 
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
 
-__all__ = ["ReadoutResult", "SNAP_DECIMALS", "quantize", "read", "read_pairwise", "read_pointwise", "verdict"]
+__all__ = ["ReadoutResult", "SNAP_DECIMALS", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
+           "read_pointwise", "snap", "verdict", "verdict_column"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
@@ -79,23 +82,111 @@ def _check_sink(mode: str, candidates: Sequence[str], sink: Mapping[str, object]
     return None
 
 
-def quantize(r: PointwiseReadout, s: float) -> tuple[float, float | int]:
-    """(raw, score) for a sink score `s` already checked to lie in [0, 1]."""
+def snap(x: np.ndarray) -> np.ndarray:
+    """Each value rounded to SNAP_DECIMALS places exactly as Python's `round(v, SNAP_DECIMALS)` (a fresh array).
+
+    Python rounds the exact binary value to the nearest 9-decimal number n / 10^9 (ties to
+    even) and returns the double nearest to it. Here y = x * 10^9 is rounded once; where
+    its fraction is farther from a half than that rounding can have moved it, rint(y) is
+    n, and n / 10^9 (both exact, one correctly rounded division) is Python's double. The
+    rows that cannot be told that way (a fraction within a few ulps of a half, a huge or
+    non-finite value) take `round` itself: one in about 10^5 of uniform values."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = x * 1e9
+        out = np.rint(y)
+        frac = y - np.floor(y)
+        frac -= 0.5
+        np.abs(frac, out=frac)
+        doubt = ~(frac > np.abs(y) * 2.0 ** -50) | ~(np.abs(y) < 2.0 ** 52)
+    out /= 1e9
+    if doubt.any():
+        rows = np.flatnonzero(doubt)
+        out[rows] = [round(v, SNAP_DECIMALS) for v in x[rows].tolist()]
+    return out
+
+
+class _Scalar:
+    """The readout's primitives on one Python float (the item path: no array for one or two rows)."""
+
+    snap = staticmethod(lambda x: round(x, SNAP_DECIMALS))
+    floor = staticmethod(math.floor)
+    ceil = staticmethod(math.ceil)
+    count = staticmethod(lambda cuts, x: sum(1 for t in cuts if t <= x))
+    where = staticmethod(lambda c, x, y: x if c else y)
+
+
+class _Columns:
+    """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE)."""
+
+    snap = staticmethod(snap)
+    floor = staticmethod(np.floor)
+    ceil = staticmethod(np.ceil)
+
+    @staticmethod
+    def count(cuts, x):
+        cuts = np.asarray(cuts, np.float64)
+        if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
+            return np.searchsorted(cuts, x, side="right").astype(np.float64)
+        return (x[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
+
+    @staticmethod
+    def where(c, x, y):
+        return np.where(c, x, y)
+
+
+def _quantize(r: PointwiseReadout, s, cuts, ops) -> tuple:
+    """The quantization rule, written once: (raw, score) for `s`, a float or a column (`ops` says which)."""
     raw = r.lo + s * (r.hi - r.lo)
-    snapped = round(raw, SNAP_DECIMALS)
     q = r.quantize
     if q == "round":
-        return raw, math.floor(snapped + 0.5)
+        return raw, ops.floor(ops.snap(raw) + 0.5)
     if q == "floor":
-        return raw, math.floor(snapped)
+        return raw, ops.floor(ops.snap(raw))
     if q == "ceil":
-        return raw, math.ceil(snapped)
+        return raw, ops.ceil(ops.snap(raw))
     if q == "thresholds":
-        s_snapped = round(s, SNAP_DECIMALS)
-        return raw, int(r.lo) + sum(1 for t in r.thresholds if t <= s_snapped)
+        return raw, int(r.lo) + ops.count(cuts, ops.snap(s))
     if q == "none":
         return raw, raw
     raise ValueError(f"unknown quantization {q!r}")
+
+
+def _verdict(r: PairwiseReadout, a, b, ops):
+    """The pairwise rule, written once: for floats or columns."""
+    return ops.where(a > b + r.epsilon, "first", ops.where(b > a + r.epsilon, "second", r.on_tie))
+
+
+def quantize(r: PointwiseReadout, s: float) -> tuple[float, float | int]:
+    """(raw, score) for a sink score `s` already checked to lie in [0, 1]."""
+    return _quantize(r, s, r.thresholds, _Scalar)
+
+
+def quantize_column(r: PointwiseReadout, s: np.ndarray, thresholds: Sequence[float] | None = None) -> tuple:
+    """(raw, score) columns (float64, fresh) for sink scores `s`; `thresholds` replaces the readout's cut points."""
+    raw, score = _quantize(r, s, r.thresholds if thresholds is None else thresholds, _Columns)
+    return raw, score.copy() if score is raw else score
+
+
+def verdict(r: PairwiseReadout, a: float, b: float) -> str:
+    """The winner for checked sink scores `a` (first) and `b` (second)."""
+    return _verdict(r, a, b, _Scalar)
+
+
+def verdict_column(r: PairwiseReadout, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The winners (an object array of "first" | "second" | on_tie) for sink scores `a` (first) and `b`."""
+    return _verdict(r, a, b, _Columns).astype(object)
+
+
+def read_columns(readout: Readout, mode: str, s: np.ndarray, ok: np.ndarray, thresholds=None) -> tuple:
+    """(raw, score, winner) of N items from their sink scores `s` (N, m); NaN / None where not `ok`."""
+    if mode == "pointwise":
+        raw, score = quantize_column(readout.pointwise, s[:, 0], thresholds)
+        if not ok.all():
+            score[~ok] = np.nan
+        return raw, score, None
+    winner = verdict_column(readout.pairwise, s[:, 0], s[:, 1])
+    winner[~ok] = None
+    return None, None, winner
 
 
 def read_pointwise(r: PointwiseReadout, candidates: Sequence[str], sink: Mapping[str, float]) -> ReadoutResult:
@@ -113,15 +204,6 @@ def read_pairwise(r: PairwiseReadout, candidates: Sequence[str], sink: Mapping[s
         return ReadoutResult("pairwise", "invalid", dict(sink), problem)
     a, b = float(sink[candidates[0]]), float(sink[candidates[1]])
     return ReadoutResult("pairwise", "ok", dict(sink), None, winner=verdict(r, a, b))
-
-
-def verdict(r: PairwiseReadout, a: float, b: float) -> str:
-    """The winner for checked sink scores `a` (first) and `b` (second)."""
-    if a > b + r.epsilon:
-        return "first"
-    if b > a + r.epsilon:
-        return "second"
-    return r.on_tie  # "tie" | "abstain" | "first" | "second"
 
 
 def read(readout: Readout, mode: str, candidates: Sequence[str], sink: Mapping[str, float]) -> ReadoutResult:
