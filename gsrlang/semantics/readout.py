@@ -32,7 +32,7 @@ import numpy as np
 
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
 
-__all__ = ["ReadoutResult", "SNAP_DECIMALS", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
+__all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
            "read_pointwise", "snap", "verdict", "verdict_column"]
 
 SNAP_DECIMALS = 9
@@ -86,18 +86,21 @@ def snap(x: np.ndarray) -> np.ndarray:
     """Each value rounded to SNAP_DECIMALS places exactly as Python's `round(v, SNAP_DECIMALS)` (a fresh array).
 
     Python rounds the exact binary value to the nearest 9-decimal number n / 10^9 (ties to
-    even) and returns the double nearest to it. Here y = x * 10^9 is rounded once; where
-    its fraction is farther from a half than that rounding can have moved it, rint(y) is
-    n, and n / 10^9 (both exact, one correctly rounded division) is Python's double. The
-    rows that cannot be told that way (a fraction within a few ulps of a half, a huge or
-    non-finite value) take `round` itself: one in about 10^5 of uniform values."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        y = x * 1e9
-        out = np.rint(y)
-        frac = y - np.floor(y)
-        frac -= 0.5
-        np.abs(frac, out=frac)
-        doubt = ~(frac > np.abs(y) * 2.0 ** -50) | ~(np.abs(y) < 2.0 ** 52)
+    even) and returns the double nearest to it. Here y = x * 10^9 is rounded once (an
+    error of at most 2^-53 |y|); where y is farther from a half-integer than that, rint(y)
+    is n, and n / 10^9 (both exact, one correctly rounded division) is Python's double.
+    The rows that cannot be told that way (within a few ulps of a half) take `round`
+    itself: about one in 10^5 of uniform values; a huge or non-finite column, all rows."""
+    if not len(x):
+        return x.astype(np.float64)
+    big = max(float(x.max()), -float(x.min())) * 1e9
+    if not big < 2.0 ** 52:  # (NaN too)
+        return np.array([round(v, SNAP_DECIMALS) for v in x.tolist()], np.float64)
+    y = x * 1e9
+    out = np.rint(y)
+    np.subtract(y, out, out=y)
+    np.abs(y, out=y)
+    doubt = y >= 0.5 - big * 2.0 ** -50
     out /= 1e9
     if doubt.any():
         rows = np.flatnonzero(doubt)
@@ -187,6 +190,15 @@ def read_columns(readout: Readout, mode: str, s: np.ndarray, ok: np.ndarray, thr
     winner = verdict_column(readout.pairwise, s[:, 0], s[:, 1])
     winner[~ok] = None
     return None, None, winner
+
+
+def as_read(r: PointwiseReadout | None, raw, score, winner) -> list:
+    """Per item, `read_columns`'s readout as `quantize` / `verdict` give it: (raw, score), a score an int
+    unless `quantize = none` and None where the item is not ok; or, with no pointwise readout, the winner."""
+    if r is None:
+        return winner.tolist()
+    whole = r.quantize != "none"
+    return [(x, None if s != s else int(s) if whole else s) for x, s in zip(raw.tolist(), score.tolist())]
 
 
 def read_pointwise(r: PointwiseReadout, candidates: Sequence[str], sink: Mapping[str, float]) -> ReadoutResult:
