@@ -4,7 +4,7 @@
 on_tie = tie }`: the checker (check/sink.py), the JSON form, the compile specification
 and `gsr compile`'s flags, and the language server's hover and completion all read the
 names, the allowed values and the descriptions from here. Adding a setting or a value is
-one entry below, plus what it means to the readout (runtime/readout.py).
+one entry below, plus what it means to the readout (semantics/readout.py).
 """
 
 from __future__ import annotations

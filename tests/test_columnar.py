@@ -64,31 +64,23 @@ def interpreter(plan, mode, items):
     return out
 
 
-def columnar(program, mode, items, exact=False):
+def columnar(program, mode, items):
     table = Table.from_cells(program, mode, [
         (i, None, {k: [(j.status, j.value) for j in v] for k, v in judged.items()}) for i, judged in enumerate(items)])
-    return Evaluator(program, exact=exact).run(table)
+    return Evaluator(program).run(table)
 
 
 def assert_same(program, mode, items):
-    """Statuses, scores and winners equal, sinks within SINK_TOLERANCE (a `quantize = none` score is the raw
-    score: within it too); in exact mode, sinks and scores equal bit for bit."""
+    """Statuses equal; sinks, scores and winners equal bit for bit."""
     expected = interpreter(Plan(program), mode, items)
-    for exact in (False, True):
-        ev = columnar(program, mode, items, exact)
-        preds = ev.predictions()
-        for i, (status, result, sink) in enumerate(expected):
-            assert bool(ev.ok[i]) == (status == "ok"), (i, status)
-            if status != "ok":
-                continue
-            assert type(result) in (int, float, str), result
-            if exact:
-                assert preds[i] == result and ev.sink[i].tolist() == sink, (i, preds[i], result, ev.sink[i], sink)
-            elif type(result) is float:
-                assert abs(preds[i] - result) <= 8 * SINK_TOLERANCE, (i, preds[i], result)
-            else:
-                assert preds[i] == result, (i, preds[i], result)
-            assert np.max(np.abs(ev.sink[i] - np.array(sink))) <= SINK_TOLERANCE
+    ev = columnar(program, mode, items)
+    preds = ev.predictions()
+    for i, (status, result, sink) in enumerate(expected):
+        assert bool(ev.ok[i]) == (status == "ok"), (i, status)
+        if status != "ok":
+            continue
+        assert type(result) in (int, float, str), result
+        assert preds[i] == result and ev.sink[i].tolist() == sink, (i, preds[i], result, ev.sink[i], sink)
 
 
 @pytest.mark.examples

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
-from gsrlang.runtime.readout import quantize, read, read_pairwise, read_pointwise
+from gsrlang.semantics.readout import quantize, read, read_pairwise, read_pointwise
 
 
 def pw(q="round", lo=1.0, hi=5.0, thresholds=()):
@@ -114,3 +116,48 @@ def test_pairwise_decisive_verdicts_swap_under_positional_tie_policies(a, b, pol
 def test_pointwise_scores_stay_on_the_scale(s, q):
     raw, score = quantize(pw(q), s)
     assert 1.0 <= raw <= 5.0 and 1 <= score <= 5
+
+
+def _python_quantize(r, s):
+    """The readout's definition in plain Python: what `quantize_column` must give, row by row."""
+    raw = r.lo + s * (r.hi - r.lo)
+    snapped = round(raw, 9)
+    if r.quantize == "round":
+        return raw, math.floor(snapped + 0.5)
+    if r.quantize == "floor":
+        return raw, math.floor(snapped)
+    if r.quantize == "ceil":
+        return raw, math.ceil(snapped)
+    if r.quantize == "thresholds":
+        return raw, int(r.lo) + sum(1 for t in r.thresholds if t <= round(s, 9))
+    return raw, raw
+
+
+def _near_boundaries(rng, n):
+    """Sink scores whose raw score lies within a few ulps of a half, an integer or a 9-decimal half."""
+    k = rng.integers(0, 8 * 10**9, n)
+    base = (k + rng.choice([0.0, 0.5], n)) / 1e9 / 4.0  # raw = 1 + 4 s near k / 10^9 (a half at 9 decimals)
+    halves = (rng.integers(0, 9, n) + 0.5 - 1.0) / 4.0  # raw exactly at a half
+    s = np.concatenate([base, halves, rng.uniform(0, 1, n)])
+    steps = rng.integers(-3, 4, len(s))
+    out = s.copy()
+    for _ in range(3):  # a few ulps either way
+        out = np.where(steps > 0, np.nextafter(out, 2.0), np.where(steps < 0, np.nextafter(out, -1.0), out))
+        steps = steps - np.sign(steps)
+    return np.clip(out, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("q", ["round", "floor", "ceil", "thresholds", "none"])
+def test_the_column_readout_is_pythons_rounding_at_every_boundary(q):
+    from gsrlang.semantics.readout import quantize_column, snap
+
+    rng = np.random.default_rng(3)
+    r = pw(q, thresholds=(0.125, 0.375, 0.5, 0.6250000005) if q == "thresholds" else ())
+    s = _near_boundaries(rng, 4000)
+    raw, score = quantize_column(r, s)
+    expected = [_python_quantize(r, v) for v in s.tolist()]
+    assert raw.tolist() == [e[0] for e in expected]
+    assert score.tolist() == [float(e[1]) for e in expected]
+    assert [quantize(r, v) for v in s[:200].tolist()] == expected[:200]
+    assert snap(raw).tolist() == [round(v, 9) for v in raw.tolist()]
+    assert not np.array_equal(np.round(raw, 9), snap(raw)) or q == "none"  # numpy's rounding alone is not it

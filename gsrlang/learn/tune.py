@@ -224,13 +224,13 @@ class Space:
             out.setdefault(k.node, {})[_split(k.key)[1]] = float(theta[i])
         return out
 
-    def run(self, table: Table, theta: Sequence[float], exact: bool = False, cuts: bool = True):
+    def run(self, table: Table, theta: Sequence[float], cuts: bool = True):
         """The columnar evaluation of `table` under `theta` (`cuts=False`: the written cut points)."""
         params, thresholds = self.overrides(theta)
         evaluator = self._evaluator
         if self.level_index:  # level values are part of the types the plan binds: a plan of its own
             evaluator = Evaluator(with_levels(self.program, self.levels(theta)))
-        return evaluator.run(table, params=params, thresholds=thresholds if cuts else None, exact=exact)
+        return evaluator.run(table, params=params, thresholds=thresholds if cuts else None)
 
     def program_for(self, theta: Sequence[float]) -> Program:
         params, cuts = self.overrides(theta)
@@ -559,8 +559,8 @@ def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty,
 
 
 def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
-    """Per item: the tuned program's score (None where invalid), by the columnar evaluator (exact readout)."""
-    return Space(program, ks).run(table, theta, exact=True).predictions()
+    """Per item: the tuned program's score (None where invalid), by the columnar evaluator."""
+    return Space(program, ks).run(table, theta).predictions()
 
 
 # ---- cross-validation ------------------------------------------------------------------------------------------------

@@ -15,40 +15,37 @@ Score, bool for a Bool, int32 level codes for an Ordinal / Nominal), an
 `abstain` mask and an `invalid` mask. A row is invalid when a judgment was
 invalid, when an operator failed for it (a reducer with nothing left to reduce,
 a `map` with no score for the label) or when a value does not fit its node's
-type. An item with an invalid row anywhere is then settled by the interpreter
-(`_settle_invalid`): it is valid when its result does not depend on what is
-unknown (a fired `cap(at: 0.0)` over an invalid judgment), as `executor.finish`
-decides.
+type. The items with an invalid row anywhere are then settled, in one batch, on
+the same kernels (`_settle_invalid`, gsrlang.semantics.settle): such an item is
+valid when its result does not depend on what is unknown (a fired `cap(at: 0.0)`
+over an invalid judgment), as `executor.finish` decides.
 
 The operators are the kernels of `gsrlang.semantics.kernels`, the same ones the
 item interpreter runs over a batch of one row (two for a pairwise item), with the
 same exact sums: every node column is the interpreter's bit for bit. The readout
-of a row whose raw score (or pairwise margin) lies within `BOUNDARY` (1e-8) of a
-quantization boundary is the interpreter's own (`exact=True`, the default of
-`run`), since numpy's rounding to `SNAP_DECIMALS` places is not Python's.
+is gsrlang.semantics.readout's, the one every path uses (`read_columns`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Iterable, Sequence
 
 import attrs
 import numpy as np
 
 from gsrlang.program import Program, Readout
-from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.readout import SNAP_DECIMALS, quantize, read
+from gsrlang.runtime.compose import Plan
+from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.semantics.kernels import Column
+from gsrlang.semantics.settle import Possibles, settle
 from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 from gsrlang.types import JType
 
-__all__ = ["BOUNDARY", "Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+__all__ = ["Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
 SINK_TOLERANCE = 1e-12
-BOUNDARY = 1e-8
 
 
 @attrs.define
@@ -217,14 +214,13 @@ class Evaluator:
     tables): the criterion columns, and every node upstream of no overridden one.
 
     Every node column is the interpreter's bit for bit (the same kernels, the same exact
-    sums); `exact` is accepted for callers that still pass it and changes nothing.
+    sums), and the readout is the one of gsrlang.semantics.readout.
     """
 
     KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
 
-    def __init__(self, program: Program, exact: bool = False):
+    def __init__(self, program: Program):
         self.program = program
-        self.exact = exact
         self.plan = plan = Plan(program)
         ids = [n.id for n in plan.nodes]
         # per step: (step, its source node ids per port, the type on its first port)
@@ -254,8 +250,7 @@ class Evaluator:
         self._memos[id(table)] = memo  # most recently used last
         return memo
 
-    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None,
-            exact: bool = True) -> Evaluation:
+    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None) -> Evaluation:
         params = params or {}
         memo = self._memo(table)
         cols = dict(memo.columns)
@@ -279,49 +274,48 @@ class Evaluator:
             s[bad_rows] = 0.0
             ok = ~bad_rows.reshape(-1, m).any(axis=1)
         s = s.reshape(-1, m)
-        ev = self._readout(table, s, ok, thresholds)
+        ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
         evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
-        if exact:
-            self._fix_boundaries(table, evaluation, params, thresholds)
-        self._settle_invalid(table, evaluation, params, thresholds)
+        self._settle_invalid(table, evaluation, params, thresholds, memo)
         return evaluation
 
-    def _interpreter(self, table: Table, params, thresholds) -> tuple[Program, Plan, tuple[str, ...]]:
-        """The program under these parameters, its interpreter plan and candidate names, for the few rows
-        that the interpreter itself settles (invalid ones, and those near a quantization boundary)."""
-        program = self.program if not params and thresholds is None else with_parameters(self.program, params or {},
-                                                                                            thresholds)
-        return program, Plan(program), ("A",) if table.m == 1 else ("A", "B")
-
-    def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds) -> None:
-        """Items with an invalid (or skipped) judgment or a failed operator: the interpreter settles them, as
+    def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds, memo: _Memo) -> None:
+        """Items with an invalid (or skipped) judgment or a failed operator: settled on the same kernels, as
         `executor.finish` does (valid when the result does not depend on what is unknown; see
-        gsrlang.runtime.settle). Such items are few; the columns would call every one of them invalid."""
-        from gsrlang.runtime.settle import settle, unsettled
-        from gsrlang.semantics.values import Unsettled
-
-        if ev.ok.all():
-            return
+        gsrlang.semantics.settle), all of them in one batch."""
         todo = np.flatnonzero(~ev.ok & ~ev.failed)
         if not len(todo):
             return
-        program, plan, cands = self._interpreter(table, params, thresholds)
-        m = table.m
-        for i in todo:
-            values = _row_values(plan, table, i, unsettled)
-            settle(plan, values, m, lambda *_: "")
-            sink = values[plan.sink_index]
-            if any(type(x) is Unsettled for x in sink):
-                continue
-            result = read(program.readout, table.mode, cands, dict(zip(cands, sink)))
-            if result.status != "ok":
-                continue
-            ev.ok[i] = True
-            ev.sink[i] = sink
-            if ev.mode == "pointwise":
-                ev.raw[i], ev.score[i] = result.raw, result.score
-            else:
-                ev.winner[i] = result.winner
+        plan, m = self.plan, table.m
+        rows = (todo[:, None] * m + np.arange(m)).ravel()
+        nodes: list = [None] * len(plan.nodes)
+        for i, node in plan.criteria:
+            c = table.criteria[node.id]
+            invalid = c.invalid[rows]
+            p = nodes[i] = Possibles(node.type, c.values[rows], c.abstain[rows] & ~invalid)
+            for r in np.flatnonzero(invalid).tolist():
+                p.set_top(r, ((i, r % m, ""),))
+        for i, v in plan.consts:
+            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[plan.nodes[i].id].values[rows],
+                                 np.zeros(len(rows), bool))
+        params = params or {}
+        settle(plan, nodes, m, lambda *_: "",
+               lambda step: step.with_params(params[step.node.id]) if params.get(step.node.id) else step.kwargs)
+        sink = nodes[plan.sink_index]
+        s = sink.values.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            good = ~(sink.open | sink.abstain | ~((s >= 0.0) & (s <= 1.0)))
+        good = good.reshape(-1, m).all(axis=1)
+        if not good.any():
+            return
+        done, s = todo[good], s.reshape(-1, m)[good]
+        raw, score, winner = read_columns(self.program.readout, table.mode, s, np.ones(len(done), bool), thresholds)
+        ev.ok[done] = True
+        ev.sink[done] = s
+        if ev.mode == "pointwise":
+            ev.raw[done], ev.score[done] = raw, score
+        else:
+            ev.winner[done] = winner
 
     def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> Column:
         node = step.node
@@ -341,102 +335,6 @@ class Evaluator:
         if unfit is not None:
             invalid = memo.either(invalid, memo.mask(unfit & ~abstain))
         return Column(values, abstain, invalid)
-
-    def _readout(self, table: Table, s: np.ndarray, ok: np.ndarray, thresholds) -> tuple:
-        r = self.program.readout
-        if table.mode == "pointwise":
-            p = r.pointwise
-            s0 = s[:, 0]
-            raw = s0 * (p.hi - p.lo)
-            raw += p.lo
-            q = p.quantize
-            if q in ("round", "floor", "ceil"):
-                score = np.round(raw, SNAP_DECIMALS)
-                if q == "round":
-                    score += 0.5
-                (np.ceil if q == "ceil" else np.floor)(score, out=score)
-            elif q == "thresholds":
-                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
-                if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
-                    score = np.searchsorted(cuts, np.round(s0, SNAP_DECIMALS), side="right").astype(np.float64)
-                else:
-                    score = (np.round(s0, SNAP_DECIMALS)[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
-                score += int(p.lo)
-            else:
-                score = raw.copy()
-            if not ok.all():
-                score[~ok] = np.nan
-            return raw, score, None
-        p = r.pairwise
-        a, b = s[:, 0], s[:, 1]
-        winner = np.where(a > b + p.epsilon, "first", np.where(b > a + p.epsilon, "second", p.on_tie)).astype(object)
-        winner[~ok] = None
-        return None, None, winner
-
-    def _near_boundary(self, ev: Evaluation, thresholds) -> np.ndarray:
-        """Items whose result a last-bit difference in the sink could change (recomputed exactly)."""
-        if ev.mode == "pointwise":
-            p = self.program.readout.pointwise
-            q = p.quantize
-            if q in ("round", "floor", "ceil"):
-                d = (np.floor if q == "round" else np.round)(ev.raw)
-                np.subtract(ev.raw, d, out=d)
-                if q == "round":
-                    d -= 0.5
-                np.abs(d, out=d)
-            elif q == "thresholds":
-                cuts = np.asarray(p.thresholds if thresholds is None else thresholds, np.float64)
-                d = np.abs(ev.sink[:, :1] - cuts[None, :]).min(axis=1) if len(cuts) else np.full(len(ev.ok), np.inf)
-            else:
-                return np.zeros(len(ev.ok), bool)
-            return ev.ok & (d < BOUNDARY)
-        eps = self.program.readout.pairwise.epsilon
-        diff = ev.sink[:, 0] - ev.sink[:, 1]
-        return ev.ok & ((np.abs(diff - eps) < BOUNDARY) | (np.abs(-diff - eps) < BOUNDARY))
-
-    def _fix_boundaries(self, table: Table, ev: Evaluation, params, thresholds) -> None:
-        near = np.flatnonzero(self._near_boundary(ev, thresholds))
-        if not len(near):
-            return
-        program, plan, cands = self._interpreter(table, params, thresholds)
-        m = table.m
-        for i in near:
-            values = _row_values(plan, table, i)
-            try:
-                plan.compose(values, m)
-            except CompositionError:  # pragma: no cover - the columns said the item is valid
-                continue
-            sink = values[plan.sink_index]
-            ev.sink[i] = sink
-            if ev.mode == "pointwise":
-                raw, score = quantize(program.readout.pointwise, sink[0])
-                ev.raw[i], ev.score[i] = raw, score
-            else:
-                ev.winner[i] = read(program.readout, "pairwise", cands, dict(zip(cands, sink))).winner
-
-
-def _row_values(plan: Plan, table: Table, i: int, unsettled=None) -> list:
-    """The interpreter's value slots for item i, its criteria filled from the table's columns. An invalid cell
-    becomes `unsettled(type, ((slot, candidate, ""),))` where `unsettled` is given (settling); rows without
-    invalid cells need none."""
-    values = plan.new_values()
-    m = table.m
-    for k, node in plan.criteria:
-        col = table.criteria[node.id]
-        values[k] = tuple(unsettled(node.type, ((k, c, ""),)) if unsettled is not None and col.invalid[i * m + c]
-                          else _decode(node.type, col, i * m + c) for c in range(m))
-    return values
-
-
-def _decode(t: JType, col: Column, row: int):
-    if col.abstain[row]:
-        return ABSTAIN
-    v = col.values[row]
-    if t.kind == "score":
-        return float(v)
-    if t.kind == "bool":
-        return bool(v)
-    return t.labels[int(v)]
 
 
 def with_parameters(program: Program, params: dict, thresholds: Sequence[float] | None = None) -> Program:

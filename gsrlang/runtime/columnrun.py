@@ -5,7 +5,7 @@ cost of a run is the CPU spent around the judgments: one coroutine, one set of
 `Judgment` checks, one composition and one readout per item. This path does the
 same work a chunk (`CHUNK` items) at a time: each criterion is judged over the
 chunk in one call (`judge_many`, see gsrlang.judges.base), the graph is evaluated
-by the columnar evaluator in exact mode (every node column equal to the
+by the columnar evaluator (every node column equal to the
 interpreter's bit for bit; gsrlang.runtime.columnar), and the result lines and
 trace records are assembled from the columns.
 
@@ -15,8 +15,8 @@ with a judgment that is not a plain value of its type (invalid, an abstention th
 type cannot take, a value that does not fit, -0.0), an item that is not valid in
 the columns (an operator failed, the sink abstained or is not settled), an item
 whose candidate ids repeat, a row that did not become an item, an item with the
-wrong number of candidates. The readout of the others is the interpreter's own
-(`readout.quantize`, `readout.verdict`) on the sink's exact value. So every result
+wrong number of candidates. The readout of the others is the evaluation's (the one
+readout, gsrlang.semantics.readout, exact for a column too). So every result
 line and trace record is the item-at-a-time path's, byte for byte (proved over
 generated programs and judgments in tests/test_columnrun.py); only the run
 summary's wall time differs.
@@ -39,10 +39,10 @@ from gsrlang.judgment import Judgment
 from gsrlang.runtime.columnar import Column, Evaluator, Table
 from gsrlang.runtime.compose import Plan
 from gsrlang.runtime.executor import _call, check_judgments, failed_run, finish, wrong_count
-from gsrlang.runtime.readout import quantize, verdict
 from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
 from gsrlang.trace.write import record_v2
+from gsrlang.semantics.readout import as_read
 from gsrlang.semantics.values import RuntimeFailure
 from gsrlang.syntax.parser import gc_paused
 
@@ -144,7 +144,7 @@ class ColumnRunner:
         self.plan, self.mode, self.labels, self.static = plan, mode, labels, static
         self.m = 1 if mode == "pointwise" else 2
         program = plan.program
-        self.evaluator = Evaluator(program, exact=True)
+        self.evaluator = Evaluator(program)
         self.judges = [(node, registry.judge_for(node)) for _, node in plan.criteria]
         self.source = static.source if static.source is not None else {"name": program.name,
                                                                         "hash": program.content_hash}
@@ -214,8 +214,8 @@ class ColumnRunner:
             if crit.suspect is not None:
                 suspect |= crit.suspect
         table = Table(self.mode, [None] * n, {crit.node.id: crit.column for crit in judged}, suspect, [None] * n)
-        try:  # no readout near a quantization boundary to fix: `_line` reads out each item with the interpreter's
-            ev = self.evaluator.run(table, exact=False)
+        try:
+            ev = self.evaluator.run(table)
         except RuntimeFailure:  # an operator without a columnar implementation: the interpreter settles all
             fast, outputs = np.zeros(n, bool), None
         else:
@@ -231,6 +231,7 @@ class ColumnRunner:
         if outputs is not None:
             sinks = list(zip(*outputs[plan.sink_index]))
             outs = list(zip(*map(_per_item, outputs)))  # per item: per node, the candidates' outputs
+            reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
             js = [dict(zip(ids, row)) for row in zip(*(_per_item(_v2(crit.rows)) for crit in judged))]
         for k, item in enumerate(items):
             label, label_error = labelled[k]
@@ -243,7 +244,7 @@ class ColumnRunner:
                 done.append((run, result_line(run, plan.program, self.static.source), None))
                 continue
             run = ColumnRun(plan, item, self.mode, candidates, label, label_error, judged, k)
-            line = self._line(item, candidates, sinks[k], label, label_error)
+            line = self._line(item, candidates, sinks[k], label, label_error, reads[k])
             record = record_v2(None, self.mode, item.id, item.line, candidates, "ok", line, outs[k], None, js[k])
             done.append((run, line, record))
         return done
@@ -272,12 +273,10 @@ class ColumnRunner:
                 out.append([values[c::m] for c in range(m)])
         return out
 
-    def _line(self, item, candidates: tuple, sink: list, label, label_error) -> dict:
-        """The result line of a valid item (what `trace.result_line` writes for it)."""
+    def _line(self, item, candidates: tuple, sink: list, label, label_error, read) -> dict:
+        """The result line of a valid item (what `trace.result_line` writes for it), with its readout."""
         sinks = dict(zip(candidates, sink))
         if self.pointwise is not None:
-            raw, score = quantize(self.pointwise, sink[0])
-            return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, score, raw,
+            return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, read[1], read[0],
                            [self.pointwise.lo, self.pointwise.hi])
-        return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error,
-                       winner=verdict(self.pairwise, sink[0], sink[1]))
+        return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, winner=read)

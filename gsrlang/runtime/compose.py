@@ -68,25 +68,12 @@ class Step:
     kwargs: dict
     ports: tuple[tuple[bool, tuple[int, ...]], ...]  # per declared port: (is a list port, source positions)
     port_names: tuple[str, ...]  # the declared ports, in order
-    types: tuple[tuple[JType, ...], ...]  # per port, each source's type
     check: Callable[[object], bool]
 
     def with_params(self, override: dict) -> dict:
         """The kernel's keyword arguments with some of the node's parameters replaced (what tuning varies)."""
         kw = self.kwargs
         return {**kw, **bind_params(override, {}, kw["out_type"])}
-
-    def run_rows(self, rows: list) -> tuple[list, object, object]:
-        """The step over Python argument rows (per row, its port values; a list for a list port): (outputs,
-        failed mask or None, the kernel's output) for settling, which evaluates the corners of unsettled inputs."""
-        args = []
-        for p, (is_list, sources) in enumerate(self.ports):
-            if is_list:
-                args.append([encode(t, [row[p][k] for row in rows]) for k, t in enumerate(self.types[p])])
-            else:
-                args.append(encode(self.types[p][0], [row[p] for row in rows]))
-        out = self.kernel.fn(*args, **self.kwargs)
-        return decode(self.node.type, out.values, out.abstain), out.failed, args
 
     def why(self, row: int, args: list) -> str:
         return self.kernel.why(row, *args, **self.kwargs)
@@ -112,7 +99,7 @@ class Plan:
         sig = default_catalog().operator(node.op)
         if kernel is None or sig is None:
             raise RuntimeFailure(f"operator `{node.op}` has no implementation")
-        ports, types, port_types = [], [], {}
+        ports, port_types = [], {}
         for port in sig.ports:
             inputs = node.port_inputs(port.name)
             if port.is_list:
@@ -121,10 +108,9 @@ class Plan:
             if not sources:
                 raise RuntimeFailure(f"node `{node.id}` has nothing on port `{port.name}`")
             ports.append((port.is_list, sources))
-            types.append(tuple(self.nodes[s].type for s in sources))
             port_types[port.name] = self.nodes[sources[0]].type
         kwargs = bind_params(node.params, port_types, node.type)
-        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports), tuple(types),
+        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports),
                     checker(node.type))
 
     def compose(self, values: list, m: int) -> list:

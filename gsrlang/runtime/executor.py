@@ -13,7 +13,7 @@
 3. the operators run in the program's topological order (`Plan.compose`),
    candidate-aligned, each output checked against its node's type; an invalid or
    skipped judgment, or an operator that fails, leaves a value *unsettled*, and
-   the graph is settled as far as it can be (gsrlang.runtime.settle);
+   the graph is settled as far as it can be (gsrlang.semantics.settle);
 4. when the sink is settled for every candidate, the readout maps it onto the
    task's native score or verdict; otherwise the item is invalid, and its reason is
    the first cause (an invalid judgment, a failed operator) in program order.
@@ -35,14 +35,16 @@ from collections import deque
 from typing import AsyncIterator, Callable, Iterable, Sequence
 
 import attrs
+import numpy as np
 
 from gsrlang.data import Item, ItemError
 from gsrlang.judgment import Judgment
 from gsrlang.program import Program
 from gsrlang.runtime.compose import CompositionError, Plan
-from gsrlang.runtime.readout import ReadoutResult, read
-from gsrlang.runtime.settle import liveness, moot_reason, settle, unsettled
-from gsrlang.semantics.values import Unsettled
+from gsrlang.semantics.readout import ReadoutResult, read
+from gsrlang.semantics.kernels import decode, encode
+from gsrlang.semantics.settle import Possibles, liveness, settle
+from gsrlang.semantics.values import ABSTAIN, Possible, Unsettled, format_value, unsettled
 from gsrlang.trace.decode import INVALID, judgment_cell
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
@@ -101,7 +103,7 @@ def check_judgment(node, j: Judgment, where: str) -> tuple[Judgment, object]:
 
     An `ok` judgment whose value does not fit the criterion's type, and an abstention
     for a type without `?`, become invalid (the value is kept for the trace). A Score
-    of -0.0 is read as 0.0 (settling relies on it; see gsrlang.runtime.settle).
+    of -0.0 is read as 0.0 (settling relies on it; see gsrlang.semantics.settle).
     """
     cell, why = judgment_cell(node.type, j.status, j.value, j.reason)
     if cell is not INVALID:
@@ -157,7 +159,7 @@ def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...
     """Compose and read out (the deterministic part shared by execution and replay).
 
     Values that are not settled (invalid or skipped judgments, failing operators) are
-    settled as far as they can be (gsrlang.runtime.settle); the item is invalid when
+    settled as far as they can be (gsrlang.semantics.settle); the item is invalid when
     its sink is not settled for every candidate, with the first cause as its reason.
     """
     if reason is not None:
@@ -172,7 +174,11 @@ def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...
                     raise CompositionError("", 0, "")  # not all settled: the general path below
         plan.compose(values, m)
     except CompositionError:
-        failed = settle(plan, values, m, lambda node_id, c, kind: _where(node_id, candidates[c], m, kind))
+        nodes = to_possibles(plan, values, m)
+        first = settle(plan, nodes, m, lambda node_id, c, kind: _where(node_id, candidates[c], m, kind))
+        values[:] = from_possibles(nodes)
+        first = [f for f in first.tolist() if f >= 0]
+        failed = plan.nodes[min(first)].id if first else None
     sink_values = values[plan.sink_index]
     causes = [x.causes for x in sink_values if type(x) is Unsettled]
     if causes:
@@ -184,6 +190,60 @@ def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...
     why = None if result.status == "ok" else f"readout: {result.reason}"
     return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label,
                    label_error, failed)
+
+
+def to_possibles(plan: Plan, values: list, m: int) -> list:
+    """The settling columns of one item's values (per node, a tuple of m values, Unsettled where not known;
+    None for a node not computed yet): the constants are filled in."""
+    nodes: list = [None] * len(values)
+    for i, v in plan.consts:
+        values[i] = (v,) * m
+    for i, cells in enumerate(values):
+        if cells is None:
+            continue
+        t = plan.nodes[i].type
+        col = encode(t, [x if type(x) is not Unsettled else ABSTAIN for x in cells])
+        node = nodes[i] = Possibles(t, col.values, col.abstain & np.array([type(x) is not Unsettled for x in cells]))
+        for r, x in enumerate(cells):
+            if type(x) is Unsettled:
+                p = x.possible
+                if p.values is None:
+                    node.set_possible(r, p.lo, p.hi, 0, p.abstain, x.causes)
+                else:
+                    codes = (int(v) for v in p.values) if t.kind == "bool" else (t.labels.index(v) for v in p.values)
+                    node.set_possible(r, 0.0, 0.0, sum(1 << c for c in codes), p.abstain, x.causes)
+    return nodes
+
+
+def from_possibles(nodes: list) -> list:
+    """One item's values (per node, a tuple of values, Unsettled where open) from its settling columns."""
+    out = []
+    for node in nodes:
+        t = node.type
+        cells = decode(t, node.values, node.abstain)
+        for r in np.flatnonzero(node.open).tolist():
+            may = bool(node.may_abstain[r])
+            if t.kind == "score":
+                possible = Possible(None, float(node.lo[r]), float(node.hi[r]), may)
+            else:
+                bits = int(node.bits[r])
+                levels = (False, True) if t.kind == "bool" else t.labels
+                possible = Possible(frozenset(v for c, v in enumerate(levels) if bits >> c & 1), abstain=may)
+            cells[r] = Unsettled(possible, node.causes[r])
+        out.append(tuple(cells))
+    return out
+
+
+def moot_reason(plan: Plan, blocker) -> str:
+    """Why a judgment is not asked for: `moot: cap `safe` fired at 0.0`."""
+    if blocker is None:
+        return "moot: its node does not reach the sink"
+    i, value = blocker
+    node = plan.nodes[i]
+    shown = repr(value) if type(value) is float else format_value(value)
+    if node.kind == "gate":
+        return f"moot: {node.op} `{node.id}` fired at {shown}"
+    return f"moot: {node.op} `{node.id}` is {shown} whatever it is"
 
 
 async def _call(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
@@ -332,9 +392,9 @@ async def judge_lazily(plan: Plan, schedule: Schedule, item: Item, registry, lim
     for i, node in plan.criteria:
         values[i] = tuple(unsettled(node.type, ((i, c, where(node.id, c) + ": not judged yet"),)) for c in range(m))
     while True:
-        current = list(values)
-        settle(plan, current, m, where)
-        lives = [liveness(plan, current, c) for c in range(m)]
+        nodes = to_possibles(plan, list(values), m)
+        settle(plan, nodes, m, where)
+        lives = [liveness(plan, nodes, c) for c in range(m)]
         todo = [(i, node, c) for i, node in plan.criteria for c in range(m)
                 if i in lives[c][0] and c not in made[node.id]]
         if not todo:

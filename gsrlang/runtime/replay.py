@@ -470,17 +470,20 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
 def needed_judgments(plan: Plan, run: ItemRun) -> list[str]:
     """The criteria whose judgments the recorded run skipped (short-circuit) but that `plan` needs for this
     item: those that could change its sink under `plan` (what-if replay tells the user which)."""
-    from gsrlang.runtime.settle import liveness
+    from gsrlang.runtime.executor import to_possibles
+    from gsrlang.semantics.settle import liveness
 
     if run.values is None:
         return []
     out = []
     lives: dict = {}
+    nodes = None
     for i, node in plan.criteria:
         for c, j in enumerate(run.judgments.get(node.id) or ()):
             if j.status == "skipped":
                 if c not in lives:
-                    lives[c] = liveness(plan, list(run.values), c)[0]
+                    nodes = nodes or to_possibles(plan, list(run.values), len(run.candidates))
+                    lives[c] = liveness(plan, nodes, c)[0]
                 if i in lives[c]:
                     out.append(node.id)
                     break

@@ -3,13 +3,13 @@
 The item-by-item replay rebuilds every item from its record and recomposes it
 under the other program with the interpreter (about 80 us an item). Here the
 trace's criteria are read into columns (`Table.from_trace`) and the whole graph is
-evaluated by the columnar evaluator in exact mode (every node column the
+evaluated by the columnar evaluator (every node column the
 interpreter's bit for bit); then one more pass over the records writes each
 item's result line:
 
 - an item with a valid result in the columns gets the line `result_line` writes
   for it, assembled from its record (id, line, candidates, label) and the sink's
-  column, read out by the interpreter's own `readout.quantize` / `readout.verdict`;
+  column and its readout (the one readout, gsrlang.semantics.readout);
 - every other item is replayed item by item, which gives its line: an invalid or
   failed one, candidates that repeat, a criterion output or a sink of -0.0 (equal to
   0.0, but written otherwise), a record of an unexpected shape.
@@ -28,7 +28,7 @@ import numpy as np
 from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_end
 from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.readout import quantize, verdict
+from gsrlang.semantics.readout import as_read
 from gsrlang.runtime.replay import ReplayError, Stored, replay_records
 from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import TraceError, dumps, is_summary, ok_line
@@ -49,7 +49,7 @@ def recompose_columnar(trace_path: str, program: Program, program_label: str, ou
             table = Table.from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
-        evaluation = Evaluator(program, exact=True).run(table)
+        evaluation = Evaluator(program).run(table)
         summary = RunSummary(program.name, program.content_hash, table.mode)
         summary.recorded = table.recorded
         _write(trace_path, program, program_label, out, table, evaluation, summary)
@@ -77,6 +77,7 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
     scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
     fast = _fast_rows(table, evaluation)
     sinks = evaluation.sink.tolist()
+    reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
     handle = _open(out)
     try:
@@ -88,7 +89,7 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
             item, result = rec.get("item"), rec.get("result")
             line = None
             if fast[k] and type(item) is dict and type(result) is dict:
-                line = _line(item, result, sinks[k], m, mode, source, pointwise, pairwise, scale)
+                line = _line(item, result, sinks[k], reads[k], m, mode, source, pointwise, scale)
             k += 1
             if line is None:  # item by item
                 record = Stored(header, rec) if header is not None else rec
@@ -106,7 +107,7 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
             handle.close()
 
 
-def _line(item: dict, result: dict, sink: list, m: int, mode: str, source: dict, pointwise, pairwise,
+def _line(item: dict, result: dict, sink: list, read, m: int, mode: str, source: dict, pointwise,
           scale) -> dict | None:
     """The result line `result_line` writes for a valid item (None where its candidates cannot have one)."""
     candidates = item.get("candidates")
@@ -116,6 +117,5 @@ def _line(item: dict, result: dict, sink: list, m: int, mode: str, source: dict,
     parts = (item.get("id"), item.get("line", 0), mode, source, dict(zip(candidates, sink)), result.get("label"),
              result.get("label_error"))
     if pointwise is not None:
-        raw, score = quantize(pointwise, sink[0])
-        return ok_line(*parts, score, raw, scale)
-    return ok_line(*parts, winner=verdict(pairwise, sink[0], sink[1]))
+        return ok_line(*parts, read[1], read[0], scale)
+    return ok_line(*parts, winner=read)

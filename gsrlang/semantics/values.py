@@ -18,15 +18,15 @@ from typing import Callable
 from gsrlang.judgment import ABSTAIN, Abstain
 from gsrlang.types import JType
 
-__all__ = ["ABSTAIN", "Abstain", "RuntimeFailure", "Unsettled", "checker", "format_value", "value_from_json",
-           "value_problem", "value_to_json"]
+__all__ = ["ABSTAIN", "Abstain", "Possible", "RuntimeFailure", "Unsettled", "checker", "format_value", "top",
+           "unsettled", "value_from_json", "value_problem", "value_to_json"]
 
 
 class Unsettled:
     """A value that is not settled for one candidate: an invalid or skipped judgment, or an operator output
-    that depends on one (see gsrlang.runtime.settle).
+    that depends on one (see gsrlang.semantics.settle).
 
-    `possible` is what the value may still be (a `settle.Possible`); `causes` are the
+    `possible` is what the value may still be (a `Possible`); `causes` are the
     problems behind it, as (node position, candidate, sentence) triples, so that the
     item's reason names the first one in program order.
     """
@@ -39,6 +39,34 @@ class Unsettled:
 
     def __repr__(self) -> str:
         return f"Unsettled({self.possible!r})"
+
+
+class Possible:
+    """What an unsettled value may still be: discrete `values` (a frozenset) or the interval [lo, hi]
+    (values None), and whether it may abstain."""
+
+    __slots__ = ("values", "lo", "hi", "abstain")
+
+    def __init__(self, values: frozenset | None, lo: float = 0.0, hi: float = 0.0, abstain: bool = False):
+        self.values, self.lo, self.hi, self.abstain = values, lo, hi, abstain
+
+    def __repr__(self) -> str:
+        body = (", ".join(sorted(map(format_value, self.values))) if self.values is not None
+                else f"{format_value(self.lo)}..{format_value(self.hi)}")
+        return "{" + body + (", abstained" if self.abstain else "") + "}"
+
+
+def top(t) -> Possible:
+    """Everything a value of type `t` can be."""
+    if t.kind == "score":
+        return Possible(None, float(t.lo) + 0.0, float(t.hi) + 0.0, t.optional)
+    if t.kind == "bool":
+        return Possible(frozenset((True, False)), abstain=t.optional)
+    return Possible(frozenset(t.labels), abstain=t.optional)
+
+
+def unsettled(t, causes) -> Unsettled:
+    return Unsettled(top(t), frozenset(causes))
 
 
 class RuntimeFailure(Exception):

@@ -5,7 +5,7 @@ The rules, written once (a scalar form for one judgment, column forms for many):
 - an `ok` judgment is its value; it is invalid when it has none (ABSTAIN, or null in
   a record) or the value does not fit the criterion's type (outside the range, not a
   label, not a number). A Score of -0.0 is read as 0.0 (settling relies on it; see
-  gsrlang.runtime.settle);
+  gsrlang.semantics.settle);
 - an `abstained` judgment is an abstention, invalid where the type cannot abstain
   (it has no `?`);
 - an `invalid` or `skipped` judgment is invalid (never judged, for `skipped`); a recorded
