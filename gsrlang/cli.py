@@ -43,8 +43,9 @@ COMMANDS = {
 }
 
 EPILOG = """\
-exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the tool failed.
-Run `gsr COMMAND --help` for a command's options, `gsr explain GSR301` for a diagnostic."""
+exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the options or an input file cannot be
+used, or the tool failed.
+Run `gsr COMMAND --help` for a command's options and what it prints, `gsr explain GSR301` for a diagnostic."""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -73,7 +73,8 @@ def test_trl_columns_reference_and_step(served):
     # the trainer's step is in the trace's item ids
     served.engine.sink.flush()
     ids = [r["item"]["id"] for _, r in read_trace(served.trace)]
-    assert ids[:2] == ["300/r1/0", "300/r1/1"]
+    # within a request the records come in the order the items finished (docs/rewards.md), not the request's
+    assert sorted(ids[:2]) == ["300/r1/0", "300/r1/1"]
 
 
 def test_trl_in_process_reward_takes_trls_own_keywords(tmp_path):

@@ -43,7 +43,8 @@ output, on standard output (standard error with --out -): the summary line (`NAM
 240 items: 240 ok, 0 invalid, 0 failed in 0.06 s`), which column gave the ids (`ids: the data's `id`
 column`, or `ids: line numbers`), the files written, the model judges' calls, tokens and cost when a
 model judged, and with --label-field the agreement table (not with -q). Each bad row (its line and
-reason; not with -q), warnings and the progress bar (on a terminal) go to standard error.
+reason; not with -q), each model judge's server and what chose it (`gsr run: judge: model M at URL
+(server chosen by ...)`), warnings and the progress bar (on a terminal) go to standard error.
 
 exit status: 0 every item ok; 1 some item failed (a bad row), was invalid, or had
 an unusable label; 2 the program, the data file or the options cannot be used.

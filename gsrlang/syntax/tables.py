@@ -82,14 +82,27 @@ class _Fixed:
         return _fixed(data), _fixed(memo)
 
 
+# An unbounded regular-expression width is sre's MAXWIDTH (2**64) from Python 3.11 on and its MAXREPEAT (2**32 - 1)
+# on 3.10: the tables hold one value for it, the newer one, so that every Python writes the same file. Lark reads the
+# width only to order terminals, and any finite width of a terminal in the grammar is far below both.
+_SRE_MAXREPEAT = 2**32 - 1
+_UNBOUNDED = 2**64
+
+
 def _fixed(value):
-    """The value with every dict's items in key order and every string interned: the same tables then always
-    pickle to the same bytes (pickle writes a back-reference where a string object recurs)."""
+    """The value with every dict's items in key order, every string interned and an unbounded pattern width
+    written as one number: the same tables then always pickle to the same bytes (pickle writes a back-reference
+    where a string object recurs), on every Python."""
     if isinstance(value, str):
         return sys.intern(value)
     if isinstance(value, dict):
-        return {_fixed(k): _fixed(v)
-                for k, v in sorted(value.items(), key=lambda kv: (type(kv[0]).__name__, kv[0]))}
+        fixed = {_fixed(k): _fixed(v)
+                 for k, v in sorted(value.items(), key=lambda kv: (type(kv[0]).__name__, kv[0]))}
+        width = fixed.get("_width")  # a terminal pattern's (min, max) width, max unbounded for `+` and `*`
+        if isinstance(width, (list, tuple)) and len(width) == 2 and isinstance(width[1], int) and \
+                width[1] >= _SRE_MAXREPEAT:
+            fixed["_width"] = type(width)((width[0], _UNBOUNDED))
+        return fixed
     if isinstance(value, list):
         return [_fixed(v) for v in value]
     if isinstance(value, tuple):
