@@ -188,10 +188,10 @@ def build(args):
     judges = _judges(args, program)
     log = logging.getLogger("gsrlang.serve")  # the server's own messages only: not every model call's
     log.setLevel(args.log_level.upper())
-    if not any(getattr(h, "_gsr_serve", False) for h in log.handlers):
+    if not any(h.get_name() == "gsr serve" for h in log.handlers):  # added once however often it is built
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("gsr serve: %(levelname)s %(message)s"))
-        handler._gsr_serve = True
+        handler.set_name("gsr serve")
         log.addHandler(handler)
 
     engine = None

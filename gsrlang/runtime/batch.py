@@ -104,6 +104,10 @@ class RunSummary:
         else:
             self._ids.add(item_id)
 
+    def count_distinct_ids(self, ids: set) -> None:
+        """Note ids known to be distinct, all at once (verify counts a whole trace's ids in one go)."""
+        self._ids = set(ids)
+
     def id_sample(self, k: int = 6) -> list[str]:
         """Some of the ids counted so far (sorted, as text), for a message about an id that is not among them."""
         return sorted(str(i) for i in self._ids if i is not None)[:k]

@@ -231,6 +231,10 @@ class Evaluator:
         self._leaves = [ids[i] for i in range(len(ids)) if i not in used]
         self._memos: dict[int, _Memo] = {}
 
+    def forget(self) -> None:
+        """Drop the columns kept for every table seen (a caller done with its tables frees them at once)."""
+        self._memos.clear()
+
     def _memo(self, table: Table) -> _Memo:
         memo = self._memos.pop(id(table), None)
         if memo is None or memo.table is not table:

@@ -225,7 +225,7 @@ class ColumnRunner:
             fast = ev.ok & ~suspect & ~bad.reshape(n, m).any(axis=1)
             outputs = self._outputs(ev, judged, n)
         finally:
-            self.evaluator._memos.clear()  # a chunk's columns are not needed again
+            self.evaluator.forget()  # a chunk's columns are not needed again
         ids = [crit.node.id for crit in judged]
         done = []
         if outputs is not None:

@@ -358,9 +358,9 @@ class Schedule:
     @classmethod
     def of(cls, plan: Plan, registry) -> "Schedule":
         """The plan's schedule for these judges (kept on the plan: built once per program and registry)."""
-        cached = getattr(plan, "_schedule", None)
+        cached = plan.schedule
         if cached is None or cached[0] is not registry:
-            cached = plan._schedule = (registry, cls(plan, registry))
+            cached = plan.schedule = (registry, cls(plan, registry))
         return cached[1]
 
     def __init__(self, plan: Plan, registry):

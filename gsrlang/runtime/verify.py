@@ -372,7 +372,7 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
         else:
             summary.golds, summary.preds = list(labels), list(preds)
         summary.labelled = len(summary.golds)
-        summary._ids = distinct
+        summary.count_distinct_ids(distinct)
         summary.seconds = time.perf_counter() - t0
         return summary, slow
     for k, item_id in enumerate(ids):
