@@ -32,9 +32,13 @@ $(RUNTIME): pyproject.toml setup.py
 	$(BIN)/python -m compileall -q gsrlang >/dev/null
 	touch $(RUNTIME)
 
+# --compile-bytecode: uv writes no .pyc by default (pip does), and where PYTHONDONTWRITEBYTECODE is set nothing
+# ever writes them, so every process of the suite (pytest, each `gsr` a test starts, each of Ray's workers)
+# compiled what it imports from source again (docs/testing.md: the Ray tests took twice as long). uv compiles
+# the packages this step installs (Ray, scipy, pyarrow, pytest...); `make test` writes the rest as they are imported.
 $(TESTS): $(RUNTIME)
 	@if [ -x .uv/bin/uv ] || [ -n "$(UV_BIN)" ]; then uv="$${UV_BIN:-$(UV_BIN)}"; [ -n "$$uv" ] || uv=.uv/bin/uv; \
-	  "$$uv" pip install -q --python $(BIN)/python -e ".[test]"; else $(PIP) -e ".[test]"; fi
+	  "$$uv" pip install -q --compile-bytecode --python $(BIN)/python -e ".[test]"; else $(PIP) -e ".[test]"; fi
 	touch $(TESTS)
 
 # Graphviz is a system package; install it where we are allowed to (CI runs as root).
@@ -57,9 +61,14 @@ chromium:
 demo: $(RUNTIME)
 	$(BIN)/python -m gsrlang.demo
 
-# the fast suite: every test but the slow tier (pyproject's addopts deselect `slow`; see docs/testing.md)
+# the fast suite: every test but the slow tier (pyproject's addopts deselect `slow`; see docs/testing.md), on one
+# worker per core (pytest-xdist; `make test WORKERS=0` runs it in this process), a test file's tests in one worker
+# (a module's fixtures, the local Ray among them, start once). .pyc files are written even where
+# PYTHONDONTWRITEBYTECODE is set (into .venv and the ignored __pycache__ folders): without them every worker and
+# every `gsr` a test starts compiles its imports again, and pytest rewrites every test module's asserts again.
+WORKERS ?= auto
 test: $(TESTS) graphviz
-	$(BIN)/python -m pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 # the slow tier: soak, kill-and-resume, browser pages, and the property and fuzz tests with all their examples
 # (pytest exits 5 when a tier selects no test: that is a broken tier, not a pass)
