@@ -219,18 +219,32 @@ def exact_sum(x: np.ndarray) -> np.ndarray:
 
 
 def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
-    err = np.zeros(rows)  # the rounding errors of the naive sum, themselves summed with TwoSum:
-    lost = np.zeros(rows)  # what summing them lost (magnitudes), so that sum = s + err + (at most lost) exactly
-    for j in range(1, k):
+    # Every pass writes into a buffer made once (fresh arrays for each of the ~14 passes a slot takes cost
+    # as much again, tuning's columns being ~100,000 rows); the first slot's error needs no summing.
+    t, bp, e = np.empty(rows), np.empty(rows), np.empty(rows)
+    err = lost = u = None  # the rounding errors of the naive sum, themselves summed with TwoSum; what summing
+    for j in range(1, k):  # them lost (magnitudes), so that sum = s + err + (at most lost) exactly
         b = x[:, j]
-        t = s + b
-        bp = t - s
-        e = (s - (t - bp)) + (b - bp)
-        s = t
-        t = err + e
-        bp = t - err
-        lost += np.abs((err - (t - bp)) + (e - bp))
-        err = t
+        np.add(s, b, out=t)  # TwoSum: t + e = s + b exactly
+        np.subtract(t, s, out=bp)
+        np.subtract(t, bp, out=e)
+        np.subtract(s, e, out=e)
+        np.subtract(b, bp, out=bp)
+        e += bp
+        s, t = t, s
+        if err is None:
+            err, e = e, np.empty(rows)
+            lost, u = np.zeros(rows), np.empty(rows)
+            continue
+        np.add(err, e, out=t)  # TwoSum: t + u = err + e exactly
+        np.subtract(t, err, out=bp)
+        np.subtract(t, bp, out=u)
+        np.subtract(err, u, out=u)
+        np.subtract(e, bp, out=bp)
+        u += bp
+        err, t = t, err
+        np.abs(u, out=u)
+        lost += u
     r = s + err
     # Where nothing was lost summing the errors, r is s + err rounded (ties to even, as fsum): the exact sum's
     # rounding. Elsewhere it is when delta (r + delta = s + err exactly) plus twice what was lost stays within
