@@ -157,12 +157,12 @@ def four_slots(n: int, repeats: int = 30) -> None:
                                                      for k in range(n)))
     evaluator = Evaluator(program)
     weights = [rng.random(4).round(3).tolist() for _ in range(repeats)]
-    evaluator.run(table, params={"body": {"weights": weights[0]}}, exact=False)
+    evaluator.run(table, params={"body": {"weights": weights[0]}})
     cols = [table.criteria[c].values for c in "abcd"]
     ev_times, hand_times = [], []
     for w in weights:
         t0 = time.process_time()
-        ev = evaluator.run(table, params={"body": {"weights": w}}, exact=False)
+        ev = evaluator.run(table, params={"body": {"weights": w}})
         ev_times.append(time.process_time() - t0)
         t0 = time.process_time()
         s = np.clip((w[0] * cols[0] + w[1] * cols[1] + w[2] * cols[2] + w[3] * cols[3]) / sum(w), 0.0, 1.0)
