@@ -2,6 +2,9 @@
 
 Targets (issue 2): `gsr check` of a typical example within 0.3 s as a whole process;
 1,000 nodes within 0.5 s; 10,000 nodes within 12x the time of 1,000 (linear growth).
+Issue 22: a cold `gsr check` within 1.8x a bare `import lark` process (the anchor), as CPU time
+(user + system of the child, `resource.getrusage(RUSAGE_CHILDREN)`), the two interleaved run by run
+so that both meet the same load; min / median / max of the per-run ratios.
 Run: python benchmarks/bench_check.py
 """
 
@@ -39,6 +42,31 @@ def time_process(example: Path, runs: int = 7) -> list[float]:
     return times
 
 
+def cpu_of(cmd: list[str], env: dict) -> float:
+    """User + system CPU seconds of one run of `cmd`, from a fresh parent (its RUSAGE_CHILDREN is that run's)."""
+    code = ("import resource, subprocess, sys\n"
+            "subprocess.run(sys.argv[1:], check=True, capture_output=True)\n"
+            "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(ru.ru_utime + ru.ru_stime)\n")
+    return float(subprocess.run([sys.executable, "-c", code, *cmd], check=True, capture_output=True, text=True,
+                                env=env).stdout)
+
+
+def check_vs_lark(example: Path, runs: int = 10) -> tuple[list[float], list[float], list[float]]:
+    """(gsr check CPU s, `python -c "import lark"` CPU s, their ratios), interleaved run by run."""
+    gsr = Path(sys.executable).parent / "gsr"
+    cmd = [str(gsr), "check", "-q", str(example)] if gsr.exists() else [sys.executable, "-m", "gsrlang.cli",
+                                                                          "check", "-q", str(example)]
+    lark = [sys.executable, "-c", "import lark"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cpu_of(cmd, env), cpu_of(lark, env)  # warm the OS cache and the bytecode
+    checks, anchors = [], []
+    for _ in range(runs):
+        anchors.append(cpu_of(lark, env))
+        checks.append(cpu_of(cmd, env))
+    return checks, anchors, [c / a for c, a in zip(checks, anchors)]
+
+
 def time_analyze(n: int, runs: int = 3) -> tuple[float, int]:
     text = generate_program(n)
     result = analyze(text)
@@ -59,6 +87,13 @@ def main() -> dict:
     print(f"  median {statistics.median(proc) * 1000:.0f} ms, min {min(proc) * 1000:.0f} ms over {len(proc)} runs "
           f"(target < 300 ms)")
     figures = {"check_process_median_s": statistics.median(proc)}
+    checks, anchors, ratios = check_vs_lark(example)
+    med = statistics.median
+    print(f"  CPU: gsr check {med(checks) * 1000:.0f} ms, bare `import lark` {med(anchors) * 1000:.0f} ms (medians of "
+          f"{len(ratios)}); ratio min/median/max {min(ratios):.2f}/{med(ratios):.2f}/{max(ratios):.2f}x "
+          f"(target <= 1.8x; 2.3-2.6x before issue 22)")
+    print(f"  (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    figures["check_over_lark_cpu"] = med(ratios)
     print("parse + check of generated programs (best of 3)")
     per = {}
     for n in (100, 1_000, 10_000):

@@ -16,8 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Iterator
+
+try:  # pragma: no cover - which branch runs depends on the install
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
 
 __all__ = ["MAX_ROW_BYTES", "MAX_ROW_DEPTH", "describe_json_error", "jsonl_lines", "parse_json", "read_jsonl"]
 
@@ -70,6 +76,8 @@ def finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_float=finite_float)
+# 19 digits in a row: perhaps an integer beyond 64 bits, which orjson would read as a float (json keeps it an int)
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
 
 
 def number_problem(error: ValueError) -> str:
@@ -80,7 +88,21 @@ def number_problem(error: ValueError) -> str:
 
 def parse_json(text: str) -> tuple[object, str | None]:
     """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
-    a number beyond a float's range or an integer of more than 4,300 digits."""
+    a number beyond a float's range or an integer of more than 4,300 digits.
+
+    orjson (where installed) reads a line first, about 3x faster: where it reads one it gives the same value
+    as the standard library (floats correctly rounded both); what it refuses (NaN and Infinity, lone
+    surrogates, a number out of range, anything invalid) and every line with 19 digits in a row go to `json`,
+    which reads them as before or says what is wrong."""
+    if orjson is not None and _LONG_DIGITS.search(text) is None and not text.startswith("\ufeff"):
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if deeper_than(value, MAX_ROW_DEPTH, text):
+                return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+            return value, None
     try:
         # one decoder for every line (json.loads with an option builds a new one per call); a leading BOM
         # goes through json.loads, which reports it

@@ -52,3 +52,40 @@ def test_limits_are_problems_not_crashes(tmp_path, monkeypatch):
     assert "longer than 100 bytes" in got[2][1]
     assert "out of range" in got[3][1]
     assert got[4] == ({"d": 1}, None)
+
+
+@pytest.mark.parametrize("text", [
+    '{"big": 123456789012345678901234567890, "neg": -9223372036854775809, "u64": 18446744073709551615}',
+    '{"nan": NaN, "inf": -Infinity}', '{"lone": "\\ud800", "pair": "\\ud83d\\ude00"}', '{"z": -0.0, "i": -0}',
+    '{"a": 1, "b": 2, "a": 3}', '{"f": 0.30000000000000004, "g": 5e-324, "h": 1e-400, "e": 1.7976931348623157e308}',
+    '{"deep": ' + "[" * 101 + "]" * 101 + "}", '{"x": 1e309}', '{"a": "x\ty"}', '{"a": 1}\x0b',
+])
+def test_a_line_reads_as_the_standard_library_reads_it(text):
+    """orjson reads most lines first: the value (types, float bits, key order) or the problem is json's."""
+    import json
+    import math
+
+    from gsrlang import jsonl
+
+    def same(a, b):
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, float):
+            return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
+        if isinstance(a, dict):
+            return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list):
+            return len(a) == len(b) and all(map(same, a, b))
+        return a == b
+
+    got, problem = jsonl.parse_json(text)
+    try:
+        want, want_problem = jsonl._DECODER.decode(text), None
+        if jsonl.deeper_than(want, jsonl.MAX_ROW_DEPTH, text):
+            want, want_problem = None, "deep"
+    except (ValueError, RecursionError) as exc:
+        want, want_problem = None, str(exc)
+    assert (problem is None) == (want_problem is None), (problem, want_problem)
+    assert same(got, want)
+    if text.startswith('{"big"'):
+        assert type(json.loads(text)["big"]) is int

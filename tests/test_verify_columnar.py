@@ -370,3 +370,18 @@ def test_a_cut_trace_is_reported_as_the_item_path_reports_it(cut, tmp_path, caps
         assert code == 0 and "does not end with a completed run's summary record" in err
     else:
         assert code == 2 and "is not a JSON object" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+@pytest.mark.parametrize("alter", [_node_bit, _duplicate, _failed, _unsettled, _label_error],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_a_trace_verified_a_few_items_at_a_time_gives_the_same_report(chunk, alter, tmp_path, monkeypatch):
+    """The trace is verified a chunk of items at a time (memory flat in its length): chunk boundaries, an id
+    repeated across chunks, a difference in a later chunk and the run summary after a full chunk change
+    nothing in the report or the results file."""
+    from gsrlang.runtime import verify
+
+    monkeypatch.setattr(verify, "CHUNK", chunk)
+    path = _examples_without_a_model()[0]
+    program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
+    assert_same_report(program, trace)

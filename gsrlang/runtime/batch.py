@@ -104,9 +104,13 @@ class RunSummary:
         else:
             self._ids.add(item_id)
 
-    def count_distinct_ids(self, ids: set) -> None:
-        """Note ids known to be distinct, all at once (verify counts a whole trace's ids in one go)."""
-        self._ids = set(ids)
+    def count_distinct_ids(self, ids: set) -> bool:
+        """Note ids known to be distinct among themselves, all at once, when none was noted before (verify counts
+        a chunk's ids in one go); False, noting nothing, when one was (they are then counted one by one)."""
+        if not self._ids.isdisjoint(ids):
+            return False
+        self._ids.update(ids)
+        return True
 
     def id_sample(self, k: int = 6) -> list[str]:
         """Some of the ids counted so far (sorted, as text), for a message about an id that is not among them."""

@@ -25,6 +25,8 @@ the caller replays them item by item, which reports them as it always did.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from functools import partial
 from itertools import chain
@@ -41,23 +43,26 @@ from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
 from gsrlang.trace.write import node_static
 from gsrlang.runtime.traceload import Criterion
 from gsrlang.trace.decode import SPECIAL, json_column
+from gsrlang.trace.jsonio import loads
 from gsrlang.syntax.parser import gc_paused
 
 __all__ = ["replay_item", "verify_columnar"]
 
 _KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
 _FIRST = object()  # the header "before" the first record: no header (nor None) is it
+CHUNK = 16384  # items verified together: memory stays flat in the length of the trace
 
 
 @attrs.define(slots=True)
 class ReadTrace:
-    """What one pass over a version 2 trace keeps for the column verification (`_read`).
+    """What one pass over a chunk of a version 2 trace keeps for the column verification (`_read`).
 
     `m`: candidates per item (1 pointwise, 2 pairwise); `lines`: each record's line in the trace; `items`: per
     item (id, line, candidates); `results`: per item its result's (id, line, label, sink, score, raw, scale)
     or (id, line, label, sink, winner); `flats`: per node its recorded outputs, flat (m per item); `crits`:
-    the criteria (`_Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
-    records a column cannot take; `label_errors`: {item: label error}; `recorded`: the run-summary record."""
+    the criteria (`Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
+    records a column cannot take; `label_errors`: {item: label error}; `records`: per item (line, header, the
+    bytes of its line), for the items replayed item by item."""
 
     mode: str
     m: int
@@ -68,7 +73,7 @@ class ReadTrace:
     crits: dict
     odd: dict
     label_errors: dict
-    recorded: dict | None
+    records: list
 
 
 def _strict_equal(a: list, b: list) -> np.ndarray:
@@ -95,11 +100,42 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
     t0 = time.perf_counter()
     plan = Plan(program)
     static = node_static(plan)
-    read = _read(trace_path, program, plan, static)
-    if read is None:
-        return None
+    summary = None
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8") if out is not None else None
+    try:
+        reader = _Reader(trace_path, program, plan, static)
+        for read in reader.chunks(CHUNK):
+            if summary is None:
+                summary = RunSummary(program.name, program.content_hash, read.mode)
+            _verify_chunk(trace_path, program, program_label, plan, static, read, summary, spool)
+        if reader.refused or summary is None:
+            return None
+        summary.recorded = reader.recorded
+        summary.seconds = time.perf_counter() - t0
+        if spool is not None:
+            from gsrlang.runtime.batch import _open, recorded_complete, results_end
+            from gsrlang.trace.schema import dumps
+
+            spool.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+            spool.seek(0)
+            handle = _open(out)
+            try:
+                shutil.copyfileobj(spool, handle)
+            finally:
+                if out != "-":
+                    handle.close()
+        return summary
+    finally:
+        if spool is not None:
+            spool.close()
+
+
+def _verify_chunk(trace_path: str, program: Program, program_label: str, plan: Plan, static: list, read: tuple,
+                  summary: RunSummary, spool) -> None:
+    """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
+    writing their result lines to `spool` (None: no `--out`)."""
     mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
-    flats, crits, odd, label_errors, recorded = read.flats, read.crits, read.odd, read.label_errors, read.recorded
+    flats, crits, odd, label_errors, records = read.flats, read.crits, read.odd, read.label_errors, read.records
     n = len(lines)
     rows = n * m
     iid, iline, cands = map(list, zip(*items))
@@ -130,22 +166,79 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
         col = evaluation.nodes[node.id]
         bad = col.invalid | _differs(node.type, flats[i], col, rows, types[i], decoded[i])
         suspect |= bad.reshape(-1, m).any(axis=1)
-    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, out is not None)
-    summary, slow = _summarize(plan, program, program_label, trace_path, lines, odd, iid, labels, label_errors,
-                               readout[0], evaluation, suspect, mode, m, recorded, t0)
-    if out is not None:
-        _write_results(out, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, slow, summary)
-    return summary
+    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, spool is not None)
+    slow = _summarize(plan, program_label, records, iid, labels, label_errors, readout[0], suspect, m,
+                      summary)
+    if spool is not None:
+        _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, slow)
 
 
-def _read(path, program: Program, plan: Plan, static: list) -> ReadTrace | None:
-    """One pass over the trace (a `ReadTrace`), or None when the trace is not for this path.
+class _Reader:
+    """The trace read a chunk at a time (`chunks`); `refused` once a record shows that this trace is not for this
+    path (then the chunks stop), `recorded` its run summary record."""
+
+    def __init__(self, path, program: Program, plan: Plan, static: list):
+        self.path, self.program, self.plan, self.static = path, program, plan, static
+        self.refused = False
+        self.recorded = None
+
+    def chunks(self, size: int):
+        records = read_records(self.path)
+        state = {"mode": None, "last": _FIRST, "headers": set()}
+        with open(self.path, "rb") as raw:  # the same lines again, kept as text for the few replayed item by item
+            state["raw"] = _Lines(raw)
+            while True:
+                try:
+                    read = _read(records, self.program, self.plan, self.static, state, size)
+                except (TraceError, *MALFORMED):
+                    read = None
+                if read is None:
+                    self.refused = True
+                    return
+                if state.get("recorded") is not None:
+                    self.recorded = state["recorded"]
+                if not read.lines:
+                    if state["mode"] is None:
+                        self.refused = True
+                    return
+                yield read
+                if len(read.lines) < size:
+                    return
+
+
+class _Lines:
+    """A trace file's lines by number, read forwards alongside `read_records` (which numbers them alike)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.at = 0
+
+    def line(self, number: int) -> bytes:
+        readline = self.handle.readline
+        while self.at < number - 1:
+            readline()
+            self.at += 1
+        self.at += 1
+        return readline()
+
+
+def _record(kept: tuple) -> tuple:
+    """(line, header, record) of an item kept as (line, header, its line's bytes): decoded again as
+    `read_records` decoded it."""
+    line, header, raw = kept
+    return line, header, loads(raw)
+
+
+def _read(records, program: Program, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
+    """The next `size` item records of the trace (`records`: `read_records`'s iterator, `state` what earlier
+    chunks learnt: the mode, the headers checked, the run summary), as a `ReadTrace`, or None when the trace is
+    not for this path.
 
     The loop does per record only what must look at it whole (its shape, the fixed fields it must hold, its
     outputs into the node lists); the rest is done a column at a time afterwards."""
     digest = program.content_hash
-    mode = None
-    m = 1
+    mode = state["mode"]
+    m = 1 if mode != "pairwise" else 2
     n_nodes = len(static)
     flats: list[list] = [[] for _ in static]
     crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
@@ -155,77 +248,80 @@ def _read(path, program: Program, plan: Plan, static: list) -> ReadTrace | None:
     results: list = []
     odd: dict = {}
     label_errors: dict = {}
-    recorded = None
-    last = _FIRST
-    headers: set = set()
+    kept: list = []
+    text = state["raw"].line
+    last = state["last"]
+    headers: set = state["headers"]
     item_fields = itemgetter("id", "line", "candidates")
-    size = fields = placeholder = shape = source = None
+    keys = fields = placeholder = shape = source = None
+    if mode is not None:
+        m, shape, source, fields, keys, placeholder = state["fixed"]
     has = dict.__contains__
     cids = crits.keys()
-    try:
-        for line, header, rec in read_records(path):
-            if header is not last:
-                if header is None:
-                    if is_summary(rec):
-                        recorded = rec
-                        continue
-                    return None  # version 1: item by item
-                if id(header) not in headers:
-                    if header["program"].get("hash") != digest or header["nodes"] != static:
-                        return None
-                    headers.add(id(header))
-                last = header
-            if mode is None:
-                mode = rec.get("mode")
-                if mode not in ("pointwise", "pairwise") or getattr(program.readout, mode) is None:
+    for line, header, rec in records:
+        if header is not last:
+            if header is None:
+                if is_summary(rec):
+                    state["recorded"] = rec
+                    continue
+                return None  # version 1: item by item
+            if id(header) not in headers:
+                if header["program"].get("hash") != digest or header["nodes"] != static:
                     return None
-                m = 1 if mode == "pointwise" else 2
-                shape = [m] * n_nodes
-                source = {"name": program.name, "hash": digest}
-                names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
-                fields = itemgetter("id", "line", "label", "sink", *names)
-                size = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
-                placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
-            k = len(lines)
-            lines.append(line)
-            try:
-                r, out = rec["result"], rec["out"]
-                if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
-                        or list(map(len, out)) != shape or r["status"] != "ok" or r["mode"] != mode \
-                        or r["program"] != source or r["reason"] is not None:
+                headers.add(id(header))
+            last = state["last"] = header
+        if mode is None:
+            mode = rec.get("mode")
+            if mode not in ("pointwise", "pairwise") or getattr(program.readout, mode) is None:
+                return None
+            m = 1 if mode == "pointwise" else 2
+            shape = [m] * n_nodes
+            source = {"name": program.name, "hash": digest}
+            names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
+            fields = itemgetter("id", "line", "label", "sink", *names)
+            keys = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
+            placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
+            state["mode"] = mode
+            state["fixed"] = m, shape, source, fields, keys, placeholder
+        k = len(lines)
+        lines.append(line)
+        try:
+            r, out = rec["result"], rec["out"]
+            if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
+                    or list(map(len, out)) != shape or r["status"] != "ok" or r["mode"] != mode \
+                    or r["program"] != source or r["reason"] is not None:
+                raise TypeError
+            entry = item_fields(rec["item"]), fields(r)  # with the four above, every key it must have
+            if len(r) != keys:
+                if len(r) != keys + 1 or not r["label_error"]:
                     raise TypeError
-                entry = item_fields(rec["item"]), fields(r)  # with the four above, every key it must have
-                if len(r) != size:
-                    if len(r) != size + 1 or not r["label_error"]:
-                        raise TypeError
-                    label_errors[k] = r["label_error"]
-                # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
-                js = rec["j"]
-                if js.keys() != cids:
-                    raise TypeError
-                if m == 1:
-                    for cid, (d,) in js.items():
-                        if has(d, "status") and d["status"] in SPECIAL:
-                            statuses[cid].append((k, d["status"]))
-                else:
-                    for cid, (d, e) in js.items():
-                        if has(d, "status") and d["status"] in SPECIAL:
-                            statuses[cid].append((2 * k, d["status"]))
-                        if has(e, "status") and e["status"] in SPECIAL:
-                            statuses[cid].append((2 * k + 1, e["status"]))
-            except (TypeError, AttributeError, KeyError, IndexError, ValueError):
-                odd[k] = (line, header, rec)
-                entry = placeholder
-                out = [[None] * m] * n_nodes
-            for _ in map(list.extend, flats, out):
-                pass
-            items.append(entry[0])
-            results.append(entry[1])
-    except (TraceError, *MALFORMED):
-        return None
-    if mode is None:
-        return None
-    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, label_errors, recorded)
+                label_errors[k] = r["label_error"]
+            # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
+            js = rec["j"]
+            if js.keys() != cids:
+                raise TypeError
+            if m == 1:
+                for cid, (d,) in js.items():
+                    if has(d, "status") and d["status"] in SPECIAL:
+                        statuses[cid].append((k, d["status"]))
+            else:
+                for cid, (d, e) in js.items():
+                    if has(d, "status") and d["status"] in SPECIAL:
+                        statuses[cid].append((2 * k, d["status"]))
+                    if has(e, "status") and e["status"] in SPECIAL:
+                        statuses[cid].append((2 * k + 1, e["status"]))
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+            odd[k] = (line, header, rec)
+            entry = placeholder
+            out = [[None] * m] * n_nodes
+        for _ in map(list.extend, flats, out):
+            pass
+        items.append(entry[0])
+        results.append(entry[1])
+        kept.append((line, header, text(line)))
+        if len(lines) == size:
+            break
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, label_errors, kept)
 
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
@@ -335,46 +431,31 @@ def negative_zeros(values: np.ndarray) -> np.ndarray:
     return (values == 0) & np.signbit(values)
 
 
-def _suspects(path, lines: list, odd: dict, todo: np.ndarray) -> list:
-    """(line, header, record) of the items at `todo`: those kept, and the others read again (one more pass)."""
-    want = {lines[k]: int(k) for k in todo if k not in odd}
-    found = dict(odd)
-    if want:
-        for line, header, rec in read_records(path):
-            k = want.get(line)
-            if k is not None:
-                found[k] = (line, header, rec)
-    return [found[int(k)] for k in todo]
-
-
-def _summarize(plan, program, program_label, path, lines, odd, ids, labels, label_errors, preds, ev, suspect,
-               mode, m, recorded, t0):
-    """The summary `replay_file` makes: suspect items replayed item by item, in trace order, the others
-    counted as reproduced."""
+def _summarize(plan, program_label, records, ids, labels, label_errors, preds, suspect, m, summary):
+    """Count a chunk's items into `summary` as `replay_file` does: suspect items replayed item by item, in trace
+    order, the others counted as reproduced. Returns {item: replayed} of the suspect ones."""
     from gsrlang.runtime.replay import Stored, replay_records
 
-    summary = RunSummary(program.name, program.content_hash, mode)
-    summary.recorded = recorded
     todo = np.flatnonzero(suspect)
-    records = _suspects(path, lines, odd, todo)
-    replayed = replay_records(plan, ((line, Stored(header, rec)) for line, header, rec in records), True,
-                              program_label)
+    picked = (_record(records[k]) for k in todo)
+    replayed = replay_records(plan, ((line, Stored(header, rec)) for line, header, rec in picked), True, program_label)
     slow = {int(k): r for k, r in zip(todo, replayed)}
     judged = len(plan.criteria) * m
     distinct = set(ids) if not slow else ()
-    if len(distinct) == len(ids):  # all reproduced, no id twice: counted at once
-        summary.items = summary.ok = len(ids)
-        summary.label_problems = len(label_errors)
-        summary.judgments = judged * len(ids)
+    if len(distinct) == len(ids) and summary.count_distinct_ids(distinct):  # all reproduced, no id twice
+        summary.items += len(ids)
+        summary.ok += len(ids)
+        summary.label_problems += len(label_errors)
+        summary.judgments += judged * len(ids)
         if None in labels:
-            summary.golds = [label for label in labels if label is not None]
-            summary.preds = [pred for pred, label in zip(preds, labels) if label is not None]
+            golds = [label for label in labels if label is not None]
+            summary.preds.extend(pred for pred, label in zip(preds, labels) if label is not None)
         else:
-            summary.golds, summary.preds = list(labels), list(preds)
-        summary.labelled = len(summary.golds)
-        summary.count_distinct_ids(distinct)
-        summary.seconds = time.perf_counter() - t0
-        return summary, slow
+            golds = labels
+            summary.preds.extend(preds)
+        summary.golds.extend(golds)
+        summary.labelled += len(golds)
+        return slow
     for k, item_id in enumerate(ids):
         got = slow.get(k)
         if got is not None:
@@ -383,8 +464,7 @@ def _summarize(plan, program, program_label, path, lines, odd, ids, labels, labe
             summary.count_difference(difference)
             continue
         count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
-    summary.seconds = time.perf_counter() - t0
-    return summary, slow
+    return slow
 
 
 def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int) -> None:
@@ -402,35 +482,28 @@ def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, ju
         summary.golds.append(label)
 
 
-def _write_results(out: str, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
-                   readout, slow: dict, summary: RunSummary) -> None:
-    """`--out`: each item's result line, in trace order, then the results' end record, as `replay_file` writes
-    them. An item replayed item by item gets that replay's line; the line of any other is its recorded one,
-    equal to the recomputed line value for value and type for type (floats bit for bit: -0.0 went item by
-    item), so it is built from the recorded values in the order `result_line` writes its keys."""
-    from gsrlang.runtime.batch import _open, recorded_complete, results_end
+def _write_results(handle, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
+                   readout, slow: dict) -> None:
+    """`--out`: a chunk's result lines, in trace order, as `replay_file` writes them. An item replayed item by
+    item gets that replay's line; the line of any other is its recorded one, equal to the recomputed line value
+    for value and type for type (floats bit for bit: -0.0 went item by item), so it is built from the recorded
+    values in the order `result_line` writes its keys."""
     from gsrlang.trace.schema import dumps, ok_line
 
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
     scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
-    handle = _open(out)
-    try:
-        write = handle.write
-        for k, item_id in enumerate(ids):
-            got = slow.get(k)
-            if got is not None:
-                write(dumps(got[3]) + "\n")
-                continue
-            sink = sinks[k]
-            parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
-            line = ok_line(*parts, readout[0][k], readout[1][k], scale) if pointwise is not None else \
-                ok_line(*parts, winner=readout[0][k])
-            write(dumps(line) + "\n")
-        write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
-    finally:
-        if out != "-":
-            handle.close()
+    write = handle.write
+    for k, item_id in enumerate(ids):
+        got = slow.get(k)
+        if got is not None:
+            write(dumps(got[3]) + "\n")
+            continue
+        sink = sinks[k]
+        parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
+        line = ok_line(*parts, readout[0][k], readout[1][k], scale) if pointwise is not None else \
+            ok_line(*parts, winner=readout[0][k])
+        write(dumps(line) + "\n")
 
 
 def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,

@@ -72,7 +72,7 @@ def decode(t, values: np.ndarray, abstain: np.ndarray | None) -> list:
     else:
         labels = t.labels
         out = [labels[int(v)] for v in values.tolist()]
-    if abstain is not None and abstain.any():
+    if abstain is not None and _any(abstain):
         out = [ABSTAIN if a else v for v, a in zip(out, abstain.tolist())]
     return out
 
@@ -99,11 +99,22 @@ _NOTHING = "every item of `{op}` abstained (on_abstain: skip): there is nothing 
 
 
 def clamp(s: np.ndarray) -> np.ndarray:
-    """s clamped to [0, 1] in place (s must be a fresh array); NaN and -0.0 become 0.0."""
+    """s clamped to [0, 1] in place (s must be a fresh array; a few rows: a new one); NaN and -0.0 become 0.0."""
+    if len(s) <= _FEW:  # (`out=` costs numpy more than a new array of one or two rows)
+        return np.fmin(np.fmax(s, 0.0), 1.0) + 0.0
     np.fmax(s, 0.0, out=s)  # fmax: NaN gives the other operand
     np.fmin(s, 1.0, out=s)
     s += 0.0  # -0.0 + 0.0 is +0.0
     return s
+
+
+_FEW = 16  # rows up to which the item path's one or two rows take the cheaper way in `clamp` and `_any`
+
+
+def _any(mask: np.ndarray) -> bool:
+    """Whether any element of a bool array is set: on a few rows through a list (numpy's reduction has a fixed
+    cost several times that of a few rows' whole conversion)."""
+    return True in mask.ravel().tolist() if mask.size <= _FEW else bool(mask.any())
 
 
 def _slots(columns: list) -> np.ndarray:
@@ -124,7 +135,7 @@ def _resolve(items: Sequence[Column], policy: str, weights, boolean: bool):
             return x & ~a, ~a
         return np.where(a, weights if policy == "fail" else False, x), np.ones_like(a)
     x = np.asarray(_slots([c.values for c in items]), np.float64)
-    if not a.any():
+    if not _any(a):
         return x, None
     if policy == "skip":
         return np.where(a, 0.0, x), ~a
@@ -206,12 +217,11 @@ def exact_sum(x: np.ndarray) -> np.ndarray:
     rows, k = x.shape
     if k == 0:
         return np.zeros(rows)
-    s = x[:, 0].copy()
     if k == 1:
-        return s + 0.0
+        return x[:, 0] + 0.0
     if k == 2:
-        s += x[:, 1]
-        return s + 0.0
+        return x[:, 0] + x[:, 1] + 0.0
+    s = x[:, 0].copy()
     if rows <= 16:  # a few rows (the item path): fsum itself costs less than the passes below
         return np.array([math.fsum(r) for r in x.tolist()], np.float64) + 0.0
     with np.errstate(all="ignore"):
@@ -219,18 +229,32 @@ def exact_sum(x: np.ndarray) -> np.ndarray:
 
 
 def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
-    err = np.zeros(rows)  # the rounding errors of the naive sum, themselves summed with TwoSum:
-    lost = np.zeros(rows)  # what summing them lost (magnitudes), so that sum = s + err + (at most lost) exactly
-    for j in range(1, k):
+    # Every pass writes into a buffer made once (fresh arrays for each of the ~14 passes a slot takes cost
+    # as much again, tuning's columns being ~100,000 rows); the first slot's error needs no summing.
+    t, bp, e = np.empty(rows), np.empty(rows), np.empty(rows)
+    err = lost = u = None  # the rounding errors of the naive sum, themselves summed with TwoSum; what summing
+    for j in range(1, k):  # them lost (magnitudes), so that sum = s + err + (at most lost) exactly
         b = x[:, j]
-        t = s + b
-        bp = t - s
-        e = (s - (t - bp)) + (b - bp)
-        s = t
-        t = err + e
-        bp = t - err
-        lost += np.abs((err - (t - bp)) + (e - bp))
-        err = t
+        np.add(s, b, out=t)  # TwoSum: t + e = s + b exactly
+        np.subtract(t, s, out=bp)
+        np.subtract(t, bp, out=e)
+        np.subtract(s, e, out=e)
+        np.subtract(b, bp, out=bp)
+        e += bp
+        s, t = t, s
+        if err is None:
+            err, e = e, np.empty(rows)
+            lost, u = np.zeros(rows), np.empty(rows)
+            continue
+        np.add(err, e, out=t)  # TwoSum: t + u = err + e exactly
+        np.subtract(t, err, out=bp)
+        np.subtract(t, bp, out=u)
+        np.subtract(err, u, out=u)
+        np.subtract(e, bp, out=bp)
+        u += bp
+        err, t = t, err
+        np.abs(u, out=u)
+        lost += u
     r = s + err
     # Where nothing was lost summing the errors, r is s + err rounded (ties to even, as fsum): the exact sum's
     # rounding. Elsewhere it is when delta (r + delta = s + err exactly) plus twice what was lost stays within
@@ -263,10 +287,8 @@ def normalize(x, *, x_type, **_):
 @kernel("scale", "transform")
 def scale(x, *, x_type, **_):
     """Score[lo..hi] mapped linearly onto [0, 1]."""
-    out = x.values - x_type.lo
-    out /= x_type.hi - x_type.lo
-    np.maximum(0.0, out, out=out)
-    return Out(np.minimum(1.0, out, out=out))
+    # (new arrays, not `out=`: on the item path's one or two rows numpy's `out=` costs more than the arithmetic)
+    return Out(np.minimum(1.0, np.maximum(0.0, (x.values - x_type.lo) / (x_type.hi - x_type.lo))))
 
 
 @kernel("threshold", "transform")
@@ -293,7 +315,7 @@ def map_(x, *, to, x_type, **_):
     lut = np.array([to.get(label, np.nan) for label in x_type.labels], np.float64)
     out = lut[x.values]
     missing = np.isnan(out)
-    if not missing.any():
+    if not _any(missing):
         return Out(out)
     return Out(np.where(missing, 0.0, out), None, missing & ~x.abstain)
 
@@ -324,7 +346,7 @@ def default(x, *, value, out_type, **_):
     if out_type.kind in ("ordinal", "nominal"):
         value = out_type.labels.index(value)
     a = x.abstain
-    if not a.any():
+    if not _any(a):
         return Out(x.values, np.zeros(len(a), bool))
     out = x.values.copy()
     out[a] = value
@@ -367,16 +389,14 @@ def weighted_mean(x, counted, *, weights="equal", **_):
         return Out(np.zeros(rows), None, np.ones(rows, bool))
     if counted is None:  # every slot counts: constant weights
         total = exact_sum(x * w)
-        positive = math.fsum(v for v in w if v > 0)
-        negative = math.fsum(-v for v in w if v < 0)
+        ws = w.tolist()  # (Python floats: summed several times faster than numpy's)
+        positive = math.fsum(v for v in ws if v > 0)
+        negative = math.fsum(-v for v in ws if v < 0)
         if positive > 0:
-            total /= positive
-            return Out(total)
+            return Out(total / positive)
         if negative == 0:
             return Out(np.zeros(rows), None, np.ones(rows, bool))
-        total /= negative
-        total += 1.0
-        return Out(total)
+        return Out(total / negative + 1.0)
     total = exact_sum(np.where(counted, w * x, 0.0))
     positive = exact_sum(np.where(counted & (w > 0), w, 0.0))
     negative = exact_sum(np.where(counted & (w < 0), -w, 0.0))
@@ -463,7 +483,7 @@ def _fired(trigger: Column) -> np.ndarray:
 def cap(base, trigger, *, at, **_):
     """When the trigger holds, the score is at most `at`."""
     t = _fired(trigger)
-    if not t.any():
+    if not _any(t):
         return Out(base.values)
     return Out(np.minimum(base.values, _bound(t, at, np.inf)))
 
@@ -472,7 +492,7 @@ def cap(base, trigger, *, at, **_):
 def floor(base, trigger, *, at, **_):
     """When the trigger holds, the score is at least `at`."""
     t = _fired(trigger)
-    if not t.any():
+    if not _any(t):
         return Out(base.values)
     return Out(np.maximum(base.values, _bound(t, at, -np.inf)))
 
@@ -481,7 +501,7 @@ def floor(base, trigger, *, at, **_):
 def veto(base, trigger, **_):
     """When the trigger holds, the score is 0."""
     t = _fired(trigger)
-    return Out(np.where(t, 0.0, base.values) if t.any() else base.values)
+    return Out(np.where(t, 0.0, base.values) if _any(t) else base.values)
 
 
 @kernel("mask", "gate")
