@@ -39,7 +39,7 @@ from gsrlang.runtime.compose import Plan
 from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.semantics.kernels import Column
-from gsrlang.semantics.settle import Possibles, settle
+from gsrlang.semantics.settle import Possibles, settle, unfit
 from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 from gsrlang.types import JType
 
@@ -151,17 +151,6 @@ class Table:
         table = cls.from_cells(program, mode, asyncio.run(go()))
         table.label_errors = errors
         return table
-
-
-def _unfit(t: JType, values: np.ndarray) -> np.ndarray | None:
-    """Rows whose value does not fit type t (only Scores can fall outside: a range and finiteness); None for none.
-
-    The column's minimum and maximum settle the common case in two passes (a NaN
-    makes both comparisons false, and the rows are then checked one by one)."""
-    if t.kind != "score" or not len(values) or (values.min() >= t.lo and values.max() <= t.hi):
-        return None
-    with np.errstate(invalid="ignore"):
-        return ~((values >= t.lo) & (values <= t.hi))
 
 
 # ---- evaluation ----------------------------------------------------------------------------------------------------
@@ -333,11 +322,7 @@ class Evaluator:
                 upstream = memo.either(upstream, cols[s].invalid)
         abstain = memo.mask(abstain)
         invalid = memo.either(upstream, memo.mask(failed))
-        if abstain is not memo.zero and not node.type.optional:
-            invalid = memo.either(invalid, abstain)
-        unfit = _unfit(node.type, values)
-        if unfit is not None:
-            invalid = memo.either(invalid, memo.mask(unfit & ~abstain))
+        invalid = memo.either(invalid, memo.mask(unfit(node.type, values, abstain)))
         return Column(values, abstain, invalid)
 
 

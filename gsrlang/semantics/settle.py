@@ -51,10 +51,14 @@ CORNER_LIMIT = 512  # operator evaluations per node and row before settling fall
 
 def unfit(t, values: np.ndarray, abstain: np.ndarray) -> np.ndarray:
     """Rows whose value does not fit type `t`: an abstention where `t` cannot abstain, a Score outside its
-    range or not finite (NaN fails both comparisons)."""
+    range or not finite (NaN fails both comparisons). The column's minimum and maximum settle the common
+    case, every value in range, in two passes."""
     if t.kind != "score":
         return np.zeros(len(abstain), bool) if t.optional else abstain.copy()
-    bad = ~((values >= t.lo) & (values <= t.hi))  # (comparisons with NaN are false and do not warn)
+    if len(values) and values.min() >= t.lo and values.max() <= t.hi:
+        bad = np.zeros(len(values), bool)
+    else:
+        bad = ~((values >= t.lo) & (values <= t.hi))  # (comparisons with NaN are false and do not warn)
     if t.optional:
         bad &= ~abstain
     else:
