@@ -577,8 +577,10 @@ def test_a_batch_run_never_buys_a_judgment_short_circuiting_skips():
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
         env.update({f"GSR_ROLE_{r}_MODEL": f"fake-{r.lower()}" for r in ("A", "B", "STRONG")})
 
-        @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                        HealthCheck.data_too_large])
+        # derandomized: the tally below asks that some generated programs skip judgments, which a random draw
+        # of 12 programs does not always give (1 of 10 in one run)
+        @settings(max_examples=12, deadline=None, derandomize=True,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(checkable_programs(), st.data())
         def check(generated, data):
             program, mode = draw_checked(generated, data)
