@@ -23,7 +23,7 @@ from gsrlang.runtime.executor import default_mode
 from gsrlang.runtime.replay import ReplayError
 from gsrlang.runtime.whatif import recompose_columnar
 from test_columnar import _examples_without_a_model
-from test_verify_columnar import ALTERATIONS, _record, alter_records
+from test_verify_columnar import ALTERATIONS, _invalid_judgment, _record, alter_records
 from tiers import examples
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
@@ -118,3 +118,27 @@ def test_show_in_a_what_if_prints_what_the_item_path_prints(out, tmp_path, capsy
         outcomes.append((code, io.out.replace(f"{name}.jsonl", "X"), io.err))
     assert outcomes[0] == outcomes[1] and outcomes[0][0] == 0
     assert f"item {shown}" in outcomes[0][1]
+
+
+@pytest.mark.parametrize("pair", _pairs(), ids=lambda p: f"{p[0].parent.name}/{p[1].name}")
+def test_invalid_items_are_written_from_the_evaluation(pair, tmp_path, monkeypatch):
+    """An item left invalid by an invalid judgment gets its line (the item path's reason) from the columns: no
+    item is replayed item by item, and the file is still the item path's byte for byte."""
+    import gsrlang.runtime.whatif as whatif
+
+    recorded, other = pair
+    program, trace = _record(recorded, tmp_path)
+    alter_records(trace, default_mode(program), [(_invalid_judgment, k) for k in range(0, 40, 3)])
+    replayed = []
+    item_path = whatif.replay_records
+
+    def counted(plan, records, *rest):
+        replayed.extend(records)
+        return item_path(plan, records, *rest)
+
+    monkeypatch.setattr(whatif, "replay_records", counted)
+    assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
+    assert replayed == []
+    lines = (tmp_path / "fast.jsonl").read_text(encoding="utf-8").splitlines()
+    invalid = [json.loads(x) for x in lines if '"status": "invalid"' in x or '"status":"invalid"' in x]
+    assert invalid and all(line["reason"] for line in invalid)

@@ -166,6 +166,10 @@ class Evaluation:
     raw: np.ndarray | None = None  # pointwise: lo + s (hi - lo)
     score: np.ndarray | None = None  # pointwise: the quantized score (float; NaN where not ok)
     winner: np.ndarray | None = None  # pairwise: "first" | "second" | "tie" | "abstain" | None
+    # per item left invalid by settling: the causes behind its unsettled sink, as (node position, candidate,
+    # text) where the text is "" for a criterion (its judgment's reason is in the trace, not the table) and
+    # ": <problem>" for an operator (`executor.reason_of` names the node and the candidate)
+    causes: dict = attrs.field(factory=dict)
 
     def predictions(self) -> list:
         """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""
@@ -299,6 +303,10 @@ class Evaluator:
         with np.errstate(invalid="ignore"):
             good = ~(sink.open | sink.abstain | ~((s >= 0.0) & (s <= 1.0)))
         good = good.reshape(-1, m).all(axis=1)
+        for k in np.flatnonzero(~good).tolist():
+            causes = frozenset().union(*(sink.causes.get(k * m + c, ()) for c in range(m)))
+            if causes:
+                ev.causes[int(todo[k])] = causes
         if not good.any():
             return
         done, s = todo[good], s.reshape(-1, m)[good]

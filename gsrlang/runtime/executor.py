@@ -48,7 +48,7 @@ from gsrlang.semantics.values import ABSTAIN, Possible, Unsettled, format_value,
 from gsrlang.trace.decode import INVALID, judgment_cell
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
-           "run_items", "run_items_each"]
+           "reason_of", "run_items", "run_items_each"]
 
 # (item) -> (gold label in the form the results use, or None; why the label cannot be used, or None)
 LabelReader = Callable[[Item], tuple[object, "str | None"]]
@@ -152,6 +152,24 @@ def _reason(plan: Plan, causes) -> str:
         return first
     noun = "invalid judgment" if all(plan.nodes[c[0]].kind == "criterion" for c in ordered[1:]) else "problem"
     return first + f" (and {more} more {noun}{'s' if more > 1 else ''})"
+
+
+def reason_of(plan: Plan, causes, candidates: Sequence[str], criterion_cause: Callable) -> str | None:
+    """The reason `finish` gives an item left invalid, from the causes a batch settle left on its sink
+    (`columnar.Evaluation.causes`: an operator's text is ": <problem>", a criterion's is ""):
+    `criterion_cause(node, candidate index, where)` gives a criterion's (`check_judgment`'s text for the
+    recorded judgment), or None when it cannot, and then so does this."""
+    m = len(candidates)
+    first = min(causes)
+    i, c, text = first
+    node = plan.nodes[i]
+    if node.kind == "criterion":
+        text = criterion_cause(node, c, _where(node.id, candidates[c], m))
+        if text is None:
+            return None
+    else:
+        text = _where(node.id, candidates[c], m, "node") + text
+    return _reason(plan, (causes - {first}) | {(i, c, text)})
 
 
 def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...], values: list,

@@ -467,12 +467,16 @@ def _summarize(plan, program_label, records, ids, labels, label_errors, preds, s
     return slow
 
 
-def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int) -> None:
-    """`RunSummary.count` of a valid item that the columns vouched for (no ItemRun is made for it): its
-    `judged` judgments were all made."""
+def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int,
+                valid: bool = True) -> None:
+    """`RunSummary.count` of an item that the columns vouched for (no ItemRun is made for it): its
+    `judged` judgments were all made; `valid`: whether it has a result (else `pred` is None)."""
     summary.items += 1
     summary.count_id(item_id)
-    summary.ok += 1
+    if valid:
+        summary.ok += 1
+    else:
+        summary.invalid += 1
     if label_error:
         summary.label_problems += 1
     summary.judgments += judged

@@ -10,9 +10,14 @@ item's result line:
 - an item with a valid result in the columns gets the line `result_line` writes
   for it, assembled from its record (id, line, candidates, label) and the sink's
   column and its readout (the one readout, gsrlang.semantics.readout);
-- every other item is replayed item by item, which gives its line: an invalid or
-  failed one, candidates that repeat, a criterion output or a sink of -0.0 (equal to
-  0.0, but written otherwise), a record of an unexpected shape.
+- an item the columns leave invalid, with the causes settling found (`Evaluation.causes`),
+  gets the invalid line, its reason the item path's sentence (`executor.reason_of`: an
+  operator's cause from the batch settle, a criterion's from its recorded judgment by
+  `check_judgment`, the item path's own reading of one cell);
+- every other item is replayed item by item, which gives its line: a failed one, one with a
+  skipped judgment (its summary counts what the program needs), candidates that repeat, a
+  criterion output or a sink of -0.0 (equal to 0.0, but written otherwise), a record of an
+  unexpected shape.
 
 So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). A
 trace the columns cannot read at all returns None before anything is written, and
@@ -28,10 +33,12 @@ import numpy as np
 from gsrlang.program import Program
 from gsrlang.runtime.batch import RunSummary, _open, recorded_complete, results_end
 from gsrlang.runtime.compose import Plan
+from gsrlang.runtime.executor import check_judgment, reason_of
 from gsrlang.semantics.readout import as_read
 from gsrlang.runtime.replay import ReplayError, Stored, replay_records
+from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import TraceError, dumps, is_summary, ok_line
+from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, ok_line
 from gsrlang.runtime.verify import count_valid, negative_zeros
 from gsrlang.syntax.parser import gc_paused
 
@@ -57,15 +64,23 @@ def recompose_columnar(trace_path: str, program: Program, program_label: str, ou
     return summary
 
 
-def _fast_rows(table, evaluation) -> list:
-    """Per item, whether its line can be assembled from the columns (see the module docstring)."""
-    fast = evaluation.ok & ~table.failed
+def _fast_rows(table, evaluation) -> tuple[list, list]:
+    """Per item, whether its line can be assembled from the columns (see the module docstring): (valid ones,
+    invalid ones with causes)."""
+    plain = ~table.failed
     m = table.m
     for column in table.criteria.values():
         if column.values.dtype == np.float64:
-            fast &= ~negative_zeros(column.values).reshape(-1, m).any(axis=1)
-    fast &= ~negative_zeros(evaluation.sink).any(axis=1)
-    return fast.tolist()
+            plain &= ~negative_zeros(column.values).reshape(-1, m).any(axis=1)
+    invalid = plain & ~evaluation.ok
+    if evaluation.causes:
+        caused = np.zeros(len(plain), bool)
+        caused[list(evaluation.causes)] = True
+        invalid &= caused
+    else:
+        invalid[:] = False
+    fast = plain & evaluation.ok & ~negative_zeros(evaluation.sink).any(axis=1)
+    return fast.tolist(), invalid.tolist()
 
 
 def _write(trace_path, program: Program, program_label: str, out: str, table, evaluation, summary) -> None:
@@ -75,7 +90,7 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
     pointwise = program.readout.pointwise if mode == "pointwise" else None
     pairwise = program.readout.pairwise if mode == "pairwise" else None
     scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
-    fast = _fast_rows(table, evaluation)
+    fast, invalid = _fast_rows(table, evaluation)
     sinks = evaluation.sink.tolist()
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
@@ -88,8 +103,16 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
                 continue
             item, result = rec.get("item"), rec.get("result")
             line = None
-            if fast[k] and type(item) is dict and type(result) is dict:
-                line = _line(item, result, sinks[k], reads[k], m, mode, source, pointwise, scale)
+            if type(item) is dict and type(result) is dict:
+                if fast[k]:
+                    line = _line(item, result, sinks[k], reads[k], m, mode, source, pointwise, scale)
+                elif invalid[k]:
+                    line = _invalid(plan, header, rec, item, result, evaluation.causes[k], m, mode, source, scale)
+                    if line is not None:
+                        k += 1
+                        count_valid(summary, line["id"], line["label"], None, "label_error" in line, judged, False)
+                        write(dumps(line) + "\n")
+                        continue
             k += 1
             if line is None:  # item by item
                 record = Stored(header, rec) if header is not None else rec
@@ -110,12 +133,55 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
 def _line(item: dict, result: dict, sink: list, read, m: int, mode: str, source: dict, pointwise,
           scale) -> dict | None:
     """The result line `result_line` writes for a valid item (None where its candidates cannot have one)."""
-    candidates = item.get("candidates")
-    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates) \
-            or len(set(candidates)) != m:
+    candidates = _candidates(item, m)
+    if candidates is None:
         return None
     parts = (item.get("id"), item.get("line", 0), mode, source, dict(zip(candidates, sink)), result.get("label"),
              result.get("label_error"))
     if pointwise is not None:
         return ok_line(*parts, read[1], read[0], scale)
     return ok_line(*parts, winner=read)
+
+
+def _candidates(item: dict, m: int):
+    candidates = item.get("candidates")
+    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates) \
+            or len(set(candidates)) != m:
+        return None
+    return candidates
+
+
+def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, causes, m: int, mode: str, source: dict,
+             scale) -> dict | None:
+    """The result line of an item the columns leave invalid, with the item path's reason; None where the item
+    path must say it (a skipped judgment, a record of an unexpected shape)."""
+    candidates = _candidates(item, m)
+    if candidates is None:
+        return None
+    try:
+        if header is not None:
+            out, marks = rec.get("out"), rec.get("j") or {}
+            positions = Stored(header, rec).positions()
+            recorded = lambda cid: (out[positions[cid]], marks.get(cid))  # noqa: E731
+        else:
+            by_id = {n["id"]: n for n in rec["nodes"]}
+            recorded = lambda cid: (by_id[cid].get("output"), by_id[cid].get("judgments"))  # noqa: E731
+        cells = {}
+        for _, node in plan.criteria:
+            outputs, js = recorded(node.id)
+            outputs = outputs or [None] * m
+            js = js or [{}] * m
+            score = node.type.kind == "score"
+            for c in range(m):
+                j, v = check_judgment(node, recorded_judgment(js[c], outputs[c], score), "")
+                if j.status == "skipped":
+                    return None
+                cells[node.id, c] = v if j.status == "invalid" else None
+        cells_of = lambda node, c, where: None if cells[node.id, c] is None else where + cells[node.id, c]  # noqa: E731
+        reason = reason_of(plan, causes, candidates, cells_of)
+    except MALFORMED:
+        return None
+    if reason is None:
+        return None
+    return invalid_line(item.get("id"), item.get("line", 0), mode, source, result.get("label"),
+                        result.get("label_error"), reason, scale)

@@ -83,7 +83,7 @@ from gsrlang.judgment import Judgment
 from gsrlang.semantics.values import ABSTAIN, Unsettled
 
 __all__ = ["HEADER", "MALFORMED", "READABLE_VERSIONS", "RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps",
-           "is_summary", "jsonable", "judgment_json", "judgment_v1", "judgment_v2", "malformed", "ok_line",
+           "invalid_line", "is_summary", "jsonable", "judgment_json", "judgment_v1", "judgment_v2", "malformed", "ok_line",
            "readout_of_result", "result_line", "summary_record", "unknown_flags"]
 
 TRACE_VERSION = 2
@@ -200,6 +200,25 @@ def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, labe
     if label_error:
         out["label_error"] = label_error
     out["reason"] = None
+    return out
+
+
+def invalid_line(item_id, line: int, mode: str, source: dict, label, label_error, reason: str,
+                 scale=None) -> dict:
+    """The line `result_line` writes for an item left invalid before its readout (no sink), from its parts."""
+    out = {"id": item_id, "line": line, "status": "invalid", "mode": mode, "program": source}
+    if mode == "pointwise":
+        out["score"] = None
+        out["raw"] = None
+        if scale is not None:
+            out["scale"] = scale
+    else:
+        out["winner"] = None
+    out["sink"] = None
+    out["label"] = label
+    if label_error:
+        out["label_error"] = label_error
+    out["reason"] = reason
     return out
 
 
