@@ -142,3 +142,24 @@ def test_invalid_items_are_written_from_the_evaluation(pair, tmp_path, monkeypat
     lines = (tmp_path / "fast.jsonl").read_text(encoding="utf-8").splitlines()
     invalid = [json.loads(x) for x in lines if '"status": "invalid"' in x or '"status":"invalid"' in x]
     assert invalid and all(line["reason"] for line in invalid)
+
+
+@pytest.mark.parametrize("criterion", range(4))
+def test_items_settled_over_a_skipped_judgment_count_it_as_skipped(criterion, tmp_path):
+    """A judgment the recorded run skipped (short-circuit) on every item: the items the program settles anyway
+    are written from the columns, and counted with that judgment skipped, as the item path counts them."""
+    recorded, other = next(p for p in _pairs() if p[1].name == "overall.gsr")
+    program, trace = _record(recorded, tmp_path)
+    lines = []
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        if line.startswith('{"p"'):
+            rec = json.loads(line)
+            ids = list(rec.get("j") or {})
+            if ids:
+                rec["j"][ids[criterion % len(ids)]][0] = {"status": "skipped", "reason": "short-circuit"}
+            line = json.dumps(rec)
+        lines.append(line)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    slow = replay_file(str(trace), analyze_file(str(other)).program, False, ReplayConfig(program_label="P"))
+    assert slow.ok and slow.skipped
+    assert_same_file(analyze_file(str(other)).program, trace, tmp_path)

@@ -64,6 +64,7 @@ class Table:
     labels: list
     label_errors: int = 0
     recorded: dict | None = None  # from a trace: its run summary record, if it has one
+    skipped: np.ndarray | None = None  # from a trace: per item, its criteria's judgments the recorded run skipped
 
     @property
     def m(self) -> int:
@@ -111,9 +112,10 @@ class Table:
         """
         from gsrlang.runtime.traceload import load_trace
 
-        mode, ids, criteria, failed, labels, label_errors, summary = load_trace(program, path, program_label)
+        mode, ids, criteria, failed, labels, label_errors, summary, skipped = load_trace(program, path,
+                                                                                        program_label)
         return cls(mode, ids, {k: Column(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
-                   summary)
+                   summary, skipped)
 
     @classmethod
     def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":

@@ -75,8 +75,8 @@ class _Positions:
 
 
 def load_trace(program: Program, path: str, program_label: str = "the program"):
-    """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None)
-    of a trace.
+    """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None,
+    per item the count of its program criteria's skipped judgments) of a trace.
 
     Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
     --program` refuses them) or its items mix modes, TraceError on a malformed file."""
@@ -175,4 +175,10 @@ def load_trace(program: Program, path: str, program_label: str = "the program"):
             raise malformed(path, line, exc) from None
     rows = len(failed) * m
     columns = {c.id: c.column(rows, void_items, m) for c in crits}
-    return "pointwise" if mode is _UNSET else mode or "pointwise", ids, columns, np.array(failed, bool), labels, label_errors, summary
+    skipped = np.zeros(len(failed), np.int64)
+    for c in crits:
+        at = [row // m for row, status in c.status if status == "skipped"]
+        if at:
+            skipped += np.bincount(np.asarray(at, np.int64), minlength=len(failed))
+    return ("pointwise" if mode is _UNSET else mode or "pointwise", ids, columns, np.array(failed, bool), labels,
+            label_errors, summary, skipped)

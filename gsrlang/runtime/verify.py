@@ -468,9 +468,9 @@ def _summarize(plan, program_label, records, ids, labels, label_errors, preds, s
 
 
 def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int,
-                valid: bool = True) -> None:
-    """`RunSummary.count` of an item that the columns vouched for (no ItemRun is made for it): its
-    `judged` judgments were all made; `valid`: whether it has a result (else `pred` is None)."""
+                valid: bool = True, skipped: int = 0) -> None:
+    """`RunSummary.count` of an item that the columns vouched for (no ItemRun is made for it): `judged`
+    judgments made and `skipped` skipped; `valid`: whether it has a result (else `pred` is None)."""
     summary.items += 1
     summary.count_id(item_id)
     if valid:
@@ -480,6 +480,7 @@ def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, ju
     if label_error:
         summary.label_problems += 1
     summary.judgments += judged
+    summary.skipped += skipped
     if label is not None:
         summary.labelled += 1
         summary.preds.append(pred)

@@ -94,6 +94,7 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
     sinks = evaluation.sink.tolist()
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
+    skipped = table.skipped.tolist() if table.skipped is not None and table.skipped.any() else None
     handle = _open(out)
     try:
         write = handle.write
@@ -122,7 +123,8 @@ def _write(trace_path, program: Program, program_label: str, out: str, table, ev
                     write(dumps(line) + "\n")
                 continue
             pred = line["score"] if pointwise is not None else line["winner"]
-            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged)
+            skips = skipped[k - 1] if skipped is not None else 0  # settled although the recorded run skipped some
+            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged - skips, True, skips)
             write(dumps(line) + "\n")
         write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
     finally:
