@@ -66,6 +66,11 @@ def test_run_prints_the_summary_and_which_ids_on_stdout_and_on_stderr_with_out_d
     rows = [json.loads(line) for line in r.stdout.splitlines()]  # standard output is the results alone
     assert [r.get("id") for r in rows] == ["tc-000", "tc-001", None] and rows[-1]["kind"] == "run_summary"
     assert ", pointwise: 2 items: 2 ok" in r.stderr and "ids: the data's `id` column" in r.stderr
+    # in-process too (an API caller, a notebook): whatever stands for standard output takes the results
+    assert main(["run", str(TC / "overall.gsr"), "--data", str(DEV), "--limit", "2", "--out", "-"]) == 0
+    io = capsys.readouterr()
+    assert [json.loads(line).get("id") for line in io.out.splitlines()] == ["tc-000", "tc-001", None]
+    assert ", pointwise: 2 items: 2 ok" in io.err
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(line for line in DEV.read_text(encoding="utf-8").splitlines(True)[:2]) + "{bad\n",

@@ -162,13 +162,24 @@ class _JsonResults:
 
     def __init__(self, handle: TextIO):
         self.handle = handle
-        self.name = handle.name
 
     def write(self, line: dict) -> None:
         self.handle.write(dumps(line) + "\n")
 
     def close(self) -> None:
-        self.handle.close()
+        close_output(self.handle)
+
+
+def close_output(f) -> None:
+    """Close a file gsr opened; standard output (`-`), whatever stands in for it, is only flushed."""
+    import sys
+
+    if f is None:
+        return
+    if f is sys.stdout or f is sys.__stdout__:
+        f.flush()
+    else:
+        f.close()
 
 
 def open_results(path: str | None, mode: str):
@@ -219,8 +230,7 @@ async def _write_runs(batches, out: str | None, trace: str | None, registry, sum
             end_results(out_f, summary)
     finally:
         for f in (out_f, trace_f):
-            if f is not None and f.name != "<stdout>":
-                f.close()
+            close_output(f)
         await registry.aclose()
 
 
@@ -398,8 +408,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, c
     finally:
         summary.seconds = time.perf_counter() - t0
         for f in (out_f, trace_f):
-            if f is not None and f.name != "<stdout>":
-                f.close()
+            close_output(f)
     return summary
 
 

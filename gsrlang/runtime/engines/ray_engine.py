@@ -38,7 +38,7 @@ from pathlib import Path
 import attrs
 
 from gsrlang.data import read_items
-from gsrlang.runtime.batch import (RunSummary, _open, end_results, label_reader, open_results,
+from gsrlang.runtime.batch import (RunSummary, _open, close_output, end_results, label_reader, open_results,
                                    run_summary_record)
 from gsrlang.runtime.engines import EngineError, RunJob
 from gsrlang.runtime.executor import ItemRun
@@ -428,8 +428,7 @@ class _Run:
                 trace.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         finally:
             for f in (out, trace):
-                if f is not None and getattr(f, "name", None) != "<stdout>":
-                    f.close()
+                close_output(f)
 
 
 def _stamp(data: str) -> list | None:
