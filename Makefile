@@ -86,12 +86,12 @@ test-pythons:
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
-# The parser shipped in the package (gsrlang/syntax/_standalone.py: Lark's standalone parser and its tables), made
+# The parser shipped in the package (gsrlang/lang/syntax/_standalone.py: Lark's standalone parser and its tables), made
 # from grammar/gsr.lark: run after editing the grammar (tests/test_tables.py fails until then). Byte-compiled, as
 # `make setup` compiles the rest: where PYTHONDONTWRITEBYTECODE is set, it would otherwise compile on every start.
 tables: setup
-	$(BIN)/python -m gsrlang.syntax.tables
-	$(BIN)/python -m compileall -q gsrlang/syntax/_standalone.py >/dev/null
+	$(BIN)/python -m gsrlang.lang.syntax.tables
+	$(BIN)/python -m compileall -q gsrlang/lang/syntax/_standalone.py >/dev/null
 
 # The real-model tier: llama-cpp-python's server with SmolLM2-135M (both from PyPI) on
 # 127.0.0.1, and the tests marked `realmodel` against it (see README, "The real-model tier").

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from generate import generate_program  # noqa: E402
 
-from gsrlang.check.driver import analyze  # noqa: E402
+from gsrlang.lang.check.driver import analyze  # noqa: E402
 
 
 def time_process(example: Path, runs: int = 7) -> list[float]:

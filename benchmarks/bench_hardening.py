@@ -110,7 +110,7 @@ def _anchor() -> float:
 
 
 def aliases(repeats: int = 5) -> None:
-    from gsrlang.check.driver import analyze
+    from gsrlang.lang.check.driver import analyze
 
     analyze(_alias_program(10))  # warm: parser tables, catalogue
     anchor = statistics.median(_anchor() for _ in range(3))

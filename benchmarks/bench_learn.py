@@ -7,7 +7,7 @@ Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
     judges) over 2,000 generated items with `run_file`, and repeats its records
     with fresh item ids up to N (default 100,000) records: a real trace, written by
     the trace writer, N items long;
-(2) loads it into columns (`Table.from_trace`: gsrlang/runtime/traceload.py):
+(2) loads it into columns (`Table.from_trace`: gsrlang/execution/tracetable.py):
     wall time, min / median / max of 3 repeats, next to the anchor, the bare JSON
     decoding of every line of the same file with the same decoder
     (`jsonio.loads`: orjson when installed), and to the trace module's logical
@@ -45,12 +45,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_runtime import PROGRAM, write_items  # noqa: E402
 
-from gsrlang.check.driver import analyze  # noqa: E402
-from gsrlang.data import ColumnMap  # noqa: E402
+from gsrlang.lang.check.driver import analyze  # noqa: E402
+from gsrlang.files.dataset import ColumnMap  # noqa: E402
 from gsrlang.judges.registry import default_registry  # noqa: E402
-from gsrlang.runtime.batch import run_file  # noqa: E402
-from gsrlang.runtime.planner import RunConfig  # noqa: E402
-from gsrlang.runtime.columnar import Evaluator, Table  # noqa: E402
+from gsrlang.execution.runs import run_file  # noqa: E402
+from gsrlang.execution.planner import RunConfig  # noqa: E402
+from gsrlang.execution.evaluate import Evaluator, Table  # noqa: E402
 from gsrlang.trace.jsonio import BACKEND, loads  # noqa: E402
 from gsrlang.trace.read import read_trace  # noqa: E402
 

@@ -66,7 +66,7 @@ class ServerProcess:
 
 
 def program(path: Path):
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     analysis = analyze_file(path)
     assert analysis.program is not None, path
@@ -86,11 +86,11 @@ def sample_text(seed: int, words: int) -> str:
 
 
 async def _throughput(base_url: str, items: int, concurrency: int) -> tuple[float, dict]:
-    from gsrlang.data import Candidate, Item
+    from gsrlang.files.dataset import Candidate, Item
     from gsrlang.judges.llm.config import JudgeConfig, JudgeSettings
     from gsrlang.judges.llm.judge import LLMJudge
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.executor import run_items
+    from gsrlang.execution.executor import run_items
 
     prog = program(HELPSTEER)
     settings = JudgeSettings(default=JudgeConfig(model="bench", base_url=base_url, concurrency=concurrency,
@@ -198,7 +198,7 @@ def _lcp(seqs: list[list[str]]) -> int:
 
 async def _prompts_for(prog, base_url: str, pairwise: bool) -> dict[str, list[list[str]]]:
     """The first-ask prompt of every model call for one item, grouped by the candidate it shows."""
-    from gsrlang.data import Candidate, Item
+    from gsrlang.files.dataset import Candidate, Item
     from gsrlang.judges.llm.config import JudgeConfig, JudgeSettings
     from gsrlang.judges.llm.judge import LLMJudge
 

@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lines", type=int, default=500)
     args = parser.parse_args(argv)
     text = generate(args.lines)
-    from gsrlang.check.driver import analyze
+    from gsrlang.lang.check.driver import analyze
 
     assert analyze(text).ok, "the generated program must check"
     analyze_times = []

@@ -106,7 +106,7 @@ async def compiling() -> None:
     from gsrlang.compiler.spec import CompileSpec, Pairwise, Pointwise
     from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
     from gsrlang.judges.llm import JudgeConfig
-    from gsrlang.syntax.parser import parse
+    from gsrlang.lang.syntax.parser import parse
 
     context = int(os.environ.get("GSR_REAL_N_CTX", "4096"))
     config = JudgeConfig(model=MODEL, base_url=BASE_URL, max_tokens=700, timeout_s=600, max_retries=1)

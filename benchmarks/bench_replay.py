@@ -1,7 +1,7 @@
 """`gsr replay` at scale (issue 22): peak memory flat in the trace's length, CPU against a numpy replay.
 
 Targets: verifying a 1,000,000-item trace keeps its peak resident memory flat in N
-(the trace is verified a chunk of items at a time: gsrlang/runtime/verify.py), and
+(the trace is verified a chunk of items at a time: gsrlang/execution/verify.py), and
 its CPU time is at most 1.3x that of the anchor.
 
 (1) runs `gsr run` of bench_runtime.py's 10-node program over 2,000 generated items
@@ -62,10 +62,10 @@ sys.exit(0 if np.array_equal(score, np.asarray(scores, float)) else 1)
 
 def make_trace(folder: Path, n: int) -> tuple[Path, Path]:
     """(program, trace of n items) in `folder`, recorded by `gsr run` and repeated with fresh ids."""
-    from gsrlang.check.driver import analyze
-    from gsrlang.data import ColumnMap
+    from gsrlang.lang.check.driver import analyze
+    from gsrlang.files.dataset import ColumnMap
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.batch import run_file
+    from gsrlang.execution.runs import run_file
 
     program_path = folder / "bench.gsr"
     program_path.write_text(PROGRAM)

@@ -47,11 +47,11 @@ ANCHOR = ("<!DOCTYPE html><html><body><table id='items'><tbody></tbody></table><
 
 
 def make_run(folder: Path, n: int) -> tuple[Path, Path]:
-    from gsrlang.check.driver import analyze_file
-    from gsrlang.data import ColumnMap
+    from gsrlang.lang.check.driver import analyze_file
+    from gsrlang.files.dataset import ColumnMap
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.batch import run_file
-    from gsrlang.runtime.planner import RunConfig
+    from gsrlang.execution.runs import run_file
+    from gsrlang.execution.planner import RunConfig
 
     rows = [json.loads(line) for line in (ROOT / "examples/topical_chat/data/dev.jsonl").read_text().splitlines()]
     data = folder / f"items{n}.jsonl"
@@ -112,7 +112,7 @@ def bootstrap_per_resample(results: Path) -> tuple[float, float]:
     """(vectorised, one report per resample) seconds per resample on a results file's labelled items."""
     from functools import partial
 
-    from gsrlang.metrics import metrics_with_confidence, pointwise_metrics, read_results, with_confidence
+    from gsrlang.analysis.metrics import metrics_with_confidence, pointwise_metrics, read_results, with_confidence
 
     lines = [r for r in read_results(results) if r.get("kind") != "run_summary" and r.get("label") is not None]
     preds = [r["score"] if r["status"] == "ok" else None for r in lines]
@@ -131,7 +131,7 @@ def spread(values, unit=1.0, fmt="{:.3f}") -> str:
 
 
 def main() -> int:
-    from gsrlang.report import build_report, load_run
+    from gsrlang.views.report import build_report, load_run
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -199,8 +199,8 @@ def analyze_speed(n: int = 10_000, repeats: int = 5) -> None:
     import lark
 
     from generate import generate_program
-    from gsrlang.check.driver import analyze
-    from gsrlang.resources import grammar_path
+    from gsrlang.lang.check.driver import analyze
+    from gsrlang.lang.resources import grammar_path
 
     text = generate_program(n)
     bare = lark.Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", maybe_placeholders=True)

@@ -28,13 +28,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["gsrlang"]):
-    import gsrlang.check.driver  # noqa: F401  (the parser, the checker and the diagnostics)
+    import gsrlang.lang.check.driver  # noqa: F401  (the parser, the checker and the diagnostics)
     import gsrlang.cli  # noqa: F401
     import gsrlang.commands.import_  # noqa: F401
-    import gsrlang.data  # noqa: F401
-    import gsrlang.diagnostics.render  # noqa: F401
-    import gsrlang.jsonform  # noqa: F401
-    import gsrlang.jsonl  # noqa: F401
+    import gsrlang.files.dataset  # noqa: F401
+    import gsrlang.lang.diagnostics.render  # noqa: F401
+    import gsrlang.lang.jsonform  # noqa: F401
+    import gsrlang.files.jsonl  # noqa: F401
 
 import fuzzing  # noqa: E402  (tests/fuzzing.py: the targets and the seed material)
 

@@ -234,7 +234,7 @@ def with_model(h: Harness, programs: list[tuple[str, str]]) -> None:
         os.environ.update(env)
         try:
             for name, src in programs:
-                from gsrlang.check.driver import analyze_file
+                from gsrlang.lang.check.driver import analyze_file
 
                 program = analyze_file(src).program
                 for mode in ("pointwise", "pairwise"):
@@ -301,11 +301,11 @@ def generated_corpus(path: Path, count: int) -> list[str]:
 
 def in_process(h: Harness, texts: list[str]) -> None:
     """Every generated program over seeded random judgments: item interpreter, settling, columnar."""
-    from gsrlang.check.driver import analyze
+    from gsrlang.lang.check.driver import analyze
     from gsrlang.judges.base import Judgment
-    from gsrlang.runtime.columnar import Evaluator, Table
-    from gsrlang.runtime.compose import Plan
-    from gsrlang.runtime.executor import check_judgments, finish
+    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.semantics.compose import Plan
+    from gsrlang.execution.executor import check_judgments, finish
 
     def value(rng, t):
         if t.kind == "bool":

@@ -255,11 +255,11 @@ def default_judges() -> Judges:
 class Program:
     """A checked program, ready to score responses. Get one with `gsrlang.load(path)` or `gsrlang.loads(text)`.
 
-    `checked` is the checker's `gsrlang.program.Program` (its nodes, readout, content hash).
+    `checked` is the checker's `gsrlang.lang.program.Program` (its nodes, readout, content hash).
     """
 
     def __init__(self, checked, path: str | None = None):
-        from gsrlang.runtime.compose import Plan
+        from gsrlang.semantics.compose import Plan
         from gsrlang.trace.write import Static
 
         self.checked = checked
@@ -290,8 +290,8 @@ class Program:
     def item(self, input: str = "", response: str | None = None, reference: str | None = None, *,
              responses: Sequence[str] | None = None, record: Mapping | None = None, id: str | None = None,
              mode: str | None = None, line: int = 0):
-        """(mode, the `gsrlang.data.Item`) for one call's arguments; InputError when they do not fit."""
-        from gsrlang.data import Candidate, Item
+        """(mode, the `gsrlang.files.dataset.Item`) for one call's arguments; InputError when they do not fit."""
+        from gsrlang.files.dataset import Candidate, Item
 
         if responses is not None and response is not None:
             raise InputError("give `response` (pointwise) or `responses` (pairwise), not both")
@@ -313,12 +313,12 @@ class Program:
                           dict(record or {}))
 
     def _reads_responses(self) -> bool:
-        from gsrlang.columns import program_needs
+        from gsrlang.files.needs import program_needs
 
         return bool(program_needs(self.checked).responses)
 
     async def _execute(self, mode, item, registry, limiter) -> Result:
-        from gsrlang.runtime.executor import execute
+        from gsrlang.execution.executor import execute
 
         run = await execute(self._plan, item, registry, mode, limiter)
         return _result(run, self._static)
@@ -387,8 +387,8 @@ class Program:
 
 def _checked(analysis, path: str | None) -> Program:
     if analysis.program is None:
-        from gsrlang.diagnostics.render import Sources, render_concise
-        from gsrlang.span import SourceText
+        from gsrlang.lang.diagnostics.render import Sources, render_concise
+        from gsrlang.lang.span import SourceText
 
         shown = path or "<program>"
         errors = analysis.errors
@@ -400,7 +400,7 @@ def _checked(analysis, path: str | None) -> Program:
 
 def load(path: str | Path) -> Program:
     """Read and check a .gsr program; ProgramError (with `diagnostics`) when it cannot be read or does not check."""
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     path = str(path)
     try:
@@ -412,7 +412,7 @@ def load(path: str | Path) -> Program:
 
 def loads(text: str, path: str | Path | None = None) -> Program:
     """Check a program given as text (`path` resolves its imports and names it in messages)."""
-    from gsrlang.check.driver import analyze
+    from gsrlang.lang.check.driver import analyze
 
     if not isinstance(text, str):
         raise InputError(f"loads takes the program's text (a str), got {type(text).__name__}")
@@ -448,7 +448,8 @@ def compile_rubric(rubric: str, *, scale: tuple[float, float] | None = None, pai
 
     async def go():
         from gsrlang.compiler.cache import CompileCache
-        from gsrlang.compiler.synthesize import CompilerClient, compile_rubric as synthesize
+        from gsrlang.compiler.synthesize import CompilerClient
+        from gsrlang.compiler.synthesize import compile_rubric as synthesize
 
         store = CompileCache(str(cache)) if cache is not None else None
         try:

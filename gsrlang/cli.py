@@ -17,7 +17,7 @@ import sys
 
 from gsrlang import __version__
 from gsrlang.commands import UsageError
-from gsrlang.safeio import PathClash, disk_error
+from gsrlang.files.safeio import PathClash, disk_error
 
 # name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     A `gsr check` process turns the cyclic garbage collector off: what it allocates is mostly long-lived (modules,
     classes, the parser's tables) or freed by reference counting (parsing and checking already pause the collector,
-    see syntax/parser.py), so the collections its start-up triggered found nothing, ~6 ms of a ~125 ms check
+    see lang/syntax/parser.py), so the collections its start-up triggered found nothing, ~6 ms of a ~125 ms check
     (CPU, median of 10; peak memory checking 1,500 broken files unchanged, 27 MB). At exit it freezes what is
     left: interpreter shutdown would otherwise run the collector over every object still alive, ~15 ms more.
     They are still freed by reference counting, and atexit handlers still run; only garbage in reference cycles

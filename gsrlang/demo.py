@@ -41,14 +41,14 @@ def _data_file() -> Path:
 
 
 def _columns():
-    from gsrlang.data import ColumnMap
+    from gsrlang.files.dataset import ColumnMap
 
     return ColumnMap(input_field="context", response_fields=("response",), id_field="id",
                      label_field="scores.overall", reference_field="fact")
 
 
 def _program(name: str):
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     path = EXAMPLE / name
     analysis = analyze_file(path)
@@ -76,9 +76,9 @@ def _cell(report: dict | None, key: str) -> str:
 
 
 def _run(program, path: str, data: Path, out: Path, tag: str, registry=None):
+    from gsrlang.execution.planner import RunConfig
+    from gsrlang.execution.runs import run_file
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.batch import run_file
-    from gsrlang.runtime.planner import RunConfig
 
     registry = registry or default_registry()
     registry.check(program)
@@ -126,7 +126,7 @@ def _nested_cv(path: Path) -> str | None:
 def _disagreeing_item(out: Path):
     """The first item whose graph score differs from the flat mean's and is the closer of the two to the gold
     label (else the first that differs, else the first): (graph's trace record, flat's result line)."""
-    from gsrlang.metrics import read_results, round_half_up
+    from gsrlang.analysis.metrics import read_results, round_half_up
     from gsrlang.trace.read import read_trace
 
     flat = {line["id"]: line for line in read_results(out / "flat.results.jsonl")}
@@ -145,8 +145,8 @@ def _disagreeing_item(out: Path):
 
 def main(argv: list[str] | None = None) -> int:
     from gsrlang.cli import main as gsr
-    from gsrlang.runtime.batch import replay_file
-    from gsrlang.runtime.explain import decision_tree
+    from gsrlang.execution.runs import replay_file
+    from gsrlang.views.explain import decision_tree
 
     console = Console(width=max(100, min(140, Console().width)))
     t0 = time.perf_counter()

@@ -231,9 +231,9 @@ def _crash(exc: BaseException) -> str:
 
 def check_target(text: str, folder: Path) -> str | None:
     """`gsr check` on a program's text: analyze (with imports relative to `folder`), then every output format."""
-    from gsrlang.check.driver import analyze
-    from gsrlang.diagnostics.render import Sources, render_full, render_json, render_sarif
-    from gsrlang.span import SourceText
+    from gsrlang.lang.check.driver import analyze
+    from gsrlang.lang.diagnostics.render import Sources, render_full, render_json, render_sarif
+    from gsrlang.lang.span import SourceText
 
     path = str(folder / "fuzz.gsr")
     try:
@@ -271,7 +271,7 @@ def import_target(text: str, folder: Path) -> str | None:
 
 def rows_target(data: bytes, suffix: str, folder: Path) -> str | None:
     """The row readers: every row comes out as an item or a failed row, and labels read or are refused."""
-    from gsrlang.data import ColumnMap, DataError, ItemError, parse_pointwise_label, read_items
+    from gsrlang.files.dataset import ColumnMap, DataError, ItemError, parse_pointwise_label, read_items
 
     path = folder / f"fuzz{suffix}"
     path.write_bytes(data)
@@ -291,10 +291,10 @@ def rows_target(data: bytes, suffix: str, folder: Path) -> str | None:
 def exercise_lsp(text: str, rnd: random.Random, offsets: int, files=None):
     """The language server's model of `text`; unless building it failed inside (`internal_error`), every
     feature is asked of it, at up to `offsets` cursor positions drawn from `rnd`. Exceptions propagate."""
+    from gsrlang.lang.span import Span
     from gsrlang.lsp import completion, diagnostics, hover, navigation
     from gsrlang.lsp.model import DocumentModel, Files
     from gsrlang.lsp.positions import PositionMap
-    from gsrlang.span import Span
 
     model = DocumentModel("file:///tmp/fuzz/doc.gsr", text, 1, None)
     if model.internal_error is not None:
@@ -327,8 +327,8 @@ def example_texts() -> list[str]:
 
 def example_forms() -> list[dict]:
     """The JSON form of every example (`gsr export --json`)."""
-    from gsrlang.check.driver import analyze_file
-    from gsrlang.jsonform import program_to_json
+    from gsrlang.lang.check.driver import analyze_file
+    from gsrlang.lang.jsonform import program_to_json
 
     return [json.loads(json.dumps(program_to_json(analyze_file(p).program))) for p in EXAMPLES]
 

@@ -31,9 +31,9 @@ from typing import Callable, Sequence
 
 import attrs
 
-from gsrlang.runtime.compose import plain_param
+from gsrlang.lang.types import JType
+from gsrlang.semantics.compose import plain_param
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
-from gsrlang.types import JType
 
 __all__ = ["OPERATORS", "Operator", "apply", "bind_params", "operator"]
 

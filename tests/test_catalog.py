@@ -8,11 +8,11 @@ import pickle
 
 import pytest
 
-import gsrlang.catalog as catalog_module
-from gsrlang.check.driver import analyze
-from gsrlang.resources import stdlib_dir
-from gsrlang.syntax import ast, parser
-from gsrlang.syntax.parser import parse
+import gsrlang.lang.catalog as catalog_module
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.resources import stdlib_dir
+from gsrlang.lang.syntax import ast, parser
+from gsrlang.lang.syntax.parser import parse
 
 PROGRAM = 'rubric r "d"\ntask pointwise { scale = 1..5 }\ncriterion c: Ordinal[1..5] { ask "q?" }\nsink normalize(c)\n'
 KINDS = {ast.OpDecl: "operators", ast.RuleDecl: "rules", ast.JudgeDecl: "judges", ast.EnumDecl: "enums"}
@@ -42,7 +42,7 @@ def test_a_check_parses_only_the_declarations_it_uses(monkeypatch):
     real = parser.parse_declaration
     monkeypatch.setattr(parser, "parse_declaration", lambda text, base: parsed.append(base) or real(text, base))
     catalog = catalog_module.load_catalog(stdlib_dir())
-    monkeypatch.setattr("gsrlang.check.driver.default_catalog", lambda: catalog)
+    monkeypatch.setattr("gsrlang.lang.check.driver.default_catalog", lambda: catalog)
     assert analyze(PROGRAM).ok
     total = sum(len(getattr(catalog, kind)) for kind in KINDS.values())
     assert 0 < len(parsed) < total / 2, (len(parsed), total)

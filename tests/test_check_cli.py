@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
-from gsrlang.diagnostics.codes import ALL_CODES
+from gsrlang.lang.diagnostics.codes import ALL_CODES
 
 CLEAN = (
     'rubric helpfulness "How helpful is the response to the prompt?"\n'
@@ -428,7 +428,7 @@ def test_end_to_end_explain():
 
 def test_checking_imports_no_network_client_renderer_or_server():
     """`gsr check` stays fast: openai, graphviz, pygls, Ray, pyarrow and fsspec are imported only by the commands
-    (and engines, and file types) that use them; Lark only to generate the parser (gsrlang/syntax/tables.py)."""
+    (and engines, and file types) that use them; Lark only to generate the parser (gsrlang/lang/syntax/tables.py)."""
     modules = ('openai', 'graphviz', 'pygls', 'httpx', 'sqlite3', 'ray', 'pyarrow', 'fsspec', 'lark', 'interegular')
     code = ("import sys; from gsrlang.cli import main; status = main(['check', '-q', 'examples/helpsteer2/helpfulness.gsr']); "
             f"print(status, sorted(m for m in {modules!r} if m in sys.modules))")

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from gsrlang.check.driver import analyze
-from gsrlang.catalog import Symbol
+from gsrlang.lang.catalog import Symbol
+from gsrlang.lang.check.driver import analyze
 
 
 def check(src: str, path=None):
@@ -211,7 +211,7 @@ def test_every_example_checks_clean(example):
     from pathlib import Path
 
     (path,) = [p for p in Path(__file__).resolve().parents[1].joinpath("examples").rglob("*.gsr") if p.name == example][:1]
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     result = analyze_file(path)
     assert result.ok and not result.diagnostics, [f"{d.code} {d.message}" for d in result.diagnostics]
@@ -268,7 +268,7 @@ def test_the_language_reference_lists_the_whole_catalogue():
     """docs/language.md states the language exactly: every stdlib operator and judge kind signature appears in it."""
     from pathlib import Path
 
-    from gsrlang.catalog import default_catalog
+    from gsrlang.lang.catalog import default_catalog
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "language.md").read_text(encoding="utf-8")
     missing = [op.signature() for op in default_catalog().operators.values() if op.signature() not in text]

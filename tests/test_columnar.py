@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gsrlang.check.driver import analyze, analyze_file
-from gsrlang.data import ColumnMap
-from gsrlang.judges.base import Judgment
-from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.batch import label_reader, run_file
-from gsrlang.runtime.planner import RunConfig
-from gsrlang.runtime.columnar import SINK_TOLERANCE, Evaluator, Table
-from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.executor import check_judgments, default_mode, finish
-from gsrlang.semantics.values import ABSTAIN
 from runfiles import records
 from test_properties import SETTINGS, checkable_programs, modes
 from tiers import examples
+
+from gsrlang.execution.evaluate import SINK_TOLERANCE, Evaluator, Table
+from gsrlang.execution.executor import check_judgments, default_mode, finish
+from gsrlang.execution.planner import RunConfig
+from gsrlang.execution.runs import label_reader, run_file
+from gsrlang.files.dataset import ColumnMap
+from gsrlang.judges.base import Judgment
+from gsrlang.judges.registry import default_registry
+from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.values import ABSTAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,7 +117,7 @@ def _parameter_set(draw, program) -> dict:
 def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_rebuilt_program(data):
     """What one evaluator keeps between parameter sets (the columns upstream of no changed parameter, per
     table) never leaks into the next set: each equals the interpreter on the program rebuilt with it."""
-    from gsrlang.runtime.columnar import with_parameters
+    from gsrlang.execution.evaluate import with_parameters
 
     text, _ = data.draw(checkable_programs())
     program = analyze(text).program
@@ -231,7 +231,7 @@ def test_parameters_can_be_overridden_without_rebuilding():
     ev = Evaluator(program)
     wm = next(n.id for n in program.nodes if n.op == "weighted_mean")
     moved = ev.run(table, params={wm: {"weights": [1.0, 0.0]}}, thresholds=[0.1, 0.2, 0.3, 0.4])
-    from gsrlang.runtime.columnar import with_parameters
+    from gsrlang.execution.evaluate import with_parameters
 
     rebuilt = with_parameters(program, {wm: {"weights": [1.0, 0.0]}}, [0.1, 0.2, 0.3, 0.4])
     assert moved.predictions() == Evaluator(rebuilt).run(table).predictions()

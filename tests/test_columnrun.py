@@ -1,7 +1,7 @@
 """The columnar run path writes what the item-at-a-time path writes, byte for byte.
 
 `gsr run` of a program whose judges all answer a column at once (rules, human fields)
-goes a chunk of items at a time (gsrlang.runtime.columnrun). Both paths run here on the
+goes a chunk of items at a time (gsrlang.execution.inlinerun). Both paths run here on the
 same program and data, and must agree exactly: the results file, the trace (its run
 summary but for the wall time), the run summary's counts, and what `on_item` sees of
 every item (the interpreter's values, judgments and readout included).
@@ -28,22 +28,22 @@ from unittest.mock import patch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gsrlang.check.driver import analyze, analyze_file
-from gsrlang.data import Candidate, ColumnMap, Item
-from gsrlang.judges.human import HumanJudge
-from gsrlang.judges.registry import JudgeRegistry, default_registry
-from gsrlang.judges.rules import RuleJudge
-from gsrlang.judgment import ABSTAIN, Judgment
-from gsrlang.runtime import columnrun
-from gsrlang.runtime.batch import run_file
-from gsrlang.runtime.planner import RunConfig
-from gsrlang.runtime.columnrun import columnar_judges
-from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.executor import default_mode
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
 from test_properties import SETTINGS, checkable_programs, draw_checked
 from tiers import examples
+
+from gsrlang.execution import inlinerun as columnrun
+from gsrlang.execution.executor import default_mode
+from gsrlang.execution.inlinerun import columnar_judges
+from gsrlang.execution.planner import RunConfig
+from gsrlang.execution.runs import run_file
+from gsrlang.files.dataset import Candidate, ColumnMap, Item
+from gsrlang.judges.human import HumanJudge
+from gsrlang.judges.registry import JudgeRegistry, default_registry
+from gsrlang.judges.rules import RuleJudge
+from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 SUMMARY_FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
                   "duplicate_examples", "judgments", "skipped")

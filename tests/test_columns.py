@@ -1,4 +1,4 @@
-"""`gsr run` asks the data only for the columns the program reads (gsrlang.columns)."""
+"""`gsr run` asks the data only for the columns the program reads (gsrlang.files.needs)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from gsrlang.check.driver import analyze
-from gsrlang.cli import main
-from gsrlang.columns import program_needs
-
 from runfiles import records
+
+from gsrlang.cli import main
+from gsrlang.files.needs import program_needs
+from gsrlang.lang.check.driver import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 TC = ROOT / "examples" / "topical_chat"

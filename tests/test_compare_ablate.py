@@ -7,21 +7,20 @@ import math
 from pathlib import Path
 
 import pytest
-
-from gsrlang.check.driver import analyze_file
-from gsrlang.cli import main
-from gsrlang.data import ColumnMap
-from gsrlang.judges.registry import default_registry
-from gsrlang.learn.ablate import variants
-from gsrlang.metrics import pointwise_metrics
-from gsrlang.runtime.batch import run_file
-from gsrlang.runtime.planner import RunConfig
-from gsrlang.runtime.columnar import Evaluator, Table
-from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.replay import replay_records
-from gsrlang.trace.read import read_trace
-
 from runfiles import records
+
+from gsrlang.analysis.ablate import variants
+from gsrlang.analysis.metrics import pointwise_metrics
+from gsrlang.cli import main
+from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.execution.planner import RunConfig
+from gsrlang.execution.replay import replay_records
+from gsrlang.execution.runs import run_file
+from gsrlang.files.dataset import ColumnMap
+from gsrlang.judges.registry import default_registry
+from gsrlang.lang.check.driver import analyze_file
+from gsrlang.semantics.compose import Plan
+from gsrlang.trace.read import read_trace
 
 pytest.importorskip("scipy")
 

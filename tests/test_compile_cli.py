@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from gsrlang.check.driver import analyze
-from gsrlang.cli import build_parser, main
-
 from conftest import EXAMPLES
 from fakeserver import FakeOpenAI, Fault, scripted
+
+from gsrlang.cli import build_parser, main
+from gsrlang.lang.check.driver import analyze
 
 GOOD = (EXAMPLES / "summeval" / "relevance.gsr").read_text(encoding="utf-8")
 BAD = GOOD.replace("normalize(coverage)", "normalise(coverage)")
@@ -310,8 +309,9 @@ def _model_flags(command: str) -> set[str]:
 
 
 def test_compile_and_run_name_the_model_flags_alike():
-    from gsrlang.commands.config import add_model_arguments
     import argparse
+
+    from gsrlang.commands.config import add_model_arguments
 
     shared = argparse.ArgumentParser()
     add_model_arguments(shared)

@@ -6,15 +6,14 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES
+from fakeserver import FakeOpenAI, scripted
 
-from gsrlang.catalog import default_catalog
 from gsrlang.cli import main
 from gsrlang.compiler.grammar import program_gbnf
 from gsrlang.compiler.prompt import DEFAULT_EXAMPLES, LEVELS, estimate_tokens, fit_prompt
 from gsrlang.compiler.spec import CompileSpec, Pointwise
-
-from conftest import EXAMPLES
-from fakeserver import FakeOpenAI, scripted
+from gsrlang.lang.catalog import default_catalog
 
 GOOD = (EXAMPLES / "summeval" / "relevance.gsr").read_text(encoding="utf-8")
 RUBRIC = "RUBRIC-SMALL: rate the relevance of the summary from 1 to 5."

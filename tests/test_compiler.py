@@ -14,9 +14,9 @@ import re
 import attrs
 import lark
 import pytest
+from conftest import EXAMPLES
+from fakeserver import FakeOpenAI, Fault, Reply, scripted
 
-from gsrlang.catalog import default_catalog, load_catalog
-from gsrlang.check.driver import analyze
 from gsrlang.compiler import CompileSpec, Pairwise, Pointwise, SpecError
 from gsrlang.compiler.batch import CompileFields, RefusedField, read_compile_items
 from gsrlang.compiler.cache import CompileCache
@@ -30,10 +30,9 @@ from gsrlang.compiler.synthesize import (
     extract_program,
 )
 from gsrlang.judges.llm import JudgeCallError, JudgeConfig, LLMClient
-from gsrlang.resources import stdlib_dir
-
-from conftest import EXAMPLES
-from fakeserver import FakeOpenAI, Fault, Reply, scripted
+from gsrlang.lang.catalog import default_catalog, load_catalog
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.resources import stdlib_dir
 
 GOOD = (EXAMPLES / "summeval" / "relevance.gsr").read_text(encoding="utf-8")
 # two different mistakes, then the right program
@@ -369,8 +368,8 @@ async def test_constrain_json_project_form():
     from gsrlang.compiler import jsonmode
 
     if jsonmode._project_form() is None:
-        pytest.skip("the project's JSON form (gsrlang/jsonform.py, docs/program.schema.json) is not installed")
-    import gsrlang.jsonform as jsonform
+        pytest.skip("the project's JSON form (gsrlang/lang/jsonform.py, docs/program.schema.json) is not installed")
+    import gsrlang.lang.jsonform as jsonform
     doc = jsonform.program_to_json(analyze(GOOD).program)
     broken = {**doc, "sink": "finale"}
     with FakeOpenAI(responder=scripted({RUBRIC: [broken, doc]})) as server:

@@ -1,4 +1,4 @@
-"""Tests for gsrlang.data: column maps, dotted paths, labels and the streaming reader."""
+"""Tests for gsrlang.files.dataset: column maps, dotted paths, labels and the streaming reader."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runfiles import records  # noqa: E402
+from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
-from gsrlang import data
-from gsrlang import jsonl as jsonl_reader
-from gsrlang.data import (
+from gsrlang.files import dataset as data
+from gsrlang.files import jsonl as jsonl_reader
+from gsrlang.files.dataset import (
     Candidate,
     ColumnMap,
     DataError,
@@ -23,9 +25,6 @@ from gsrlang.data import (
     parse_pointwise_label,
     read_items,
 )
-
-from runfiles import records  # noqa: E402
-from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
 POINTWISE = ColumnMap()
 PAIRWISE = ColumnMap(response_fields=("left", "right"))

@@ -29,14 +29,14 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang.check.driver import analyze_file
 from gsrlang.cli import main
 from gsrlang.commands.common import collect_files, read_error
-from gsrlang.diagnostics import Diagnostic
-from gsrlang.diagnostics.codes import CODES
-from gsrlang.diagnostics.explanations import EXPLANATIONS, explain
-from gsrlang.diagnostics.render import Sources, render_concise, render_full
-from gsrlang.span import SourceText
+from gsrlang.lang.check.driver import analyze_file
+from gsrlang.lang.diagnostics import Diagnostic
+from gsrlang.lang.diagnostics.codes import CODES
+from gsrlang.lang.diagnostics.explanations import EXPLANATIONS, explain
+from gsrlang.lang.diagnostics.render import Sources, render_concise, render_full
+from gsrlang.lang.span import SourceText
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "cases" / "check"

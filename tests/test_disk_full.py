@@ -186,7 +186,7 @@ def test_the_cache_keeps_an_unstored_answer_in_memory(tmp_path, monkeypatch):
 
 
 def test_disk_errors_are_named_and_others_are_not():
-    from gsrlang.safeio import disk_error
+    from gsrlang.files.safeio import disk_error
 
     assert "the disk is full" in disk_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
     assert "`out.jsonl`" in disk_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))

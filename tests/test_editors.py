@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang.catalog import default_catalog
+from gsrlang.lang.catalog import default_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAMMAR_PATH = ROOT / "editors" / "textmate" / "gsr.tmLanguage.json"
@@ -300,7 +300,7 @@ def test_pre_commit_hook_commands_run(hook_id, tmp_path):
     good = tmp_path / "good.gsr"
     source = (ROOT / "tests" / "cases" / "render" / "helpfulness.gsr").read_text(encoding="utf-8")
     if hook_id == "gsr-fmt":
-        from gsrlang.syntax.formatter import format_source
+        from gsrlang.lang.syntax.formatter import format_source
 
         source = format_source(source)
     good.write_text(source, encoding="utf-8")

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from gsrlang.check.driver import analyze
-from gsrlang.data import Candidate, Item, ItemError
-from gsrlang.judgment import ABSTAIN, Judgment
+from gsrlang.execution.executor import execute, run_items
+from gsrlang.files.dataset import Candidate, Item, ItemError
 from gsrlang.judges.registry import JudgeRegistry, default_registry
-from gsrlang.runtime.executor import execute, run_items
+from gsrlang.lang.check.driver import analyze
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 POINTWISE = """
 rubric chat

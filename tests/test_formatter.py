@@ -1,4 +1,4 @@
-"""The formatter (`gsrlang.syntax.formatter`) and `gsr fmt`.
+"""The formatter (`gsrlang.lang.syntax.formatter`) and `gsr fmt`.
 
 Golden cases live in tests/cases/fmt/: each `NAME.gsr` is formatted and compared
 with `NAME.expected.gsr` beside it. After an intended change of layout, regenerate
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from gsrlang.cli import main
-from gsrlang.syntax.formatter import WIDTH, FormatError, format_module, format_source
-from gsrlang.syntax.parser import parse
+from gsrlang.lang.syntax.formatter import WIDTH, FormatError, format_module, format_source
+from gsrlang.lang.syntax.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = Path(__file__).resolve().parent / "cases" / "fmt"
@@ -281,7 +281,7 @@ def test_fmt_stdin_cannot_be_mixed_with_paths(tmp_path, capsys):
 
 
 def test_fmt_refuses_to_write_a_result_that_changes_the_program(tmp_path, monkeypatch, capsys):
-    import gsrlang.syntax.formatter as formatter
+    import gsrlang.lang.syntax.formatter as formatter
 
     path = tmp_path / "r.gsr"
     path.write_text(MESSY, encoding="utf-8")

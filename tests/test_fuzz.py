@@ -17,11 +17,10 @@ import json
 import os
 from pathlib import Path
 
+import fuzzing
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import fuzzing
 from tiers import examples
 
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus"
@@ -109,7 +108,7 @@ def test_corpus_import(path, capsys):
 @pytest.mark.parametrize("path", _corpus("rows"), ids=lambda p: p.name)
 def test_corpus_rows(path):
     """Each file holds good rows around the crasher: the crasher is a failed row naming its line; the rest read."""
-    from gsrlang.data import ColumnMap, Item, ItemError, read_items
+    from gsrlang.files.dataset import ColumnMap, Item, ItemError, read_items
 
     results = list(read_items(path, ColumnMap()))
     failed = [r for r in results if isinstance(r, ItemError)]
@@ -121,9 +120,9 @@ def test_corpus_rows(path):
 
 
 def test_corpus_regex_runs_in_linear_time(monkeypatch):
-    from gsrlang.judges.rules import run_rule
-
     from test_rule_judges import regex_engines
+
+    from gsrlang.judges.rules import run_rule
 
     engines = regex_engines(monkeypatch)  # RE2 never backtracks; Python's re took 36 s on this one
     pattern = (CORPUS / "regex" / "catastrophic.txt").read_text(encoding="utf-8").strip()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang import render
-from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.lang.check.driver import analyze, analyze_file
 from gsrlang.trace.schema import TraceError
+from gsrlang.views import render
 
 CASES = Path(__file__).resolve().parent / "cases" / "render"
 SVG = "{http://www.w3.org/2000/svg}"

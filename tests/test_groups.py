@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gsrlang.analysis.groups import GroupError, group_candidates, group_folds, groups_note
+from gsrlang.analysis.metrics import metrics_with_confidence
+from gsrlang.analysis.resampling import group_codes, group_weights
+from gsrlang.analysis.stats import binomial_two_sided, mcnemar, paired_report
 from gsrlang.cli import main
-from gsrlang.learn.groups import GroupError, group_candidates, group_folds, groups_note
-from gsrlang.learn.stats import binomial_two_sided, mcnemar, paired_report
-from gsrlang.metrics import metrics_with_confidence
-from gsrlang.resampling import group_codes, group_weights
 
 TC = Path(__file__).resolve().parent.parent / "examples" / "topical_chat"
 DEV = TC / "data" / "dev.jsonl"

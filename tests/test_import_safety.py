@@ -7,16 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES
+from fakeserver import FakeOpenAI, scripted
 
-from gsrlang.check.driver import analyze_file
-from gsrlang.check.imports import MAX_IMPORT_BYTES
 from gsrlang.cli import main
+from gsrlang.lang.check.driver import analyze_file
+from gsrlang.lang.check.imports import MAX_IMPORT_BYTES
 from gsrlang.lsp import diagnostics, hover
 from gsrlang.lsp.model import DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
-
-from conftest import EXAMPLES
-from fakeserver import FakeOpenAI, scripted
 
 SECRET = "sk-LEAK-7c0ffee"
 PROGRAM = '''\

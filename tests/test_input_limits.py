@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
-from gsrlang.check.imports import MAX_IMPORT_DEPTH
 from gsrlang.cli import main
-from gsrlang.syntax.parser import MAX_INT, MAX_NESTING
+from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.lang.check.imports import MAX_IMPORT_DEPTH
+from gsrlang.lang.syntax.parser import MAX_INT, MAX_NESTING
 
 HEAD = 'rubric r "d"\ntask pointwise { scale = 1..5 }\ncriterion a: Ordinal[1..5] { ask "?" }\n'
 
@@ -90,7 +90,7 @@ NOT_CHAIN_HEAD = 'rubric r "d"\ntask pointwise { scale = 1..5 }\ncriterion a: Bo
 
 def _not_chain(n: int) -> dict:
     """The JSON form of `sink normalize(not(not(... a)))` with n anonymous `not` nodes."""
-    from gsrlang.jsonform import program_to_json
+    from gsrlang.lang.jsonform import program_to_json
 
     program = analyze(NOT_CHAIN_HEAD + "sink normalize(" + "not(" * 3 + "a" + ")" * 4 + "\n").program
     doc = json.loads(json.dumps(program_to_json(program)))
@@ -108,14 +108,14 @@ def _not_chain(n: int) -> dict:
 
 
 def test_a_chain_of_anonymous_nodes_as_deep_as_the_parser_reads_is_imported():
-    from gsrlang.jsonform import json_to_source
+    from gsrlang.lang.jsonform import json_to_source
 
     source = json_to_source(_not_chain(MAX_NESTING - 1))  # normalize's bracket and 63 of not's
     assert analyze(source).ok
 
 
 def test_a_longer_chain_of_anonymous_nodes_is_a_form_error_naming_the_node():
-    from gsrlang.jsonform import JsonFormError, json_to_source
+    from gsrlang.lang.jsonform import JsonFormError, json_to_source
 
     with pytest.raises(JsonFormError) as info:
         json_to_source(_not_chain(5000))
@@ -145,7 +145,7 @@ def _boom(*args, **kwargs):
 
 @pytest.mark.parametrize("fmt", ["json", "sarif"])
 def test_an_internal_error_is_reported_inside_the_document(tmp_path, capsys, monkeypatch, fmt):
-    import gsrlang.check.driver as driver
+    import gsrlang.lang.check.driver as driver
 
     good, bad = tmp_path / "a.gsr", tmp_path / "b.gsr"
     good.write_text(NOT_CHAIN_HEAD + "sink normalize(a)\nnode unused = normalize(a)\n")
@@ -168,7 +168,7 @@ def test_an_internal_error_is_reported_inside_the_document(tmp_path, capsys, mon
 
 @pytest.mark.parametrize("fmt", ["json", "sarif"])
 def test_a_failure_while_writing_the_report_still_gives_a_document(tmp_path, capsys, monkeypatch, fmt):
-    import gsrlang.diagnostics.render as render
+    import gsrlang.lang.diagnostics.render as render
 
     path = tmp_path / "a.gsr"
     path.write_text(NOT_CHAIN_HEAD + "sink normalize(b)\n")

@@ -1,4 +1,4 @@
-"""The JSON form of programs (`gsrlang.jsonform`), its schema, `gsr export` and `gsr import`.
+"""The JSON form of programs (`gsrlang.lang.jsonform`), its schema, `gsr export` and `gsr import`.
 
 Exported documents are validated against docs/program.schema.json with a small
 validator written here for the subset of JSON Schema (2020-12) the schema uses;
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
 from gsrlang.cli import main
-from gsrlang.jsonform import JsonFormError, declared_type, json_to_source, program_to_json
-from gsrlang.types import JType
+from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.lang.jsonform import JsonFormError, declared_type, json_to_source, program_to_json
+from gsrlang.lang.types import JType
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "program.schema.json").read_text(encoding="utf-8"))
@@ -434,7 +434,7 @@ def test_export_and_import_round_trip(tmp_path, capsys):
     back = analyze_file(out_gsr)
     assert back.program.content_hash == doc["content_hash"]
     # the imported file is formatted
-    from gsrlang.syntax.formatter import format_source
+    from gsrlang.lang.syntax.formatter import format_source
 
     text = out_gsr.read_text(encoding="utf-8")
     assert format_source(text) == text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gsrlang.jsonl import jsonl_lines, read_jsonl
+from gsrlang.files.jsonl import jsonl_lines, read_jsonl
 
 
 class Bad(Exception):
@@ -42,7 +42,7 @@ def test_missing_and_folder(tmp_path):
 
 
 def test_limits_are_problems_not_crashes(tmp_path, monkeypatch):
-    from gsrlang import jsonl
+    from gsrlang.files import jsonl
 
     monkeypatch.setattr(jsonl, "MAX_ROW_BYTES", 100)
     path = tmp_path / "x.jsonl"
@@ -65,7 +65,7 @@ def test_a_line_reads_as_the_standard_library_reads_it(text):
     import json
     import math
 
-    from gsrlang import jsonl
+    from gsrlang.files import jsonl
 
     def same(a, b):
         if type(a) is not type(b):

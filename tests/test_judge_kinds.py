@@ -13,15 +13,15 @@ import asyncio
 
 import pytest
 
-from gsrlang.catalog import default_catalog, load_catalog
-from gsrlang.check.driver import analyze
-from gsrlang.check.judgekinds import JudgeKind, KindUse, judge_kind, judge_kinds, unregister
 from gsrlang.cli import main
-from gsrlang.data import Candidate, Item
-from gsrlang.judgment import ABSTAIN, Judgment
+from gsrlang.execution.executor import execute
+from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.registry import default_registry
-from gsrlang.resources import stdlib_dir
-from gsrlang.runtime.executor import execute
+from gsrlang.lang.catalog import default_catalog, load_catalog
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.check.judgekinds import JudgeKind, KindUse, judge_kind, judge_kinds, unregister
+from gsrlang.lang.resources import stdlib_dir
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 # ---- one declaration ...
 DECLARATION = """
@@ -95,7 +95,7 @@ def test_the_new_kinds_signature_and_static_check_are_enforced(catalog):
 def test_every_reader_of_judge_kinds_sees_the_new_one(catalog):
     from gsrlang.commands.explain import explain_name
     from gsrlang.compiler.prompt import catalogue_text
-    from gsrlang.jsonform import json_to_source, program_to_json
+    from gsrlang.lang.jsonform import json_to_source, program_to_json
     from gsrlang.lsp.hover import describe_judge_kind
 
     kind = judge_kinds(catalog)["sentences"]

@@ -1,13 +1,13 @@
-"""The package's layering: imports run one way, from the commands down to the core value types.
+"""The package's layering: imports run one way, from the surfaces down to the language (docs/architecture.md).
 
 Read from the source (every `import`, including the ones inside functions), so a lazy import
-that hides a back-arrow is caught too. Lowest first:
+that hides a back-arrow is caught too. A module's layer is the longest entry of LAYERS its name starts with;
+lowest first:
 
-    records (attrs classes with a shared repr), span, types, tasks (the task settings), judgment (Judgment,
-    ABSTAIN), diagnostics
-    syntax -> catalog -> program (the checked program's data model) -> semantics (the operator kernels: a leaf with
-    no I/O, see tests/test_kernels.py) -> trace (the trace schema, its readers and writer, TraceView) -> check
-    -> runtime -> judges -> commands -> cli
+    files (bytes in and out) -> lang (records, resources, span, types, tasks, diagnostics, syntax, catalog, program,
+    check, jsonform) -> semantics (a leaf: nothing above lang, no I/O) -> trace -> analysis.resampling,
+    analysis.metrics (a run reports them) -> judges -> execution -> analysis (tuning and ablation run the
+    evaluator) -> compiler -> views -> api, reward -> serve, rewards, lsp -> commands -> cli -> demo
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "gsrlang"
 
-LAYERS = ["records", "span", "types", "tasks", "judgment", "diagnostics", "syntax", "catalog", "program", "semantics",
-          "trace", "check", "runtime", "judges", "commands", "cli"]
+LAYERS = ["files", "lang.records", "lang.resources", "lang.span", "lang.types", "lang.tasks", "lang.diagnostics",
+          "lang.syntax", "lang.catalog", "lang.program", "lang.check", "lang.jsonform", "lang", "semantics", "trace",
+          "analysis.resampling", "analysis.metrics", "judges", "execution", "analysis", "compiler", "views", "api",
+          "reward", "serve", "rewards", "lsp", "commands", "cli", "demo"]
 
 
 def _modules() -> dict[str, Path]:
@@ -57,11 +59,12 @@ def _package_imports() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> int | None:
-    found = None
+    """The rank of the longest entry of LAYERS that `module` is or is under."""
+    found, length = None, -1
     for rank, layer in enumerate(LAYERS):
         prefix = f"gsrlang.{layer}"
-        if module == prefix or module.startswith(prefix + "."):
-            found = rank
+        if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+            found, length = rank, len(prefix)
     return found
 
 
@@ -109,12 +112,12 @@ def test_the_import_reader_sees_lazy_and_relative_imports(tmp_path):
     (tmp_path / "a.py").write_text("def f():\n    from gsrlang.cli import main\n")
     (tmp_path / "b.py").write_text("from . import a\n")
     (tmp_path / "__init__.py").write_text("")
-    modules = {"gsrlang.runtime.a": tmp_path / "a.py", "gsrlang.runtime.b": tmp_path / "b.py",
-               "gsrlang.runtime": tmp_path / "__init__.py", "gsrlang.cli": tmp_path / "__init__.py"}
+    modules = {"gsrlang.execution.a": tmp_path / "a.py", "gsrlang.execution.b": tmp_path / "b.py",
+               "gsrlang.execution": tmp_path / "__init__.py", "gsrlang.cli": tmp_path / "__init__.py"}
     edges = _imports(modules)
-    assert edges["gsrlang.runtime.a"] == {"gsrlang.cli"}
-    assert edges["gsrlang.runtime.b"] == {"gsrlang.runtime.a"}
-    assert _layer("gsrlang.runtime.a") < _layer("gsrlang.cli")
+    assert edges["gsrlang.execution.a"] == {"gsrlang.cli"}
+    assert edges["gsrlang.execution.b"] == {"gsrlang.execution.a"}
+    assert _layer("gsrlang.execution.a") < _layer("gsrlang.cli")
 
 
 SURFACES = ("gsrlang.commands", "gsrlang.cli")  # where a command line is parsed into typed settings
@@ -152,3 +155,16 @@ def test_the_argparse_reader_sees_every_way_in():
                           "def f(args: 'argparse.Namespace'): pass\ndef g(a: argparse.Namespace): pass\n")
     assert len(uses) == 4, uses
     assert _argparse_uses("def f(args): return args.get('x')\n") == []
+
+
+def test_semantics_is_a_leaf():
+    """`gsrlang.semantics` imports only itself and the language (`gsrlang.lang`), and nothing that does I/O."""
+    edges = _imports(_modules())
+    out = sorted(f"{a} -> {b}" for a, targets in edges.items() if a.startswith("gsrlang.semantics")
+                 for b in targets if not (b.startswith("gsrlang.semantics") or b.startswith("gsrlang.lang")))
+    assert out == []
+
+
+def test_every_module_has_a_layer():
+    """A new package or top-level module is given its place in LAYERS (and in docs/architecture.md)."""
+    assert sorted(m for m in _modules() if m != "gsrlang" and _layer(m) is None) == []

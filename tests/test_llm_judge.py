@@ -14,13 +14,13 @@ import re
 
 import pytest
 
-from gsrlang.check.driver import analyze
-from gsrlang.data import Candidate, Item
-from gsrlang.judgment import ABSTAIN
+from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.llm import JudgeConfig, JudgeSettings, JudgmentCache
 from gsrlang.judges.llm.fewshot import FewShotBank, FewShotRow
 from gsrlang.judges.llm.judge import LLMJudge
 from gsrlang.judges.llm.prompts import AnswerSpec
+from gsrlang.lang.check.driver import analyze
+from gsrlang.semantics.judgment import ABSTAIN
 
 try:
     from fakeserver import FakeOpenAI, Fault, prompt_text, scripted
@@ -600,8 +600,8 @@ async def test_joint_with_a_single_candidate_judges_pointwise(server):
 async def test_build_llm_judge_flags_over_env_over_gsr_toml(tmp_path, monkeypatch):
     import argparse
 
-    from gsrlang.judges.llm.config import ConfigError
     from gsrlang.commands.config import add_llm_arguments, build_llm_judge
+    from gsrlang.judges.llm.config import ConfigError
     from gsrlang.judges.llm.options import create_judge
 
     for var in list(__import__("os").environ):

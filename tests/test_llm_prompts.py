@@ -11,10 +11,9 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gsrlang.check.driver import analyze
-from gsrlang.judgment import ABSTAIN, Judgment
 from gsrlang.judges.llm.fewshot import FewShotBank, FewShotError, FewShotRow, balanced_sample, parse_verdict
 from gsrlang.judges.llm.judge import aggregate, call_seed, combine_orders
 from gsrlang.judges.llm.prompts import (
@@ -29,8 +28,10 @@ from gsrlang.judges.llm.prompts import (
     data_token,
     neutralise,
 )
-from gsrlang.program import LevelSpec
-from gsrlang.types import BOOL, JType, ordinal
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.program import LevelSpec
+from gsrlang.lang.types import BOOL, JType, ordinal
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 ORD5 = ordinal(["1", "2", "3", "4", "5"], numbered=True)
 NOMINAL = JType("nominal", labels=("news", "opinion", "ad"))

@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from fuzzing import exercise_lsp
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+from gsrlang.lang.resources import stdlib_dir
 from gsrlang.lsp import completion
 from gsrlang.lsp.model import Files
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.resources import stdlib_dir
-
-from fuzzing import exercise_lsp
 
 SERVER = [sys.executable, "-m", "gsrlang.cli", "lsp"]
 lsp = pytest.mark.asyncio(loop_scope="module")  # every protocol test shares one server (module scope)
@@ -332,8 +331,8 @@ async def test_completion_of_rules_settings_and_keywords(client: LanguageClient,
 # ---- formatting and quick fixes ---------------------------------------------------------------------------------------
 @lsp
 async def test_formatting(client: LanguageClient, workspace: Path):
-    formatter = pytest.importorskip("gsrlang.syntax.formatter",
-                                    reason="the formatter (gsrlang/syntax/formatter.py) is not in this tree yet")
+    formatter = pytest.importorskip("gsrlang.lang.syntax.formatter",
+                                    reason="the formatter (gsrlang/lang/syntax/formatter.py) is not in this tree yet")
     messy = MAIN.replace("node body   = weighted_mean(", "node body=weighted_mean(   ")
     uri, _ = open_doc(client, workspace / "main.gsr", messy)
     edits = await client.text_document_formatting_async(types.DocumentFormattingParams(

@@ -1,4 +1,4 @@
-"""Tests for gsrlang.metrics: hand-computed cases, properties, results files, real data."""
+"""Tests for gsrlang.analysis.metrics: hand-computed cases, properties, results files, real data."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
-from gsrlang.data import ColumnMap, DataError, parse_pairwise_label, parse_pointwise_label, read_items
-from gsrlang.metrics import (
+from gsrlang.analysis.metrics import (
     bootstrap_ci,
     format_report,
     metrics_from_results,
@@ -30,8 +30,7 @@ from gsrlang.metrics import (
     summarize_runs,
     with_confidence,
 )
-
-from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
+from gsrlang.files.dataset import ColumnMap, DataError, parse_pairwise_label, parse_pointwise_label, read_items
 
 POINTWISE_KEYS = ("coverage", "exact", "within1", "mae", "pearson", "spearman", "qwk")
 PAIRWISE_KEYS = ("accuracy", "valid_only_accuracy", "coverage", "invalid_rate", "tie_rate", "abstain_rate")
@@ -371,7 +370,7 @@ def test_paired_intervals_match_scipy():
     """gsr compare's paired intervals: the difference B - A on the same resamples, checked against scipy."""
     np = pytest.importorskip("numpy")
     stats = pytest.importorskip("scipy.stats")
-    from gsrlang.learn.stats import paired_report
+    from gsrlang.analysis.stats import paired_report
 
     a, golds = _sample_pointwise(100, seed=8)
     a = [3 if x is None else x for x in a]

@@ -7,13 +7,13 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gsrlang.catalog import default_catalog
-from gsrlang.check.driver import analyze
-from gsrlang.runtime.compose import Plan
 from oracle_operators import OPERATORS, apply, param_names, port_names
+
+from gsrlang.lang.catalog import default_catalog
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.types import BOOL, JType, ordinal
+from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
-from gsrlang.types import BOOL, JType, ordinal
 
 A = ABSTAIN
 

@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from runfiles import records
 
 from gsrlang.cli import main
-
-from runfiles import records
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -161,7 +160,7 @@ def test_a_work_folder_holding_an_input_or_output_is_refused(tmp_path, capsys, w
 
 
 def test_remove_own_removes_only_gsrs_block_files(tmp_path):
-    from gsrlang.runtime.engines.ray_engine import _remove_own
+    from gsrlang.execution.engines.ray_engine import _remove_own
 
     work = tmp_path / "w"
     work.mkdir()

@@ -13,12 +13,11 @@ import random
 from pathlib import Path
 
 import pytest
-
 from runfiles import records
 
-from gsrlang.check.driver import analyze_file
+from gsrlang.analysis.metrics import metrics_from_results
 from gsrlang.cli import main
-from gsrlang.metrics import metrics_from_results
+from gsrlang.lang.check.driver import analyze_file
 
 try:
     from fakeserver import FakeOpenAI
@@ -342,9 +341,9 @@ def test_usage_errors(workspace, capsys):
 
 
 def test_programs_are_kept_in_a_bounded_cache(workspace, capsys):
-    from gsrlang.data import ColumnMap, read_items
+    from gsrlang.execution.peritem import IndexedPrograms
+    from gsrlang.files.dataset import ColumnMap, read_items
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.programs import IndexedPrograms
 
     programs = IndexedPrograms(workspace / "programs" / "index.jsonl", cache_size=2)
     programs.start(programs.choose_mode(None), ColumnMap(id_field="id"), default_registry())
@@ -362,11 +361,11 @@ def test_programs_are_kept_in_a_bounded_cache(workspace, capsys):
 
 def test_items_with_slow_judges_come_out_in_order_under_their_programs(workspace):
     """The concurrent path (judges that are not inline): results in input order, each with its own program."""
-    from gsrlang.data import ColumnMap, read_items
+    from gsrlang.execution.executor import run_items_each
+    from gsrlang.execution.peritem import IndexedPrograms
+    from gsrlang.files.dataset import ColumnMap, read_items
     from gsrlang.judges.registry import default_registry
     from gsrlang.judges.verifier import register_verifier, unregister_verifier
-    from gsrlang.runtime.executor import run_items_each
-    from gsrlang.runtime.programs import IndexedPrograms
 
     rng = random.Random(3)
 

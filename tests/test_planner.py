@@ -1,4 +1,4 @@
-"""The planner's decisions (gsrlang.runtime.planner): each path of run and replay chosen once, from typed config.
+"""The planner's decisions (gsrlang.execution.planner): each path of run and replay chosen once, from typed config.
 
 The decisions are pure functions of the configuration and a few facts about the source (whether the judges
 answer a column, whether the trace skipped judgments); the commands and the runtime run what they choose. The
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang.runtime.planner import COLUMNS, ITEMS, ReplayConfig, RunConfig, replay_route, run_route
+from gsrlang.execution.planner import COLUMNS, ITEMS, ReplayConfig, RunConfig, replay_route, run_route
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def _spy(monkeypatch, module, name: str, taken: list):
 
 def test_run_takes_the_planned_path(tmp_path, monkeypatch):
     """A program of human fields runs by columns, and item by item with GSR_COLUMNAR_RUN=0: the same bytes."""
-    import gsrlang.runtime.batch as batch
+    import gsrlang.execution.runs as batch
     from gsrlang.cli import main
 
     taken: list = []
@@ -96,7 +96,7 @@ def test_run_takes_the_planned_path(tmp_path, monkeypatch):
 
 def test_replay_takes_the_planned_path(tmp_path, monkeypatch, capsys):
     """Verifying by columns, and item by item when a new trace is written; both reproduce the trace."""
-    import gsrlang.runtime.planner as planner
+    import gsrlang.execution.planner as planner
     from gsrlang.cli import main
 
     trace = tmp_path / "t.jsonl"

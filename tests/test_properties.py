@@ -17,13 +17,13 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gsrlang.check.driver import analyze
-from gsrlang.jsonform import json_to_source, program_to_json
-from gsrlang.syntax.formatter import format_source
-from gsrlang.syntax.parser import parse
 from test_jsonform import SCHEMA, validate
 from tiers import examples
+
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.jsonform import json_to_source, program_to_json
+from gsrlang.lang.syntax.formatter import format_source
+from gsrlang.lang.syntax.parser import parse
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -154,7 +154,7 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
 def test_ray_actors_take_the_planners_column_path(ray_session, tmp_path, monkeypatch, capsys):
     """A program of human fields: the actors evaluate their blocks on the path the planner chooses from the job's
     config (by columns; item by item with GSR_COLUMNAR_RUN=0), and both write the local engine's bytes."""
-    import gsrlang.runtime.batch as batch
+    import gsrlang.execution.runs as batch
 
     root = Path(__file__).resolve().parents[1] / "examples" / "topical_chat"
     cmd = ["run", str(root / "flat.gsr"), "--data", str(root / "data" / "dev.jsonl"), "--input-field", "context",
@@ -315,7 +315,7 @@ def test_a_work_folder_keeps_what_gsr_did_not_write(ray_session, tmp_path, monke
     args = ["run", "overall.gsr", "--data", "dev.jsonl", *TC_COLUMNS, "--ray-address", ray_session,
             "--out", "o.jsonl"]
     monkeypatch.chdir(tmp_path)
-    from gsrlang.runtime.engines import ray_engine
+    from gsrlang.execution.engines import ray_engine
 
     real = ray_engine._Run._merge
 

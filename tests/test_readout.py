@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
+from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.semantics.readout import quantize, read, read_pairwise, read_pointwise
 
 

@@ -1,13 +1,13 @@
-"""gsrlang.records: attrs classes with one shared `__repr__`, which writes what attrs' own repr writes."""
+"""gsrlang.lang.records: attrs classes with one shared `__repr__`, which writes what attrs' own repr writes."""
 
 from __future__ import annotations
 
 import attrs
 
-from gsrlang import records
-from gsrlang.diagnostics import error
-from gsrlang.span import Span
-from gsrlang.syntax.parser import parse
+from gsrlang.lang import records
+from gsrlang.lang.diagnostics import error
+from gsrlang.lang.span import Span
+from gsrlang.lang.syntax.parser import parse
 
 
 def _both(make, body: dict, **options):

@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 import re
 
-
-from gsrlang.check.driver import analyze
-from gsrlang.diagnostics import Diagnostic, Fix, Label, error, warning
-from gsrlang.diagnostics.codes import CODES
-from gsrlang.diagnostics.render import (FORMATS, Sources, diagnostic_json, render_concise, render_full,
-                                        render_github, render_json, render_sarif)
-from gsrlang.span import SourceText, Span
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.diagnostics import Diagnostic, Fix, Label, error, warning
+from gsrlang.lang.diagnostics.codes import CODES
+from gsrlang.lang.diagnostics.render import (
+    FORMATS,
+    Sources,
+    diagnostic_json,
+    render_concise,
+    render_full,
+    render_github,
+    render_json,
+    render_sarif,
+)
+from gsrlang.lang.span import SourceText, Span
 
 PATH = "rubrics/helpfulness.gsr"
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang import render
-from gsrlang.check.driver import analyze_file
-from gsrlang.data import ColumnMap
+from gsrlang.execution.planner import RunConfig
+from gsrlang.execution.runs import run_file
+from gsrlang.files.dataset import ColumnMap
 from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.batch import run_file
-from gsrlang.runtime.planner import RunConfig
+from gsrlang.lang.check.driver import analyze_file
+from gsrlang.views import render
 
 CASES = Path(__file__).resolve().parent / "cases" / "render"
 SVG = "{http://www.w3.org/2000/svg}"

@@ -9,16 +9,16 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
-from gsrlang.check.driver import analyze
-from gsrlang.data import Candidate, Item
+from gsrlang.execution.executor import execute
+from gsrlang.execution.replay import ReplayError, compatibility_problems, replay_records
+from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.executor import execute
-from gsrlang.runtime.replay import ReplayError, compatibility_problems, replay_records
+from gsrlang.lang.check.driver import analyze
+from gsrlang.semantics.compose import Plan
 from gsrlang.trace.schema import dumps, result_line
 from gsrlang.trace.write import trace_record
-from tiers import examples
 
 TEXT = """
 rubric chat
@@ -184,11 +184,11 @@ def test_pairwise_records_replay():
 
 
 def test_the_run_summary_record_is_kept_apart_from_the_items(tmp_path):
-    from gsrlang.render import read_trace_item
-    from gsrlang.runtime.batch import replay_file
+    from gsrlang.execution.runs import replay_file
     from gsrlang.trace.read import read_trace
     from gsrlang.trace.schema import is_summary, summary_record
     from gsrlang.trace.write import TraceWriter
+    from gsrlang.views.render import read_trace_item
 
     prog = program()
     plan = Plan(prog)

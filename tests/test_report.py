@@ -10,10 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from runfiles import records
 
 from gsrlang.cli import main
-
-from runfiles import records
 
 ROOT = Path(__file__).resolve().parents[1]
 TC = ROOT / "examples" / "topical_chat"
@@ -211,7 +210,7 @@ def test_pairwise_report_in_a_headless_browser(tmp_path):
 
 def test_per_criterion_agreement_in_the_report(runs, tmp_path, capsys):
     """--criterion NAME=FIELD --data FILE: the criterion's judgments against the data's human label for it."""
-    from gsrlang.metrics import pointwise_metrics
+    from gsrlang.analysis.metrics import pointwise_metrics
 
     tmp, a, _ = runs
     rows = [json.loads(x) for x in TC_DATA.read_text().splitlines()]
@@ -335,7 +334,7 @@ def test_hostile_values_run_nothing_in_a_browser(tmp_path):
 def test_histogram_bins_are_labelled_by_their_range():
     from collections import Counter
 
-    from gsrlang.report import _histogram
+    from gsrlang.views.report import _histogram
 
     counts = Counter()
     labels = _histogram([0.0, 0.05, 0.95, 1.0], 0.0, 1.0, counts)

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from gsrlang.catalog import default_catalog
-from gsrlang.check.driver import analyze
-from gsrlang.data import Candidate, Item
+from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.base import ABSTAIN, JudgeConfigError, Judgment
 from gsrlang.judges.human import HumanJudge
 from gsrlang.judges.registry import default_registry
 from gsrlang.judges.rules import RULES, RuleJudge, run_rule
 from gsrlang.judges.verifier import VerifierJudge, register_verifier, unregister_verifier
+from gsrlang.lang.catalog import default_catalog
+from gsrlang.lang.check.driver import analyze
 
 
 def program(body: str, task: str = "task pointwise { scale = 1..5 }"):
@@ -230,7 +230,7 @@ def test_regex_runs_in_linear_time_on_the_pathological_pattern(monkeypatch):
 
 
 def test_patterns_re2_refuses_are_gsr305_with_a_reason():
-    from gsrlang.check.driver import analyze
+    from gsrlang.lang.check.driver import analyze
 
     for pattern, help_ in [(r"(\\w+) \\1", True), ("(?<=a)b", True), ("a{2000}", True), ("[", False)]:
         result = analyze('task pointwise { scale = 1..5 }\n'

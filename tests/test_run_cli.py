@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from runfiles import records
 
+from gsrlang.analysis.metrics import metrics_from_results
 from gsrlang.cli import main
-from gsrlang.metrics import metrics_from_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TC = ROOT / "examples" / "topical_chat"
@@ -53,7 +52,7 @@ def test_run_topical_chat_graph_program(tmp_path, capsys):
     first = results[0]
     assert set(first) == {"id", "line", "status", "mode", "program", "score", "raw", "scale", "sink", "label",
                           "reason"}
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     assert first["program"] == {"name": "topical_chat_overall",
                                 "hash": analyze_file(str(TC / "overall.gsr")).program.content_hash}
@@ -288,6 +287,6 @@ def test_an_id_column_is_the_id_unless_id_field_says_otherwise(tmp_path, capsys)
     # a CSV file's header counts as its first row
     csv = tmp_path / "d.csv"
     csv.write_text("id,scores.overall\nx1,3\nx2,4\n", encoding="utf-8")
-    from gsrlang.data import default_id_field
+    from gsrlang.files.dataset import default_id_field
 
     assert default_id_field(csv) == "id" and default_id_field(without) is None

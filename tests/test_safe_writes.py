@@ -10,13 +10,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from test_run_cli import (
+    TC,
+    no_model,  # noqa: F401 - the autouse fixture: no model judge from the environment
+)
+from test_run_cli import TC_COLUMNS as COLUMNS
 
 from gsrlang.cli import main
-from gsrlang.safeio import PathClash, check_outputs, same_file, write_atomic
-
-from test_run_cli import TC
-from test_run_cli import TC_COLUMNS as COLUMNS
-from test_run_cli import no_model  # noqa: F401 - the autouse fixture: no model judge from the environment
+from gsrlang.files.safeio import PathClash, check_outputs, same_file, write_atomic
 
 
 @pytest.fixture

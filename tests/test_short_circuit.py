@@ -18,20 +18,19 @@ import os
 from pathlib import Path
 
 import pytest
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gsrlang.data import Candidate, Item
-from gsrlang.judgment import ABSTAIN, Judgment
-from gsrlang.judges.registry import JudgeRegistry
-from gsrlang.runtime.compose import Plan
-from gsrlang.runtime.executor import execute
-from gsrlang.runtime.replay import replay_records
-from gsrlang.trace.schema import dumps, result_line
-from gsrlang.trace.write import trace_record
 from test_properties import checkable_programs, draw_checked
 from tiers import examples
+
+from gsrlang.execution.executor import execute
+from gsrlang.execution.replay import replay_records
+from gsrlang.files.dataset import Candidate, Item
+from gsrlang.judges.registry import JudgeRegistry
+from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
+from gsrlang.trace.schema import dumps, result_line
+from gsrlang.trace.write import trace_record
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -168,7 +167,7 @@ def test_the_examples_give_the_same_results_with_fewer_calls(example, mode, tmp_
     assert main(["replay", "short.trace.jsonl", "-q"]) == 0  # the short-circuited trace replays exactly
     from test_verify_columnar import assert_same_report  # skipped judgments and abstentions: verified alike
 
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
     for name in ("short", "full"):
         assert_same_report(analyze_file(str(program)).program, tmp_path / f"{name}.trace.jsonl")
 

@@ -1,4 +1,4 @@
-"""The parser shipped in the package (gsrlang/syntax/_standalone.py, Lark's standalone parser) is that of
+"""The parser shipped in the package (gsrlang/lang/syntax/_standalone.py, Lark's standalone parser) is that of
 grammar/gsr.lark (`gsr check` never imports Lark: tests/test_check_cli.py).
 
 When the grammar changes, the module must be regenerated (`make tables`): the first test fails until it is,
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import lark
 
-from gsrlang.resources import grammar_path
-from gsrlang.syntax import _standalone, parser, tables
-from gsrlang.syntax.parser import parse
+from gsrlang.lang.resources import grammar_path
+from gsrlang.lang.syntax import _standalone, parser, tables
+from gsrlang.lang.syntax.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,9 +27,9 @@ def _grammar() -> str:
 def test_the_shipped_parser_is_that_of_the_grammar():
     assert _standalone.GRAMMAR == _grammar(), \
         "grammar/gsr.lark changed: regenerate the parser with `make tables`"
-    check = subprocess.run([sys.executable, "-m", "gsrlang.syntax.tables", "--check"], capture_output=True,
+    check = subprocess.run([sys.executable, "-m", "gsrlang.lang.syntax.tables", "--check"], capture_output=True,
                            text=True, cwd=ROOT)
-    assert check.returncode == 0, check.stderr + " (never edit gsrlang/syntax/_standalone.py by hand)"
+    assert check.returncode == 0, check.stderr + " (never edit gsrlang/lang/syntax/_standalone.py by hand)"
 
 
 def test_the_shipped_parser_keeps_lark_s_license_header():

@@ -1,4 +1,4 @@
-"""The trace loader (`Table.from_trace`, gsrlang/runtime/traceload.py) gives the columns of the
+"""The trace loader (`Table.from_trace`, gsrlang/execution/tracetable.py) gives the columns of the
 value-by-value reading.
 
 The reference below reads every record in the logical form (`read_trace`), decodes
@@ -20,16 +20,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsrlang.check.driver import analyze
-from gsrlang.data import ColumnMap
+from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.execution.planner import RunConfig
+from gsrlang.execution.replay import ReplayError
+from gsrlang.execution.runs import run_file
+from gsrlang.files.dataset import ColumnMap
 from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.batch import run_file
-from gsrlang.runtime.planner import RunConfig
-from gsrlang.runtime.columnar import Evaluator, Table
-from gsrlang.runtime.replay import ReplayError
+from gsrlang.lang.check.driver import analyze
+from gsrlang.semantics.values import RuntimeFailure, value_from_json
 from gsrlang.trace.read import read_trace
 from gsrlang.trace.schema import TraceError
-from gsrlang.semantics.values import RuntimeFailure, value_from_json
 
 PROGRAM_TEXT = """
 rubric r

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gsrlang.check.driver import analyze
-from gsrlang.jsonform import json_to_source, program_to_json
-from gsrlang.syntax.formatter import format_source
+from gsrlang.lang.check.driver import analyze
+from gsrlang.lang.jsonform import json_to_source, program_to_json
+from gsrlang.lang.syntax.formatter import format_source
 
 TEXT = """rubric r
 task pointwise { scale = 1..5  quantize = thresholds(0.2 in 0.1..0.3, 0.4, 0.6, 0.8 in 0.7..0.9) }

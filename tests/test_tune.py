@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.analysis.rewrite import HEADER_PREFIX
+from gsrlang.analysis.tune import FitSettings, cross_validate, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.learn.rewrite import HEADER_PREFIX
-from gsrlang.learn.tune import FitSettings, cross_validate, fit, knobs, predict
-from gsrlang.runtime.columnar import Table
+from gsrlang.execution.evaluate import Table
+from gsrlang.lang.check.driver import analyze, analyze_file
 
 pytest.importorskip("scipy")
 
@@ -82,7 +82,7 @@ def test_cross_validation_never_sees_the_held_out_labels():
 
 def test_too_few_labels_for_the_folds():
     program = analyze(SYNTH).program
-    from gsrlang.learn.tune import TuneError
+    from gsrlang.analysis.tune import TuneError
 
     with pytest.raises(TuneError, match="too few for 5 folds"):
         cross_validate(program, knobs(program), table_of(program, synthetic(7)), 5, FitSettings())
@@ -150,10 +150,10 @@ def test_a_program_with_both_tasks_is_tuned_for_the_one_named_by_mode(tmp_path, 
 
 
 def test_a_trace_from_another_program_is_refused(tmp_path, capsys):
-    from gsrlang.data import ColumnMap
+    from gsrlang.execution.planner import RunConfig
+    from gsrlang.execution.runs import run_file
+    from gsrlang.files.dataset import ColumnMap
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.batch import run_file
-    from gsrlang.runtime.planner import RunConfig
 
     other = analyze('rubric o\ntask pointwise { scale = 1..5 }\ncriterion c: Score = human(field: "a")\nsink c\n',
                     ).program
@@ -173,13 +173,13 @@ def test_predictions_use_the_exact_readout():
     ks = knobs(program)
     table = table_of(program, synthetic(30))
     preds = predict(program, ks, [k.start for k in ks], table)
-    from gsrlang.runtime.columnar import Evaluator
+    from gsrlang.execution.evaluate import Evaluator
 
     assert preds == Evaluator(program).run(table).predictions()
 
 
 def test_a_weight_moves_by_its_share_not_its_scale():
-    from gsrlang.learn.tune import Space
+    from gsrlang.analysis.tune import Space
 
     program = analyze(SYNTH).program
     ks = knobs(program)
@@ -195,7 +195,7 @@ def test_a_weight_moves_by_its_share_not_its_scale():
 
 @pytest.mark.slow  # a whole tuning run of many folds: the slow tier (docs/testing.md)
 def test_auto_shrinkage_is_chosen_inside_each_fold_without_leakage():
-    from gsrlang.learn.tune import choose_shrink
+    from gsrlang.analysis.tune import choose_shrink
 
     program = analyze(SYNTH).program
     ks = knobs(program)
@@ -218,7 +218,7 @@ def test_auto_shrinkage_is_chosen_inside_each_fold_without_leakage():
 def test_gsr_tune_shrink_auto_reports_its_choice(tmp_path, capsys, monkeypatch):
     import functools
 
-    import gsrlang.learn.tune as tune
+    import gsrlang.analysis.tune as tune
 
     # a small search, so that the 2 x (2 x 2 + 1) + 2 x 2 + 1 fits stay quick
     monkeypatch.setattr(tune, "FitSettings", functools.partial(tune.FitSettings, maxiter=3, popsize=4,

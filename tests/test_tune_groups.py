@@ -8,20 +8,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.analysis.metrics import pointwise_metrics
+from gsrlang.analysis.rewrite import tuned_name
 from gsrlang.cli import main
-from gsrlang.columns import column_map
+from gsrlang.execution.evaluate import Table
+from gsrlang.execution.labels import label_reader
+from gsrlang.files.needs import column_map
 from gsrlang.judges.registry import default_registry
-from gsrlang.learn.rewrite import tuned_name
-from gsrlang.metrics import pointwise_metrics
-from gsrlang.runtime.columnar import Table
-from gsrlang.runtime.labels import label_reader
+from gsrlang.lang.check.driver import analyze, analyze_file
 
 pytest.importorskip("scipy")
 
-from gsrlang.learn.baseline import baseline_predictions  # noqa: E402
-from gsrlang.learn.tune import (FitSettings, Progress, cross_validate, fit, knobs, labelled_index,  # noqa: E402
-                                ordinal_nll, predict)
+from gsrlang.analysis.baseline import baseline_predictions  # noqa: E402
+from gsrlang.analysis.tune import (  # noqa: E402
+    FitSettings,
+    Progress,
+    cross_validate,
+    fit,
+    knobs,
+    labelled_index,
+    ordinal_nll,
+    predict,
+)
 
 TC = Path(__file__).resolve().parent.parent / "examples" / "topical_chat"
 TUNABLE = TC / "overall.tunable.gsr"

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.analysis.tune import FitSettings, Space, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.jsonform import JsonFormError, json_to_source, program_to_json
-from gsrlang.learn.tune import FitSettings, Space, fit, knobs, predict
-from gsrlang.runtime.columnar import Evaluator, Table
-from gsrlang.syntax.formatter import format_source
+from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.lang.jsonform import JsonFormError, json_to_source, program_to_json
+from gsrlang.lang.syntax.formatter import format_source
 
 LEVELS = """rubric levels "a level's value is learned"
 task pointwise { scale = 1..5  quantize = none }

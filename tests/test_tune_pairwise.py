@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from gsrlang.check.driver import analyze, analyze_file
+from gsrlang.analysis.tune import FitSettings, cross_validate, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.learn.tune import FitSettings, cross_validate, fit, knobs, predict
-from gsrlang.runtime.columnar import Evaluator, Table
+from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.lang.check.driver import analyze, analyze_file
 
 pytest.importorskip("scipy")
 

@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gsrlang.check.driver import analyze_file
-from gsrlang.cli import main as gsr
-from gsrlang.data import ColumnMap
-from gsrlang.judges.registry import default_registry
-from gsrlang.runtime.batch import replay_file, run_file
-from gsrlang.runtime.planner import ReplayConfig, RunConfig
-from gsrlang.runtime.executor import default_mode
-from gsrlang.runtime.replay import ReplayError
-from gsrlang.runtime.verify import verify_columnar
 from test_columnar import EXAMPLE_DATA, _examples_without_a_model
 from tiers import examples
+
+from gsrlang.cli import main as gsr
+from gsrlang.execution.executor import default_mode
+from gsrlang.execution.planner import ReplayConfig, RunConfig
+from gsrlang.execution.replay import ReplayError
+from gsrlang.execution.runs import replay_file, run_file
+from gsrlang.execution.verify import verify_columnar
+from gsrlang.files.dataset import ColumnMap
+from gsrlang.judges.registry import default_registry
+from gsrlang.lang.check.driver import analyze_file
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "differences", "first_difference",
           "preds", "golds", "duplicate_ids", "duplicate_examples", "judgments", "skipped", "mode", "recorded")
@@ -379,7 +379,7 @@ def test_a_trace_verified_a_few_items_at_a_time_gives_the_same_report(chunk, alt
     """The trace is verified a chunk of items at a time (memory flat in its length): chunk boundaries, an id
     repeated across chunks, a difference in a later chunk and the run summary after a full chunk change
     nothing in the report or the results file."""
-    from gsrlang.runtime import verify
+    from gsrlang.execution import verify
 
     monkeypatch.setattr(verify, "CHUNK", chunk)
     path = _examples_without_a_model()[0]

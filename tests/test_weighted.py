@@ -6,13 +6,12 @@ import json
 import math
 
 import pytest
+from fakeserver import Reply
+from runfiles import records
 
 from gsrlang.cli import main
 from gsrlang.judges.llm.weighted import eligible, read_weighted
-from gsrlang.types import JType
-
-from fakeserver import Reply
-from runfiles import records
+from gsrlang.lang.types import JType
 
 PROGRAM = '''\
 rubric weighted "A weighted Score"

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gsrlang.check.driver import analyze_file
-from gsrlang.cli import main as gsr
-from gsrlang.runtime.batch import replay_file
-from gsrlang.runtime.planner import ReplayConfig
-from gsrlang.runtime.executor import default_mode
-from gsrlang.runtime.replay import ReplayError
-from gsrlang.runtime.whatif import recompose_columnar
 from test_columnar import _examples_without_a_model
 from test_verify_columnar import ALTERATIONS, _invalid_judgment, _record, alter_records
 from tiers import examples
+
+from gsrlang.cli import main as gsr
+from gsrlang.execution.executor import default_mode
+from gsrlang.execution.planner import ReplayConfig
+from gsrlang.execution.replay import ReplayError
+from gsrlang.execution.runs import replay_file
+from gsrlang.execution.whatif import recompose_columnar
+from gsrlang.lang.check.driver import analyze_file
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
           "duplicate_examples", "needs", "mode", "recorded", "judgments", "skipped")
@@ -124,7 +124,7 @@ def test_show_in_a_what_if_prints_what_the_item_path_prints(out, tmp_path, capsy
 def test_invalid_items_are_written_from_the_evaluation(pair, tmp_path, monkeypatch):
     """An item left invalid by an invalid judgment gets its line (the item path's reason) from the columns: no
     item is replayed item by item, and the file is still the item path's byte for byte."""
-    import gsrlang.runtime.whatif as whatif
+    import gsrlang.execution.whatif as whatif
 
     recorded, other = pair
     program, trace = _record(recorded, tmp_path)

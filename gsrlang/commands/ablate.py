@@ -41,12 +41,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from gsrlang.analysis.ablate import variants
+    from gsrlang.analysis.stats import paired_report
     from gsrlang.commands.run import load_program
-    from gsrlang.data import DataError
-    from gsrlang.learn.ablate import variants
-    from gsrlang.learn.stats import paired_report
-    from gsrlang.runtime.columnar import Evaluator, Table
-    from gsrlang.runtime.replay import ReplayError
+    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.execution.replay import ReplayError
+    from gsrlang.files.dataset import DataError
 
     program = load_program(args.program)
     if program is None:

@@ -76,7 +76,7 @@ def wanted(args) -> bool:
 
 def check_run_arguments(args) -> None:
     """Usage errors of the batch flags, before anything runs."""
-    from gsrlang.safeio import check_outputs
+    from gsrlang.files.safeio import check_outputs
 
     on = wanted(args)
     tuning = [f for f in ("batch_retry", "batch_state", "batch_max_requests", "batch_max_bytes", "batch_poll",
@@ -142,10 +142,17 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
 
     `local`, `progress`, `summarize` and `finish` are gsr run's own steps (gsrlang.commands.run: the online run,
     the progress display, the summary, the exit status), passed in so that this module does not import it."""
-    from gsrlang.judges.llm.batch import (BatchError, BatchLimits, BatchState, Batcher, check_batch_api,
-                                          parse_size, read_results)
     from gsrlang.commands.config import run_config
-    from gsrlang.runtime.batch import run_file
+    from gsrlang.execution.runs import run_file
+    from gsrlang.judges.llm.batch import (
+        Batcher,
+        BatchError,
+        BatchLimits,
+        BatchState,
+        check_batch_api,
+        parse_size,
+        read_results,
+    )
 
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "pool"):
@@ -247,10 +254,10 @@ def _state_for(path: str):
 
 
 def run(args) -> int:
+    from gsrlang.commands.config import model_settings
     from gsrlang.judges.llm.batch import BatchAPI, _scrubbed_url
     from gsrlang.judges.llm.client import LLMClient
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.commands.config import model_settings
 
     state = _state_for(args.run)
     parts = [p for p in state.parts if p.stage != "exported"]

@@ -7,10 +7,18 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from gsrlang.diagnostics import Diagnostic, error
-from gsrlang.diagnostics.render import (FORMATS, INTERNAL_HELP, Sources, render_concise, render_full, render_github,
-                                        render_json, render_sarif)
-from gsrlang.span import SourceText, Span
+from gsrlang.lang.diagnostics import Diagnostic, error
+from gsrlang.lang.diagnostics.render import (
+    FORMATS,
+    INTERNAL_HELP,
+    Sources,
+    render_concise,
+    render_full,
+    render_github,
+    render_json,
+    render_sarif,
+)
+from gsrlang.lang.span import SourceText, Span
 
 
 def add_format_arguments(parser) -> None:
@@ -68,7 +76,7 @@ class DiagnosticPrinter:
         """`analyze_file(path)`, reporting what goes wrong as this printer's output (None then): a file that
         cannot be read as a diagnostic, a failure of gsr itself as an internal error, so that the JSON and
         SARIF documents stay valid and the other files are still checked."""
-        from gsrlang.check.driver import analyze_file
+        from gsrlang.lang.check.driver import analyze_file
 
         try:
             return analyze_file(path)
@@ -122,8 +130,7 @@ def write_output(path: str | None, text: str) -> None:
         sys.stdout.write(text)
         return
     from gsrlang.commands import UsageError
-
-    from gsrlang.safeio import write_atomic
+    from gsrlang.files.safeio import write_atomic
 
     try:
         write_atomic(path, text)
@@ -170,7 +177,7 @@ def repeated_ids_warning(command: str, ids, source: str, policy: str) -> str | N
             seen.add(item_id)
     if not n:
         return None
-    from gsrlang.printable import printable
+    from gsrlang.files.printable import printable
 
     first = ", ".join(printable(repr(i)) for i in repeats)
     return (f"{command}: warning: {source}: {n} item{'s repeat' if n != 1 else ' repeats'} an id an earlier item has "

@@ -58,8 +58,8 @@ def add_group_arguments(p) -> None:
 def read_groups(args, ids, command: str) -> list | None:
     """Each item's group for a cluster bootstrap (None: no --group-field); rows without the field, or items the
     data does not hold, are groups of their own, counted in a note on stderr."""
-    from gsrlang.data import DataError
-    from gsrlang.learn.groups import data_groups, groups_note
+    from gsrlang.analysis.groups import data_groups, groups_note
+    from gsrlang.files.dataset import DataError
 
     if not args.group_field:
         return None
@@ -88,7 +88,7 @@ def read_groups(args, ids, command: str) -> list | None:
 
 
 def _read(path: str) -> dict:
-    from gsrlang.metrics import _numbered_results, _pairwise_line, _pointwise_line, _result_mode
+    from gsrlang.analysis.metrics import _numbered_results, _pairwise_line, _pointwise_line, _result_mode
 
     mode = scale = None
     items: dict = {}
@@ -138,8 +138,8 @@ def paired_items(a: dict, b: dict, names: tuple[str, str]) -> tuple[list, list, 
 
 
 def run(args) -> int:
-    from gsrlang.data import DataError
-    from gsrlang.learn.stats import mcnemar, paired_report, wins
+    from gsrlang.analysis.stats import mcnemar, paired_report, wins
+    from gsrlang.files.dataset import DataError
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")

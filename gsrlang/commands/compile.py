@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from gsrlang.commands import UsageError
-from gsrlang.tasks import MODES, ON_TIE, QUANTIZE
+from gsrlang.lang.tasks import MODES, ON_TIE, QUANTIZE
 
 HELP = "compile a natural-language rubric into a checked .gsr program with an LLM"
 DESCRIPTION = """\
@@ -174,7 +174,7 @@ def _check_paths(args) -> None:
     """Refuse (PathClash) an output that is an input (the rubric, data, input or reference file) or another output."""
     from gsrlang.compiler.batch import INDEX_NAME
     from gsrlang.compiler.cache import DEFAULT_CACHE
-    from gsrlang.safeio import check_outputs
+    from gsrlang.files.safeio import check_outputs
 
     files = [(flag, v) for flag, v in (("--input", args.input), ("--reference", args.reference))
              if v is not None and Path(v).is_file()]
@@ -188,9 +188,9 @@ def _check_paths(args) -> None:
 
 def _settings(args):
     """The compiler model's settings, built by the one model-client builder that `gsr run` uses too."""
+    from gsrlang.commands.config import model_settings
     from gsrlang.judges.llm import ConfigError
     from gsrlang.judges.llm.config import NO_MODEL_MESSAGE
-    from gsrlang.commands.config import model_settings
 
     try:
         settings = model_settings(args)
@@ -329,7 +329,6 @@ async def _compile_one(spec, config, args, cache, out, on_round):
     from gsrlang.compiler.prompt import PromptError
     from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
     from gsrlang.judges.llm import LLMError
-
     from gsrlang.judges.llm.server import context_from_error
 
     try:
@@ -403,7 +402,7 @@ def _report_one(args, result, out: Path | None) -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    from gsrlang.safeio import write_atomic
+    from gsrlang.files.safeio import write_atomic
 
     try:
         write_atomic(path, text)
@@ -418,7 +417,7 @@ def _run_batch(args, contract) -> int:
 
     from gsrlang.compiler.batch import CompileFields, CompileItem, RefusedField, read_compile_items
     from gsrlang.compiler.prompt import PromptError, build_prompt
-    from gsrlang.data import DataError
+    from gsrlang.files.dataset import DataError
 
     try:
         fields = CompileFields(rubric=args.rubric_field, input=args.input_field, reference=args.reference_field,
@@ -452,7 +451,7 @@ def _run_batch(args, contract) -> int:
     sys.stderr.write(report.summary())
     print(f"programs and {out_dir / 'index.jsonl'} written", file=sys.stderr)
     if args.report:
-        from gsrlang.safeio import write_atomic
+        from gsrlang.files.safeio import write_atomic
 
         try:
             write_atomic(args.report, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")

@@ -18,8 +18,8 @@ import argparse
 import os
 from typing import Any
 
-from gsrlang.catalog import default_catalog
 from gsrlang.judges.llm.options import DEFAULT_CACHE, JudgeOptions, parse_role
+from gsrlang.lang.catalog import default_catalog
 
 __all__ = ["add_llm_arguments", "add_model_arguments", "build_llm_judge", "cache_path", "columnar_wanted",
            "engine_options", "judge_flags", "judge_options", "model_settings", "run_config"]
@@ -191,7 +191,7 @@ def build_llm_judge(args: argparse.Namespace, settings=None, **judge_kwargs: Any
 
 def engine_options(args: argparse.Namespace):
     """The engine's own flags (`gsr run --engine ray`'s) as typed options."""
-    from gsrlang.runtime.engines import EngineOptions
+    from gsrlang.execution.engines import EngineOptions
 
     get = lambda name: getattr(args, name, None)  # noqa: E731
     return EngineOptions(ray_address=get("ray_address"), actors=get("actors"), block_size=get("block_size"),
@@ -208,7 +208,7 @@ def columnar_wanted(env=None) -> bool:
 def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
     """The run's typed configuration from `gsr run`'s flags: sinks, bounds and the path; `over` replaces fields
     (a dry run writes nothing; a batch run has its own sinks and window)."""
-    from gsrlang.runtime.planner import RunConfig
+    from gsrlang.execution.planner import RunConfig
 
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     values = dict(out=get("out"), trace=get("trace"), concurrency=concurrency, limit=get("limit"),

@@ -36,8 +36,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from gsrlang.commands import UsageError
-    from gsrlang.diagnostics.codes import ALL_CODES as CODES
-    from gsrlang.diagnostics.explanations import explain
+    from gsrlang.lang.diagnostics.codes import ALL_CODES as CODES
+    from gsrlang.lang.diagnostics.explanations import explain
 
     if args.list:
         if args.code:
@@ -51,7 +51,7 @@ def run(args) -> int:
     code = _normalize(args.code, CODES)
     text = explain(code) if code else None
     if text is None:
-        from gsrlang.catalog import default_catalog
+        from gsrlang.lang.catalog import default_catalog
 
         catalog = default_catalog()
         text = explain_name(args.code.strip(), catalog)
@@ -95,7 +95,7 @@ def _suggestion(raw: str, codes) -> str:
 
 def _named(catalog) -> dict:
     """Every name `gsr explain` knows in the catalogue -> (what it is, its signature object)."""
-    from gsrlang.check.judgekinds import judge_kinds
+    from gsrlang.lang.check.judgekinds import judge_kinds
 
     out: dict = {}
     for e in catalog.enums.values():

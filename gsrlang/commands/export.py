@@ -1,4 +1,4 @@
-"""gsr export: write a checked program in its declarative JSON form (see gsrlang/jsonform.py)."""
+"""gsr export: write a checked program in its declarative JSON form (see gsrlang/lang/jsonform.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, read_error, use_color, write_output
-from gsrlang.safeio import check_outputs
+from gsrlang.files.safeio import check_outputs
 
 HELP = "export a checked .gsr program as JSON (the graph, its types and its readout)"
 DESCRIPTION = """\
@@ -38,8 +38,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.check.driver import analyze_file
-    from gsrlang.jsonform import program_to_json
+    from gsrlang.lang.check.driver import analyze_file
+    from gsrlang.lang.jsonform import program_to_json
 
     path = args.program
     check_outputs([("PROGRAM", path)], [("-o", args.output)])

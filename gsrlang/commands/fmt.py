@@ -1,4 +1,4 @@
-"""gsr fmt: rewrite .gsr files in the canonical layout (see gsrlang/syntax/formatter.py)."""
+"""gsr fmt: rewrite .gsr files in the canonical layout (see gsrlang/lang/syntax/formatter.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, collect_files, read_error, use_color
-from gsrlang.safeio import write_atomic
+from gsrlang.files.safeio import write_atomic
 
 HELP = "format .gsr files (files or folders) in the canonical layout"
 DESCRIPTION = """\
@@ -87,8 +87,8 @@ class _Unsafe(Exception):
 
 def _formatted(module, text: str, path: str) -> str:
     """The canonical layout, checked like black's --safe: it must parse back to the same syntax tree."""
-    from gsrlang.syntax.formatter import format_module
-    from gsrlang.syntax.parser import parse
+    from gsrlang.lang.syntax.formatter import format_module
+    from gsrlang.lang.syntax.parser import parse
 
     formatted = format_module(module, text)
     again = parse(formatted)
@@ -101,7 +101,7 @@ def _formatted(module, text: str, path: str) -> str:
 
 def _format_file(path: str, args, printer) -> bool | None:
     """True when the file changes (or would), False when it is already formatted, None when it cannot be."""
-    from gsrlang.syntax.parser import decode_source, parse
+    from gsrlang.lang.syntax.parser import decode_source, parse
 
     try:
         data = Path(path).read_bytes()
@@ -134,7 +134,7 @@ def _format_file(path: str, args, printer) -> bool | None:
 
 
 def _run_stdin(args, printer) -> int:
-    from gsrlang.syntax.parser import decode_source, parse
+    from gsrlang.lang.syntax.parser import decode_source, parse
 
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     text, problem = decode_source(data)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, use_color, write_output
-from gsrlang.safeio import check_outputs
+from gsrlang.files.safeio import check_outputs
 
 HELP = "turn a program's JSON form (from `gsr export`) back into checked .gsr source"
 DESCRIPTION = """\
@@ -39,8 +39,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.check.driver import analyze
-    from gsrlang.jsonform import JsonFormError, json_to_source, node_type_mismatches
+    from gsrlang.lang.check.driver import analyze
+    from gsrlang.lang.jsonform import JsonFormError, json_to_source, node_type_mismatches
 
     name = "<stdin>" if args.document == "-" else args.document
     check_outputs([("PROGRAM.json", args.document)], [("-o", args.output)])

@@ -66,8 +66,8 @@ def add_criterion_arguments(p):
 
 
 def run(args) -> int:
-    from gsrlang.data import DataError
-    from gsrlang.metrics import format_report, metrics_from_results
+    from gsrlang.analysis.metrics import format_report, metrics_from_results
+    from gsrlang.files.dataset import DataError
 
     for path in args.results:
         if not Path(path).is_file():
@@ -76,8 +76,8 @@ def run(args) -> int:
         raise UsageError("--bootstrap must not be negative")
     groups = None
     if args.group_field:
+        from gsrlang.analysis.metrics import read_results
         from gsrlang.commands.compare import read_groups
-        from gsrlang.metrics import read_results
 
         try:
             ids = list(dict.fromkeys(r.get("id") for p in args.results for r in read_results(p)
@@ -117,7 +117,7 @@ def run(args) -> int:
 def trace_cost(path: str) -> dict | None:
     """The model judges' tokens (prompt, cached, completion, reasoning; per judge and criterion) and dollars,
     from the trace's run-summary record; None when it has none (a killed run) or no model judged."""
-    from gsrlang.data import DataError
+    from gsrlang.files.dataset import DataError
     from gsrlang.judges.llm.prices import cost_record
     from gsrlang.trace.read import read_trace
     from gsrlang.trace.schema import is_summary
@@ -135,8 +135,8 @@ def trace_cost(path: str) -> dict | None:
 def criteria_agreement(args, command: str = "gsr metrics") -> dict:
     """Per-criterion agreement for --criterion (with args.trace, args.data, args.id_field, args.bootstrap and
     args.seed); a UsageError names what is wrong, and a warning names a criterion no item could be compared on."""
-    from gsrlang.data import DataError
-    from gsrlang.learn.criteria import criterion_agreement, parse_pairs
+    from gsrlang.analysis.criteria import criterion_agreement, parse_pairs
+    from gsrlang.files.dataset import DataError
 
     for flag, value, what in (("--trace", args.trace, "the run's trace: the judgments"),
                               ("--data", args.data, "the data file with the human labels")):

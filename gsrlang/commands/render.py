@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gsrlang import __version__
 from gsrlang.commands.common import DiagnosticPrinter, use_color
-from gsrlang.safeio import check_outputs
+from gsrlang.files.safeio import check_outputs
 
 HELP = "draw a program's evaluation graph (svg, png, pdf or dot), optionally with one traced item"
 DESCRIPTION = """\
@@ -52,8 +52,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.check.driver import analyze_file
     from gsrlang.commands import UsageError
+    from gsrlang.lang.check.driver import analyze_file
 
     if (args.trace is None) != (args.item is None):
         raise UsageError("--trace and --item go together: name the trace file and the item to overlay")
@@ -78,8 +78,8 @@ def run(args) -> int:
         print(f"gsr render: `{args.program}` has errors; nothing drawn", file=sys.stderr)
         return 1
 
-    from gsrlang import render
     from gsrlang.trace.schema import TraceError
+    from gsrlang.views import render
 
     trace = None
     if args.trace is not None:

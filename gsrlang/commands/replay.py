@@ -89,7 +89,7 @@ def recorded_program_path(header: dict, trace_path: str) -> str:
 
 
 def _content_hash(path: Path) -> str | None:
-    from gsrlang.check.driver import analyze_file
+    from gsrlang.lang.check.driver import analyze_file
 
     try:
         program = analyze_file(path).program
@@ -100,12 +100,12 @@ def _content_hash(path: Path) -> str | None:
 
 def run(args) -> int:
     from gsrlang.commands.run import duplicate_warning, load_program
-    from gsrlang.data import DataError
-    from gsrlang.runtime.batch import recorded_complete, skipped_judgments
-    from gsrlang.runtime.planner import ReplayConfig, replay_route
-    from gsrlang.runtime.programs import RecordedPrograms
-    from gsrlang.runtime.replay import ReplayError, unused_criteria
-    from gsrlang.safeio import check_outputs
+    from gsrlang.execution.peritem import RecordedPrograms
+    from gsrlang.execution.planner import ReplayConfig, replay_route
+    from gsrlang.execution.replay import ReplayError, unused_criteria
+    from gsrlang.execution.runs import recorded_complete, skipped_judgments
+    from gsrlang.files.dataset import DataError
+    from gsrlang.files.safeio import check_outputs
 
     outputs = [("--out", args.out), ("--trace-out", args.trace_out)]
     check_outputs([("TRACE", args.trace), ("--program", args.program)], outputs)
@@ -154,7 +154,7 @@ def run(args) -> int:
     try:
         summary, by_columns = _replay(route, args.trace, program, config, on_item, programs)
         if route.show == "alone" and by_columns:
-            from gsrlang.runtime.verify import replay_item
+            from gsrlang.execution.verify import replay_item
 
             shown.extend(replay_item(args.trace, program, args.show, path, label, verify))
     except ReplayError as exc:
@@ -197,7 +197,7 @@ def run(args) -> int:
         print(f"  {recorded_run(summary.recorded)}", file=out)
     claimed = summary.recorded.get("items") if isinstance(summary.recorded, dict) else None
     if claimed is not None and claimed != summary.items:
-        from gsrlang.printable import printable
+        from gsrlang.files.printable import printable
 
         print(f"gsr replay: error: {args.trace}: its run summary claims {printable(repr(claimed))} items, but it "
               f"holds {summary.items}: the file was cut, joined with another or edited; the figures above are "
@@ -218,17 +218,17 @@ def run(args) -> int:
 def _replay(route, trace: str, program, config, on_item, programs):
     """Run the planner's route: (the summary, whether the column path ran it). A column path that finds the
     whole trace is not for it (version 1, another program's records) returns None: then item by item."""
-    from gsrlang.runtime.batch import replay_columnar, replay_file
-    from gsrlang.runtime.planner import COLUMNS
+    from gsrlang.execution.planner import COLUMNS
+    from gsrlang.execution.runs import replay_columnar, replay_file
 
     summary = None
     if route.evaluate == COLUMNS:
         if route.verify:
-            from gsrlang.runtime.verify import verify_columnar
+            from gsrlang.execution.verify import verify_columnar
 
             summary = verify_columnar(trace, program, config.program_label, config.out)
         elif route.results:
-            from gsrlang.runtime.whatif import recompose_columnar
+            from gsrlang.execution.whatif import recompose_columnar
 
             summary = recompose_columnar(trace, program, config.program_label, config.out)
         else:
@@ -267,7 +267,7 @@ def _first_record(path: str) -> dict | None:
 
 
 def _print_metrics(summary, program, bootstrap: int, out, scale=None) -> None:
-    from gsrlang.metrics import format_report
+    from gsrlang.analysis.metrics import format_report
 
     p = program.readout.pointwise if program is not None else None
     if p is not None:
@@ -282,8 +282,8 @@ def _show(args, shown, out, summary) -> bool:
     """Print the decision path of the item to --show; False when the trace has no such item."""
     from rich.console import Console
 
-    from gsrlang.runtime.explain import decision_tree
     from gsrlang.trace.write import trace_record
+    from gsrlang.views.explain import decision_tree
 
     if not shown:
         ids = summary.id_sample()

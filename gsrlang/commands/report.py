@@ -65,9 +65,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.data import DataError
-    from gsrlang.report import build_report, load_run
-    from gsrlang.safeio import check_outputs, write_atomic
+    from gsrlang.files.dataset import DataError
+    from gsrlang.files.safeio import check_outputs, write_atomic
+    from gsrlang.views.report import build_report, load_run
 
     if (args.compare is None) != (args.compare_trace is None):
         raise UsageError("--compare and --compare-trace go together: the second run's results and its trace")

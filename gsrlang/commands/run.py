@@ -6,7 +6,7 @@ import sys
 
 from gsrlang.commands import UsageError
 from gsrlang.judges.rules import DEFAULT_TIME_LIMIT
-from gsrlang.tasks import MODES
+from gsrlang.lang.tasks import MODES
 
 HELP = "run a program over a data file (JSONL, CSV, JSON) and write results and traces"
 DESCRIPTION = """\
@@ -104,7 +104,7 @@ def add_arguments(p) -> None:
                         "larger budget) resumes from the cache, buying only what is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary: counts, ids and files written (no bad rows, no agreement table)")
-    from gsrlang.runtime.engines import ENGINES
+    from gsrlang.execution.engines import ENGINES
 
     e = p.add_argument_group("engine")
     e.add_argument("--engine", choices=tuple(ENGINES), default="local",
@@ -130,8 +130,8 @@ def add_arguments(p) -> None:
 def load_program(path: str):
     """The checked program, or None after printing its diagnostics."""
     from gsrlang import __version__
-    from gsrlang.check.driver import analyze_file
     from gsrlang.commands.common import DiagnosticPrinter, use_color
+    from gsrlang.lang.check.driver import analyze_file
 
     try:
         analysis = analyze_file(path)
@@ -151,7 +151,7 @@ def load_program(path: str):
 
 
 def choose_mode(program, mode: str | None) -> str:
-    from gsrlang.runtime.executor import default_mode
+    from gsrlang.execution.executor import default_mode
 
     available = [m for m, r in (("pointwise", program.readout.pointwise), ("pairwise", program.readout.pairwise)) if r]
     if mode is None:
@@ -260,7 +260,7 @@ def _count_rows(path: str) -> int | None:
 
 
 def print_summary(summary, program, args, stream) -> None:
-    from gsrlang.metrics import format_report
+    from gsrlang.analysis.metrics import format_report
 
     short = summary.hash.split(":")[-1][:12]
     print(f"{program.name} ({short}), {summary.mode}: {summary.line()} in {summary.seconds:.2f} s", file=stream)
@@ -287,8 +287,8 @@ def print_summary(summary, program, args, stream) -> None:
 
 
 def _columns(args, mode: str, program=None, default_ids: bool = True):
-    """The columns to read; with `program`, only those its criteria read (gsrlang.columns)."""
-    from gsrlang.columns import column_map, program_needs
+    """The columns to read; with `program`, only those its criteria read (gsrlang.files.needs)."""
+    from gsrlang.files.needs import column_map, program_needs
 
     needs = program_needs(program) if program is not None else None
     need = 1 if mode == "pointwise" else 2
@@ -310,7 +310,7 @@ def _columns(args, mode: str, program=None, default_ids: bool = True):
         raise UsageError("--time-limit must be a positive number of seconds")
     id_field = args.id_field
     if id_field is None and default_ids and getattr(args, "data", None):
-        from gsrlang.data import DataError, default_id_field
+        from gsrlang.files.dataset import DataError, default_id_field
 
         try:
             id_field = default_id_field(args.data)
@@ -363,8 +363,8 @@ def run(args) -> int:
 def run_local(args, program, mode: str, columns, registry, settings) -> int:
     """Run one checked program on the chosen engine, online; print the summary; the exit status."""
     from gsrlang.commands.config import engine_options, run_config
+    from gsrlang.execution.engines import RunJob, engine
     from gsrlang.judges.replica import JudgeRecipe
-    from gsrlang.runtime.engines import RunJob, engine
 
     job = RunJob(program, args.data, columns, mode, run_config(args, _concurrency(args, settings)),
                  engine_options(args), JudgeRecipe.of(registry),
@@ -434,11 +434,11 @@ def dry_run(args, program, mode, columns) -> int:
     """`gsr run --dry-run`: the plan of the run's model calls (gsrlang.judges.llm.plan), no call made."""
     import os
 
-    from gsrlang.data import DataError
     from gsrlang.commands.config import run_config
+    from gsrlang.execution.runs import run_file
+    from gsrlang.files.dataset import DataError
     from gsrlang.judges.llm.options import DEFAULT_CACHE
     from gsrlang.judges.llm.plan import CallPlan, TraceRates, forecast
-    from gsrlang.runtime.batch import run_file
 
     rates = None
     if args.trace:
@@ -510,7 +510,7 @@ def print_plan(program, mode: str, fc: dict, args) -> None:
 
 def _check_engine_options(args) -> None:
     """Engine flags that cannot work, and a Parquet output without pyarrow, before any item runs."""
-    from gsrlang.parquet import ParquetMissing, is_parquet, pyarrow_parquet
+    from gsrlang.files.parquet import ParquetMissing, is_parquet, pyarrow_parquet
 
     for flag in ("actors", "block_size"):
         value = getattr(args, flag)
@@ -533,7 +533,7 @@ def _check_engine_options(args) -> None:
 
 def _check_columns(data: str, columns) -> None:
     """One usage error when the data's first row lacks what the program reads."""
-    from gsrlang.data import DataError, check_columns
+    from gsrlang.files.dataset import DataError, check_columns
 
     try:
         check_columns(data, columns)
@@ -543,8 +543,8 @@ def _check_columns(data: str, columns) -> None:
 
 def check_paths(args) -> None:
     """Refuse (PathClash) a --out, --trace or --cache that is an input of the run or another of its outputs."""
+    from gsrlang.files.safeio import check_outputs
     from gsrlang.judges.llm.options import DEFAULT_CACHE
-    from gsrlang.safeio import check_outputs
 
     cache = None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE)
     check_outputs([("PROGRAM", args.program), ("--programs", args.programs), ("--data", args.data),
@@ -555,8 +555,8 @@ def check_paths(args) -> None:
 
 def _with_progress(args, run_items, registry=None):
     """Run `run_items(on_item)` with the progress display; a data file that cannot be read is a usage error."""
-    from gsrlang.data import DataError
-    from gsrlang.runtime.engines import EngineError
+    from gsrlang.execution.engines import EngineError
+    from gsrlang.files.dataset import DataError
 
     judge = registry.get("llm") if registry is not None else None
     _announce_judges(args, judge)
@@ -601,12 +601,12 @@ def duplicate_warning(command: str, summary) -> str:
 
 def run_per_item(args) -> int:
     """`gsr run --programs INDEX`: each item under its own program from a batch compile's index."""
-    from gsrlang.data import DataError  # the index's own problems
-    from gsrlang.judges.base import JudgeConfigError
     from gsrlang.commands.config import run_config
+    from gsrlang.execution.peritem import IndexedPrograms
+    from gsrlang.execution.runs import run_index_file
+    from gsrlang.files.dataset import DataError  # the index's own problems
+    from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.batch import run_index_file
-    from gsrlang.runtime.programs import IndexedPrograms
 
     two = bool(args.responses) and len([r for r in args.responses.split(",") if r.strip()]) == 2
     try:
@@ -633,7 +633,7 @@ def run_per_item(args) -> int:
 
 def print_index_summary(summary, programs, args, stream) -> None:
     """The end-of-run summary of a per-item run: counts, the programs, metrics."""
-    from gsrlang.metrics import format_report
+    from gsrlang.analysis.metrics import format_report
 
     print(f"per-item programs of {programs.index}, {summary.mode}: {summary.line()} in {summary.seconds:.2f} s",
           file=stream)
@@ -658,9 +658,9 @@ def print_index_summary(summary, programs, args, stream) -> None:
 
 def _model_settings(args):
     """The model settings from the flags (then environment, then gsr.toml), once per run; None without a model."""
+    from gsrlang.commands.config import model_settings
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.commands.config import model_settings
 
     try:
         return model_settings(args)
@@ -670,9 +670,9 @@ def _model_settings(args):
 
 def _llm_judge(args, settings):
     """The LLM judge for these settings (None without a model)."""
+    from gsrlang.commands.config import build_llm_judge
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
-    from gsrlang.commands.config import build_llm_judge
 
     if settings is None:
         return None

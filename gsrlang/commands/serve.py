@@ -161,7 +161,7 @@ def build(args):
     import socket
 
     import gsrlang
-    from gsrlang.safeio import check_outputs
+    from gsrlang.files.safeio import check_outputs
     from gsrlang.serve.app import MiB, Options, build_app
     from gsrlang.serve.engine import Engine
     from gsrlang.serve.metrics import Metrics

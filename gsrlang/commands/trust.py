@@ -47,9 +47,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from gsrlang.files.printable import printable
     from gsrlang.judges.llm.config import find_config_file
     from gsrlang.judges.llm.trust import config_dir, file_digest, trust_file, trusted_files, untrust_file
-    from gsrlang.printable import printable
 
     folder = config_dir()
     if getattr(args, "cache", None) is not None and not args.list:
@@ -92,8 +92,8 @@ def run(args) -> int:
 
 def _grants(path: Path, data: bytes) -> list[str]:
     """What the trust lets the file do: the hosts it sends keys to, the variables it reads keys from."""
+    from gsrlang.files.printable import printable
     from gsrlang.judges.llm.config import tomllib
-    from gsrlang.printable import printable
 
     try:
         judge = tomllib.loads(data.decode("utf-8")).get("judge") or {}
@@ -119,7 +119,7 @@ def _name(name: str) -> str:
     """A role's name as TOML would write it in a table header: bare when it can be, else quoted, escaped."""
     import re
 
-    from gsrlang.printable import printable
+    from gsrlang.files.printable import printable
 
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + printable(name).replace('"', '\\"') + '"'
 

@@ -54,7 +54,7 @@ examples:
 
 
 def add_arguments(p) -> None:
-    from gsrlang.learn.tune import METRICS
+    from gsrlang.analysis.tune import METRICS
 
     p.add_argument("program", metavar="PROGRAM", help="the .gsr program to tune")
     src = p.add_mutually_exclusive_group(required=True)
@@ -113,12 +113,12 @@ def add_column_arguments(p) -> None:
 def load_table(program, args, mode: str, label: str, path: str | None = None):
     """The columnar table of the items (from --trace or --data, or `path` of the same kind); usage errors for what
     cannot be read."""
-    from gsrlang.columns import column_map, program_needs
-    from gsrlang.data import DataError
+    from gsrlang.execution.evaluate import Table
+    from gsrlang.execution.labels import label_reader
+    from gsrlang.execution.replay import ReplayError
+    from gsrlang.files.dataset import DataError
+    from gsrlang.files.needs import column_map, program_needs
     from gsrlang.judges.registry import default_registry
-    from gsrlang.runtime.columnar import Table
-    from gsrlang.runtime.labels import label_reader
-    from gsrlang.runtime.replay import ReplayError
 
     try:
         if args.trace:
@@ -129,7 +129,7 @@ def load_table(program, args, mode: str, label: str, path: str | None = None):
         if mode == "pairwise" and not args.responses and not program_needs(program).responses:
             responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
         try:  # only the columns the program reads, as `gsr run` asks for them
-            from gsrlang.data import default_id_field
+            from gsrlang.files.dataset import default_id_field
 
             id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
             columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
@@ -152,8 +152,8 @@ class TraceRefused(Exception):
 
 
 def run(args) -> int:
+    from gsrlang.analysis.tune import METRICS, PAIRWISE_METRICS
     from gsrlang.commands.run import choose_mode, load_program
-    from gsrlang.learn.tune import METRICS, PAIRWISE_METRICS
 
     program = load_program(args.program)
     if program is None:
@@ -179,7 +179,7 @@ def run(args) -> int:
     args.shrink = _shrink(args.shrink)
     out = args.out or str(Path(args.program).with_suffix("")) + ".tuned.gsr"
     source = args.trace or args.data
-    from gsrlang.safeio import check_outputs  # the same path or the same inode (a hard link), as every writer
+    from gsrlang.files.safeio import check_outputs  # the same path or the same inode (a hard link), as every writer
 
     inputs = [("PROGRAM", args.program), ("--trace" if args.trace else "--data", source)]
     inputs += [(flag, path) for flag, path in (("--holdout", args.holdout), ("--group-data", args.group_data)) if path]
@@ -188,7 +188,7 @@ def run(args) -> int:
         import scipy  # noqa: F401
     except ImportError:
         raise UsageError("gsr tune needs scipy: pip install 'gsrlang[learn]'") from None
-    from gsrlang.learn.tune import knobs
+    from gsrlang.analysis.tune import knobs
 
     ks = knobs(program, args.every)
     if not ks:
@@ -212,7 +212,7 @@ def _rows_of(args, table) -> list | None:
     """Each table row's data record (for --group-field, --holdout-field and the group warning): the data
     file's rows in order, or with --trace the --group-data rows joined by id; None where a row has none.
     Each record comes with the place messages name (`line 17`)."""
-    from gsrlang.data import DataError, read_rows
+    from gsrlang.files.dataset import DataError, read_rows
 
     path = args.data or args.group_data
     if path is None:
@@ -232,8 +232,8 @@ def _rows_of(args, table) -> list | None:
 
 def _groups(args, rows, n: int) -> tuple[list | None, int]:
     """(each row's group or None, rows without the field)."""
-    from gsrlang.data import MissingFieldError, get_path
-    from gsrlang.learn.groups import group_key
+    from gsrlang.analysis.groups import group_key
+    from gsrlang.files.dataset import MissingFieldError, get_path
 
     if not args.group_field:
         return None, 0
@@ -251,7 +251,7 @@ _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 def _holdout_mask(args, rows) -> list[bool]:
     """Per row: held out (--holdout-field true) or not; a UsageError names the first value that is neither."""
-    from gsrlang.data import MissingFieldError, get_path
+    from gsrlang.files.dataset import MissingFieldError, get_path
 
     out = []
     for record, where in rows:
@@ -274,11 +274,19 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     import attrs
     import numpy as np
 
-    from gsrlang.check.driver import analyze
-    from gsrlang.learn.groups import groups_note
-    from gsrlang.learn.rewrite import file_hash, number_text, tuned_name, tuned_source
-    from gsrlang.learn.stats import paired_report
-    from gsrlang.learn.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit, labelled_index, predict
+    from gsrlang.analysis.groups import groups_note
+    from gsrlang.analysis.rewrite import file_hash, number_text, tuned_name, tuned_source
+    from gsrlang.analysis.stats import paired_report
+    from gsrlang.analysis.tune import (
+        FitSettings,
+        TuneError,
+        choose_shrink,
+        cross_validate,
+        fit,
+        labelled_index,
+        predict,
+    )
+    from gsrlang.lang.check.driver import analyze
 
     rows = _rows_of(args, table) if (args.group_field or args.holdout_field or args.data) else None
     groups, no_group = _groups(args, rows, len(table)) if rows is not None else (None, 0)
@@ -338,7 +346,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
              else ("accuracy", "valid_only_accuracy", "coverage"))
     extra = {}
     if args.baseline:
-        from gsrlang.learn.baseline import baseline_predictions
+        from gsrlang.analysis.baseline import baseline_predictions
 
         models = baseline_predictions(program, table.take(index), cv.golds, cv.fold_of)
         extra = {name: paired_report("pointwise", preds, cv.tuned, cv.golds, scale, args.bootstrap, args.seed,
@@ -370,7 +378,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         line = _report_holdout(args, program, ks, theta, holdout, holdout_groups, scale)
         if line:
             header.append(line)
-    from gsrlang.syntax.parser import decode_source
+    from gsrlang.lang.syntax.parser import decode_source
 
     # the text exactly as the checker read it (no newline translation: the knobs' spans are offsets into it)
     text, _ = decode_source(Path(args.program).read_bytes())
@@ -378,7 +386,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     analysis = analyze(tuned_text, out)
     if analysis.program is None:  # pragma: no cover - a bug: the tuned numbers stay within checked bounds
         raise RuntimeError("the tuned program does not check: " + "; ".join(d.message for d in analysis.errors))
-    from gsrlang.safeio import write_atomic
+    from gsrlang.files.safeio import write_atomic
 
     write_atomic(out, tuned_text)  # an old tuned file stays whole until the new one is (a full disk: the old)
     print(f"\nwrote {out} ({tuned_program_name}, tuned on all {labelled} labelled items):")
@@ -411,9 +419,9 @@ def _print_table(shown, report, extra: dict) -> None:
 
 def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | None:
     """Print the tuned and untuned program's agreement on the held-out items; the header's line for it."""
-    from gsrlang.learn.stats import paired_report
-    from gsrlang.learn.tune import labelled_index, predict
-    from gsrlang.runtime.columnar import Evaluator
+    from gsrlang.analysis.stats import paired_report
+    from gsrlang.analysis.tune import labelled_index, predict
+    from gsrlang.execution.evaluate import Evaluator
 
     index = labelled_index(holdout)
     if not len(index):
@@ -435,7 +443,7 @@ def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | N
 
 def _warn_group_candidates(args, rows) -> None:
     """Warn when the data has a field that looks like a group (many rows share one value) and none was given."""
-    from gsrlang.learn.groups import group_candidates
+    from gsrlang.analysis.groups import group_candidates
 
     records = [r for r, _ in rows or () if isinstance(r, dict)]
     found = group_candidates(records, args.folds, exclude=[f for f in (args.id_field, args.label_field,
@@ -451,7 +459,7 @@ def _warn_group_candidates(args, rows) -> None:
 def _progress(folds: int, metric: str, scale, table):
     """A progress bar on stderr when it is a terminal (rich): fold i of k, candidates evaluated, best so far;
     otherwise a silent counter."""
-    from gsrlang.learn.tune import Progress
+    from gsrlang.analysis.tune import Progress
 
     if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
         return _Bar(folds, metric, scale, table)
@@ -470,9 +478,10 @@ def _Bar(folds: int, metric: str, scale, table):
     import threading
 
     from rich.console import Console
-    from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as RichProgress
 
-    from gsrlang.learn.tune import Progress, labelled_index, score_of
+    from gsrlang.analysis.tune import Progress, labelled_index, score_of
 
     golds = [table.labels[i] for i in labelled_index(table)]
 

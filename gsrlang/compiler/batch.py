@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 import attrs
 
 from gsrlang.compiler.spec import CompileSpec, Contract, SpecError
-from gsrlang.data import DataError, ItemError, MissingFieldError, Row, get_path, read_rows
+from gsrlang.files.dataset import DataError, ItemError, MissingFieldError, Row, get_path, read_rows
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 1
@@ -118,7 +118,7 @@ def read_compile_items(path: str | Path, fields: CompileFields, contract: Contra
                        ) -> Iterator[CompileItem | ItemError]:
     """Stream the items of a data file as CompileItem (or ItemError for a bad row).
 
-    Rows are read by the same reader as `gsr run` (gsrlang.data.read_rows); only the named compile
+    Rows are read by the same reader as `gsr run` (gsrlang.files.dataset.read_rows); only the named compile
     columns are read from them. Raises DataError for a file that cannot be read at all (missing,
     unsupported, a CSV header without a named column).
     """
@@ -181,7 +181,7 @@ class BatchReport:
 
     def to_json(self, top: int = 10) -> dict:
         from gsrlang.compiler.synthesize import COMPILER_CODES
-        from gsrlang.diagnostics.codes import CODES
+        from gsrlang.lang.diagnostics.codes import CODES
 
         n = len(self.entries)
         counts = {s: self.count(s) for s in STATUSES}
@@ -345,7 +345,7 @@ def _write(out: Path, stem: str, item: CompileItem, result) -> IndexEntry:
 
 
 def _write_text(path: Path, text: str) -> None:
-    from gsrlang.safeio import write_atomic
+    from gsrlang.files.safeio import write_atomic
 
     write_atomic(path, text)
 
@@ -358,7 +358,7 @@ def read_index(path: str | Path) -> dict[str, dict]:
     """id -> index entry (with `program` resolved to a path), for consumers such as `gsr run`.
 
     Raises ValueError (with the file and line) for a line that is not a JSON object."""
-    from gsrlang.jsonl import read_jsonl
+    from gsrlang.files.jsonl import read_jsonl
 
     path = Path(path)
     out = {}
@@ -398,7 +398,7 @@ class ProgramIndex:
         if not entry.get("program"):
             why = entry.get("error") or f"its compile {entry.get('status')}"
             raise LookupError(f"item {item_id!r} has no compiled program ({why})")
-        from gsrlang.check.driver import analyze_file
+        from gsrlang.lang.check.driver import analyze_file
 
         path = self.path.parent / entry["program"]
         try:

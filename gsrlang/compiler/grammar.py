@@ -44,7 +44,7 @@ _SIGNATURE_ITEMS = re.compile(r"^\s*\|\s*(op_decl|rule_decl|judge_decl|enum_decl
 
 @cache
 def program_grammar() -> str:
-    from gsrlang.resources import grammar_path
+    from gsrlang.lang.resources import grammar_path
 
     text = grammar_path().read_text(encoding="utf-8")
     text = _SIGNATURES.sub("", text)

@@ -7,7 +7,7 @@ here, and the checker decides as for any other answer.
 Two JSON forms are supported:
 
 * the project's declarative JSON form (what `gsr export --json` writes), through
-  `gsrlang.jsonform.json_to_source` under `docs/program.schema.json`, whenever both are
+  `gsrlang.lang.jsonform.json_to_source` under `docs/program.schema.json`, whenever both are
   installed (`form="auto"`, the default, or `"project"`);
 * otherwise, or with `form="sketch"`, a small form of this module's own (`SKETCH_SCHEMA`): the program's
   declarations as JSON objects, with types, procedures and operator expressions written
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gsrlang.catalog import Catalog, format_literal
+from gsrlang.lang.catalog import Catalog, format_literal
 
 SKETCH_SCHEMA: dict = {
     "type": "object",
@@ -85,10 +85,10 @@ request and is added for you; give `thresholds` only when the contract says
 def _project_form():
     """(json_to_source, JsonFormError, schema) from the project's JSON form, or None while it is not installed."""
     try:
-        from gsrlang.jsonform import JsonFormError, json_to_source  # type: ignore[attr-defined]
+        from gsrlang.lang.jsonform import JsonFormError, json_to_source  # type: ignore[attr-defined]
     except ImportError:
         return None
-    from gsrlang.resources import data_dir
+    from gsrlang.lang.resources import data_dir
 
     try:
         path = data_dir("docs") / "program.schema.json"
@@ -105,7 +105,7 @@ def request_parts(catalog: Catalog, spec, form: str = "auto") -> tuple[dict, str
     """
     project = _project_form() if form in ("auto", "project") else None
     if form == "project" and project is None:
-        raise ValueError("the project's JSON form (gsrlang.jsonform, docs/program.schema.json) is not installed")
+        raise ValueError("the project's JSON form (gsrlang.lang.jsonform, docs/program.schema.json) is not installed")
     if project is not None:
         note = ("In this session, answer with the program's declarative JSON form (the JSON that "
                 "`gsr export --json` writes: format, version, name, description, nodes in topological order, "

@@ -5,7 +5,7 @@ Structure (system message, then one user message):
 1. the job and the rules for the answer (one ```gsr block; the task contract as given;
    hard rules as gates; questions about a response that is not there yet);
 2. the language reference: `docs/language.md`, with its hand-written catalogue block
-   replaced by the catalogue generated from `gsrlang.catalog` (every operator, rule and
+   replaced by the catalogue generated from `gsrlang.lang.catalog` (every operator, rule and
    enum with its signature and documentation, exactly as the checker reads them) and its
    notes on the design proposal left out;
 3. two or three example programs from `examples/`, verbatim;
@@ -24,11 +24,11 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from gsrlang.catalog import Catalog, default_catalog
 from gsrlang.compiler.spec import CompileSpec, Pairwise, Pointwise, fmt_number, sha256_text
-from gsrlang.diagnostics import Diagnostic
-from gsrlang.diagnostics.render import Sources, render_full
-from gsrlang.span import SourceText
+from gsrlang.lang.catalog import Catalog, default_catalog
+from gsrlang.lang.diagnostics import Diagnostic
+from gsrlang.lang.diagnostics.render import Sources, render_full
+from gsrlang.lang.span import SourceText
 
 # Examples shown to the model: a pointwise rubric with a safety cap, an instance-specific
 # (BiGGen-style) rubric, and a pairwise one.
@@ -57,7 +57,7 @@ class Prompt:
 
 # ---- sources -----------------------------------------------------------------------------------------
 def _data_file(folder: str, name: str) -> Path:
-    from gsrlang.resources import data_dir
+    from gsrlang.lang.resources import data_dir
 
     try:
         path = data_dir(folder) / name
@@ -82,7 +82,7 @@ def catalogue_text(catalog: Catalog) -> str:
     out = ["# ---- operators: KIND NAME<TYPE VARS>(PORTS; PARAMETERS) -> RESULT"]
     for sig in catalog.operators.values():
         out += ["", *doc(sig.doc), sig.signature()]
-    from gsrlang.check.judgekinds import judge_kinds
+    from gsrlang.lang.check.judgekinds import judge_kinds
 
     out += ["", "# ---- judge kinds, used as `criterion NAME: TYPE = KIND(PARAMETERS)` (llm when none is given)"]
     for kind in judge_kinds(catalog).values():

@@ -19,7 +19,7 @@ from typing import Union
 
 import attrs
 
-from gsrlang.tasks import ON_TIE, QUANTIZE
+from gsrlang.lang.tasks import ON_TIE, QUANTIZE
 
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*\.\.\s*(-?\d+(?:\.\d+)?)\s*$")
 

@@ -30,17 +30,17 @@ from typing import Callable, Sequence, Union
 import attrs
 
 from gsrlang import __version__
-from gsrlang.catalog import Catalog, default_catalog
-from gsrlang.check.driver import Analysis, analyze
 from gsrlang.compiler.prompt import DEFAULT_EXAMPLES, Prompt, build_prompt, fenced, repair_message
 from gsrlang.compiler.spec import CompileSpec, Pointwise, canonical_json, fmt_number, sha256_text
-from gsrlang.diagnostics import Diagnostic, error
-from gsrlang.diagnostics.render import Sources, render_concise
 from gsrlang.judges.llm import AnswerFormatError, JudgeCallError, LLMClient, RefusalError
 from gsrlang.judges.llm.client import ChatRequest, ChatResult
-from gsrlang.program import Program
-from gsrlang.span import SourceText, Span
-from gsrlang.syntax import ast
+from gsrlang.lang.catalog import Catalog, default_catalog
+from gsrlang.lang.check.driver import Analysis, analyze
+from gsrlang.lang.diagnostics import Diagnostic, error
+from gsrlang.lang.diagnostics.render import Sources, render_concise
+from gsrlang.lang.program import Program
+from gsrlang.lang.span import SourceText, Span
+from gsrlang.lang.syntax import ast
 
 CONSTRAINTS = ("none", "grammar", "json")
 DEFAULT_REPAIRS = 3

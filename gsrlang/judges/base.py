@@ -5,10 +5,10 @@ served by a `Judge`. The executor calls it once per (criterion, candidate)::
 
     judgment = await judge.judge(node, item, candidate)
 
-where `node` is the criterion's `gsrlang.program.Node` (its declared type is
+where `node` is the criterion's `gsrlang.lang.program.Node` (its declared type is
 `node.type`, its procedure, question, levels and examples are `node.criterion`),
-`item` is the `gsrlang.data.Item` (task input, reference, every candidate, the raw
-row in `item.record`) and `candidate` is the `gsrlang.data.Candidate` to judge.
+`item` is the `gsrlang.files.dataset.Item` (task input, reference, every candidate, the raw
+row in `item.record`) and `candidate` is the `gsrlang.files.dataset.Candidate` to judge.
 
 A judge returns a `Judgment`; it should not raise for a bad answer (return
 `Judgment.invalid(reason)` instead). If it raises anyway (a network failure after
@@ -30,7 +30,7 @@ Optional parts of the protocol (looked up with `getattr`):
 - `judge_many(node, items, c) -> list[Judgment]`: an inline judge's answers for
   candidate `c` (an index) of every item of a list, in one plain call: what `judge`
   would give each, in order. `gsr run` then judges a program whose judges all have
-  it a chunk of items at a time (gsrlang.runtime.columnrun). Only for judges whose
+  it a chunk of items at a time (gsrlang.execution.inlinerun). Only for judges whose
   answers do not depend on the order of the calls; if it raises, the chunk's
   judgments of that criterion are asked of `judge` one by one.
 - `async aclose()`: called once when the run ends (close HTTP clients, caches).
@@ -52,11 +52,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from gsrlang.judgment import ABSTAIN, STATUSES, Judgment
+from gsrlang.semantics.judgment import ABSTAIN, STATUSES, Judgment
 
 if TYPE_CHECKING:
-    from gsrlang.data import Candidate, Item
-    from gsrlang.program import Node
+    from gsrlang.files.dataset import Candidate, Item
+    from gsrlang.lang.program import Node
 
 __all__ = ["ABSTAIN", "Judge", "JudgeConfigError", "Judgment", "STATUSES"]
 

@@ -1,7 +1,7 @@
 """Human annotations as judgments: `criterion x: T = human(field: "scores.naturalness")`.
 
 The judgment is read from a field of the item's row (`item.record`; a dotted path
-as in `gsrlang.data.get_path`) and converted to the criterion's declared type:
+as in `gsrlang.files.dataset.get_path`) and converted to the criterion's declared type:
 
 - Bool: true / false, 1 / 0, or the strings "true", "false", "yes", "no", "1", "0"
   (any case);
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 
-from gsrlang.data import MissingFieldError, get_path
-from gsrlang.judgment import Judgment
-from gsrlang.types import JType, convert, number_of
+from gsrlang.files.dataset import MissingFieldError, get_path
+from gsrlang.lang.types import JType, convert, number_of
+from gsrlang.semantics.judgment import Judgment
 
 __all__ = ["HumanJudge", "convert"]
 

@@ -94,11 +94,11 @@ class JudgeRegistry:
 
 def default_registry(llm: Judge | None = None, catalog=None, time_limit: float | None = None) -> JudgeRegistry:
     """A judge for every judge kind that needs no configuration (rule, human, verifier, and any kind
-    registered with `gsrlang.check.judgekinds.judge_kind`), plus `llm` when one is given. `time_limit`:
+    registered with `gsrlang.lang.check.judgekinds.judge_kind`), plus `llm` when one is given. `time_limit`:
     seconds per judgment for the judges that have one (rules and verifiers; a judgment that overruns it
     is invalid), instead of their default."""
-    from gsrlang.catalog import default_catalog
-    from gsrlang.check.judgekinds import judge_kinds
+    from gsrlang.lang.catalog import default_catalog
+    from gsrlang.lang.check.judgekinds import judge_kinds
 
     judges: dict[str, Judge] = {}
     for name, kind in judge_kinds(catalog or default_catalog()).items():

@@ -23,8 +23,8 @@ import json
 import time
 from typing import Callable
 
-from gsrlang.check.patterns import PatternError, compile_pattern
-from gsrlang.judgment import Judgment
+from gsrlang.lang.check.patterns import PatternError, compile_pattern
+from gsrlang.semantics.judgment import Judgment
 
 __all__ = ["DEFAULT_TIME_LIMIT", "RULES", "RuleJudge", "rule", "run_rule"]
 

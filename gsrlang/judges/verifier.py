@@ -1,7 +1,7 @@
 """Verifier procedures (`criterion x: T = verifier("name")`): Python functions, never code in a .gsr file.
 
 A verifier is a callable `fn(candidate, item)` (sync or async) that receives the
-`gsrlang.data.Candidate` and the `gsrlang.data.Item` and returns one of:
+`gsrlang.files.dataset.Candidate` and the `gsrlang.files.dataset.Item` and returns one of:
 
 - a value of the criterion's type (bool, a number for a Score, a label str);
 - `(value, reason)`;
@@ -34,7 +34,7 @@ from importlib import metadata
 from typing import Callable
 
 from gsrlang.judges.rules import DEFAULT_TIME_LIMIT
-from gsrlang.judgment import ABSTAIN, Judgment
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 __all__ = ["ENTRY_POINT_GROUP", "VerifierJudge", "find_verifier", "register_verifier", "unregister_verifier"]
 

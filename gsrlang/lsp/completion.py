@@ -18,16 +18,14 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from gsrlang import records
-from gsrlang.catalog import OperatorSig, ParamSig, PortSig
-from gsrlang import tasks
+from gsrlang.lang import records, tasks
+from gsrlang.lang.catalog import OperatorSig, ParamSig, PortSig, param_text
+from gsrlang.lang.span import Span
+from gsrlang.lang.types import Pattern, matches
 from gsrlang.lsp import knowledge
-from gsrlang.catalog import param_text
 from gsrlang.lsp.hover import describe_operator, describe_rule
 from gsrlang.lsp.model import DocumentModel
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.span import Span
-from gsrlang.types import Pattern, matches
 
 _TOKEN = re.compile(r'''
     (?P<ws>\s+)
@@ -180,7 +178,7 @@ def _callee(toks: list[Tok], at: int) -> tuple[str | None, str]:
 
 
 def _kind_names() -> set[str]:
-    from gsrlang.catalog import default_catalog
+    from gsrlang.lang.catalog import default_catalog
 
     return set(default_catalog().judges)
 
@@ -335,7 +333,7 @@ def _fits(pattern: Pattern, jtype) -> bool:
 
 
 def _result_examples(op: OperatorSig):
-    from gsrlang.types import BOOL, SCORE, substitute
+    from gsrlang.lang.types import BOOL, SCORE, substitute
 
     t = substitute(op.result, {})
     return (t,) if t is not None else (BOOL, SCORE)
@@ -385,7 +383,7 @@ def _rules(c: _Ctx) -> list[types.CompletionItem]:
 
 
 def _procedures(c: _Ctx) -> list[types.CompletionItem]:
-    from gsrlang.check.judgekinds import judge_kinds
+    from gsrlang.lang.check.judgekinds import judge_kinds
     from gsrlang.lsp.hover import describe_judge_kind
 
     return [c.item(name, types.CompletionItemKind.Module, kind.use_text(), describe_judge_kind(kind), insert="rule.")
@@ -400,7 +398,7 @@ def _aggregates(c: _Ctx) -> list[types.CompletionItem]:
 
 
 def _import_paths(c: _Ctx, string: Tok) -> list[types.CompletionItem]:
-    from gsrlang.resources import stdlib_dir
+    from gsrlang.lang.resources import stdlib_dir
 
     typed_start = string.start + 1
     rng = c.positions.range(Span(typed_start, c.offset))

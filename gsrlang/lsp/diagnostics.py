@@ -17,10 +17,10 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from gsrlang.diagnostics import Diagnostic
+from gsrlang.lang.diagnostics import Diagnostic
+from gsrlang.lang.span import Span
 from gsrlang.lsp.model import DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.span import Span
 
 SOURCE = "gsr"
 UNNECESSARY = {"GSR701", "GSR402"}  # unused parameter, a node that never reaches the sink: drawn faded

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from gsrlang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
-from gsrlang.check.judgekinds import judge_kinds
-from gsrlang import tasks
+from gsrlang.lang import tasks
+from gsrlang.lang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
+from gsrlang.lang.check.judgekinds import judge_kinds
+from gsrlang.lang.span import SourceText, source_lines
+from gsrlang.lang.syntax import ast
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.span import SourceText, source_lines
-from gsrlang.syntax import ast
 
 MAX_DEFINITION_LINES = 12
 
@@ -152,7 +152,7 @@ def describe_declaration(model: DocumentModel, decl: DeclInfo, files: Files) -> 
         return head + "\n" + "\n\n".join(lines) + "\n" + _definition(source, item)
     op = model.semantic.op_of(decl.name)
     if jtype is None and op and model.catalog.operator(op):
-        from gsrlang.types import substitute
+        from gsrlang.lang.types import substitute
 
         jtype = substitute(model.catalog.operator(op).result, {})  # what the operator gives, when fixed
     type_text = str(jtype) if jtype is not None else "type unknown until the errors are fixed"
@@ -172,7 +172,7 @@ def _where(model: DocumentModel, decl: DeclInfo, source: str | None) -> str:
 
 
 def _shown_path(path: str, importer: str | None) -> str:
-    from gsrlang.resources import stdlib_dir
+    from gsrlang.lang.resources import stdlib_dir
 
     p = Path(path)
     try:

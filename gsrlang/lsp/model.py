@@ -20,12 +20,12 @@ from typing import Iterator
 
 import attrs
 
-from gsrlang import records
-from gsrlang.catalog import Catalog, OperatorSig, ParamSig, PortSig, RuleSig, default_catalog
-from gsrlang.check.driver import Analysis, analyze
-from gsrlang.span import Span
-from gsrlang.syntax import ast
-from gsrlang.types import JType
+from gsrlang.lang import records
+from gsrlang.lang.catalog import Catalog, OperatorSig, ParamSig, PortSig, RuleSig, default_catalog
+from gsrlang.lang.check.driver import Analysis, analyze
+from gsrlang.lang.span import Span
+from gsrlang.lang.syntax import ast
+from gsrlang.lang.types import JType
 
 _DECL_TEXT = re.compile(r"^[ \t]*(criterion|node)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -63,8 +63,8 @@ class Semantic:
     """The checker's context after its passes: declarations (imports included) and inferred types."""
 
     def __init__(self, model: "DocumentModel"):
-        from gsrlang.check.context import Context
-        from gsrlang.check.driver import check_module
+        from gsrlang.lang.check.context import Context
+        from gsrlang.lang.check.driver import check_module
 
         self.ctx = None
         self.error = None
@@ -82,7 +82,7 @@ class Semantic:
         ctx = self.ctx
         if ctx is None:
             return None
-        from gsrlang.check.ports import resolve_alias
+        from gsrlang.lang.check.ports import resolve_alias
 
         try:
             node_id = resolve_alias(ctx, name)
@@ -96,7 +96,7 @@ class Semantic:
     def op_of(self, name: str) -> str | None:
         if self.ctx is None:
             return None
-        from gsrlang.check.ports import resolve_alias
+        from gsrlang.lang.check.ports import resolve_alias
 
         node = self.ctx.nodes.get(resolve_alias(self.ctx, name))
         return node.op if node is not None else None
@@ -119,7 +119,7 @@ class DocumentModel:
 
     @staticmethod
     def _parse_only(text: str) -> ast.Module | None:
-        from gsrlang.syntax.parser import parse
+        from gsrlang.lang.syntax.parser import parse
 
         try:
             return parse(text).module
@@ -289,7 +289,7 @@ def walk(node) -> Iterator:
 
 def resolve_import(text: str, importer: str | None) -> Path | None:
     """The file an `import "..."` names, as the checker resolves it; None when it does not exist."""
-    from gsrlang.resources import stdlib_dir
+    from gsrlang.lang.resources import stdlib_dir
 
     try:
         if text.startswith("std/"):

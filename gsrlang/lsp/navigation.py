@@ -6,10 +6,10 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from gsrlang.lang.span import Span
+from gsrlang.lang.syntax import ast
 from gsrlang.lsp.model import DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
-from gsrlang.span import Span
-from gsrlang.syntax import ast
 
 
 def _uri(path: str | Path) -> str:

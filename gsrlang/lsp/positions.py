@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from gsrlang.span import SourceText, Span
+from gsrlang.lang.span import SourceText, Span
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 

@@ -329,9 +329,9 @@ def _snippets(ls: GsrLanguageServer) -> bool:
 def format_edits(ls: GsrLanguageServer, text: str) -> list[types.TextEdit]:
     """One edit replacing the whole document with the formatter's output; none when it cannot format."""
     try:
-        from gsrlang.syntax.formatter import FormatError, format_source
+        from gsrlang.lang.syntax.formatter import FormatError, format_source
     except ImportError:
-        ls.log("formatting is unavailable: gsrlang.syntax.formatter is missing", types.MessageType.Warning)
+        ls.log("formatting is unavailable: gsrlang.lang.syntax.formatter is missing", types.MessageType.Warning)
         return []
     try:
         formatted = format_source(text)

@@ -33,10 +33,9 @@ import math
 from typing import Callable, NamedTuple, Sequence
 
 import attrs
-
 import numpy as np
 
-from gsrlang.judgment import ABSTAIN
+from gsrlang.semantics.judgment import ABSTAIN
 
 __all__ = ["Column", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
 

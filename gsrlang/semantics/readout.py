@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 import attrs
 import numpy as np
 
-from gsrlang.program import PairwiseReadout, PointwiseReadout, Readout
+from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 
 __all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
            "read_pointwise", "snap", "verdict", "verdict_column"]

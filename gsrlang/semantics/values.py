@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from gsrlang.judgment import ABSTAIN, Abstain
-from gsrlang.types import JType
+from gsrlang.lang.types import JType
+from gsrlang.semantics.judgment import ABSTAIN, Abstain
 
 __all__ = ["ABSTAIN", "Abstain", "Possible", "RuntimeFailure", "Unsettled", "checker", "format_value", "top",
            "unsettled", "value_from_json", "value_problem", "value_to_json"]

@@ -46,7 +46,7 @@ class Served:
 
     @classmethod
     def of(cls, program, judges) -> "Served":
-        from gsrlang.runtime.executor import all_inline
+        from gsrlang.execution.executor import all_inline
 
         registry = judges.check(program.checked)
         return cls(program, registry, inline=all_inline(program._plan, registry))
@@ -63,7 +63,7 @@ class Served:
 class _Entry:
     served: Served
     mode: str
-    item: object  # gsrlang.data.Item
+    item: object  # gsrlang.files.dataset.Item
     future: asyncio.Future
 
 

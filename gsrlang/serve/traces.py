@@ -35,7 +35,7 @@ class _Counting:
 
 class _Segment:
     def __init__(self, path: Path, program, mode: str, usage: dict):
-        from gsrlang.runtime.batch import RunSummary
+        from gsrlang.execution.runs import RunSummary
         from gsrlang.trace.write import TraceWriter
 
         self.path = path
@@ -51,7 +51,7 @@ class _Segment:
         self.summary.count(result.run, result.line, keep_pairs=False)
 
     def close(self, usage_now: dict) -> None:
-        from gsrlang.runtime.batch import run_summary_record
+        from gsrlang.execution.runs import run_summary_record
 
         spent = {kind: _delta(counters, self.usage.get(kind) or {}) for kind, counters in usage_now.items()}
         info = {"program": {"name": self.program.name, "hash": self.program.hash, "path": self.program.path},

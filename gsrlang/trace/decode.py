@@ -17,8 +17,8 @@ and the columnar evaluator's tables of cells (`columnar.Table.from_cells`) use i
 cells that are not a plain value of the type (the columnar run sends those items to
 the interpreter). `recorded_judgment` turns a trace's judgment back into a Judgment for
 replay. `json_column` and `judged_column` read recorded (JSON) values and
-their judgment statuses into a column: the trace loaders (`runtime/traceload.py`,
-`runtime/verify.py`) use them. tests/test_traceload.py and tests/test_columnrun.py
+their judgment statuses into a column: the trace loaders (`execution/tracetable.py`,
+`execution/verify.py`) use them. tests/test_traceload.py and tests/test_columnrun.py
 compare the column forms with the scalar one.
 """
 
@@ -31,10 +31,10 @@ from typing import Sequence
 
 import numpy as np
 
-from gsrlang.judgment import Judgment
+from gsrlang.lang.types import JType
+from gsrlang.semantics.judgment import Judgment
 from gsrlang.semantics.kernels import Column
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
-from gsrlang.types import JType
 
 __all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column",
            "recorded_judgment"]

@@ -6,10 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from gsrlang.data import recorded_label_problem
+from gsrlang.files.dataset import recorded_label_problem
 from gsrlang.trace.jsonio import DecodeError, loads
-from gsrlang.trace.schema import (HEADER, MALFORMED, READABLE_VERSIONS, RUN_SUMMARY, TraceError, judgment_v1,
-                                  malformed, readout_of_result)
+from gsrlang.trace.schema import (
+    HEADER,
+    MALFORMED,
+    READABLE_VERSIONS,
+    RUN_SUMMARY,
+    TraceError,
+    judgment_v1,
+    malformed,
+    readout_of_result,
+)
 
 __all__ = ["logical_record", "read_records", "read_trace"]
 

@@ -1,7 +1,7 @@
 """The trace schema: what a run writes for every item (result lines, trace records), in one place.
 
 **Result line** (one JSON object per item, `--out results.jsonl`; read by
-`gsrlang.metrics.read_results` / `metrics_from_results`)::
+`gsrlang.analysis.metrics.read_results` / `metrics_from_results`)::
 
     {"id": "tc-000", "line": 1, "status": "ok", "mode": "pointwise",
      "score": 4, "raw": 3.8125, "scale": [1.0, 5.0],          # pointwise
@@ -12,7 +12,7 @@
      "reason": null}                                          # why the item is invalid / failed
 
 A completed run ends its results file with `{"kind": "run_summary", "complete": true,
-"mode", "items", "ok", "invalid", "failed"}` (`gsrlang.runtime.batch.results_end`);
+"mode", "items", "ok", "invalid", "failed"}` (`gsrlang.execution.runs.results_end`);
 a file without it is the prefix of a killed run. Result lines have no `kind`.
 
 `status` is "ok", "invalid" (the item was evaluated but has no valid result: an
@@ -78,8 +78,8 @@ from __future__ import annotations
 import json
 import math
 
-from gsrlang.data import DataError
-from gsrlang.judgment import Judgment
+from gsrlang.files.dataset import DataError
+from gsrlang.semantics.judgment import Judgment
 from gsrlang.semantics.values import ABSTAIN, Unsettled
 
 __all__ = ["HEADER", "MALFORMED", "READABLE_VERSIONS", "RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps",

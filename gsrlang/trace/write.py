@@ -12,11 +12,10 @@ import math
 import os
 from collections import OrderedDict
 
-from gsrlang.program import json_value
+from gsrlang.lang.program import json_value
 from gsrlang.semantics.values import Unsettled
 from gsrlang.trace.jsonio import dumps_line
-from gsrlang.trace.schema import (HEADER, TRACE_VERSION, judgment_json, judgment_v2, jsonable, result_line,
-                                  unknown_flags)
+from gsrlang.trace.schema import HEADER, TRACE_VERSION, jsonable, judgment_json, judgment_v2, result_line, unknown_flags
 
 __all__ = ["NotRun", "Static", "TraceWriter", "header_line", "item_record", "node_static", "record_v2", "trace_record"]
 

@@ -19,12 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_weighted import PROGRAM as WEIGHTED_PROGRAM  # the fake-server test's weighted Score program
 
 from gsrlang.cli import main
 from gsrlang.trace.read import read_trace
 from gsrlang.trace.schema import is_summary
-
-from test_weighted import PROGRAM as WEIGHTED_PROGRAM  # the fake-server test's weighted Score program
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = os.environ.get("GSR_REAL_BASE_URL")
@@ -284,7 +283,7 @@ async def test_compile_under_the_generated_gbnf_grammar_is_accepted_and_parses(r
     from gsrlang.compiler.spec import CompileSpec, Pointwise
     from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
     from gsrlang.judges.llm import JudgeConfig
-    from gsrlang.syntax.parser import parse
+    from gsrlang.lang.syntax.parser import parse
 
     url, model = real
     rubric = (ROOT / "examples" / "rubrics" / "helpsteer2_helpfulness.md").read_text()

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 
-from gsrlang.safeio import write_atomic
+from gsrlang.files.safeio import write_atomic
 
 from .client import ChatRequest, JudgeCallError, LLMClient, _Failure, _origin
 from .config import LLMError

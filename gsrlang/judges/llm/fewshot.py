@@ -30,7 +30,7 @@ import attrs
 
 from gsrlang.judges.llm.config import LLMError
 from gsrlang.judges.llm.prompts import Example
-from gsrlang.types import JType
+from gsrlang.lang.types import JType
 
 __all__ = ["FewShotBank", "FewShotError", "FewShotRow", "balanced_sample", "parse_verdict"]
 
@@ -107,7 +107,7 @@ def _read_rows(path: Path) -> Iterable[tuple[int, dict]]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            from gsrlang.jsonl import read_jsonl
+            from gsrlang.files.jsonl import read_jsonl
 
             yield from read_jsonl(path, FewShotError, "a labelled example (a JSON object)")
         elif suffix in (".csv", ".tsv"):

@@ -59,15 +59,12 @@ from typing import Any, Sequence
 
 import attrs
 
-from gsrlang.catalog import default_catalog
-from gsrlang.data import Candidate, Item
-from gsrlang.judgment import ABSTAIN, Judgment
+from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.llm.cache import JudgmentCache
 from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage, describe_adaptation
 from gsrlang.judges.llm.config import ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
 from gsrlang.judges.llm.jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip
-from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
 from gsrlang.judges.llm.prompts import (
     MAX_REASON_CHARS,
     AnswerSpec,
@@ -80,8 +77,11 @@ from gsrlang.judges.llm.prompts import (
     joint_keys,
     reask_message,
 )
-from gsrlang.program import Node, ProcedureSpec
-from gsrlang.types import JType
+from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
+from gsrlang.lang.catalog import default_catalog
+from gsrlang.lang.program import Node, ProcedureSpec
+from gsrlang.lang.types import JType
+from gsrlang.semantics.judgment import ABSTAIN, Judgment
 
 __all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combine_orders"]
 
@@ -314,7 +314,7 @@ class LLMJudge:
     """Judges ``llm`` criteria through OpenAI-compatible servers (see the module docstring).
 
     Who bounds what: the run's ``concurrency`` (judge calls in flight, the resolved default model's
-    setting) is the executor's one semaphore (gsrlang.runtime.executor.run_items), which also fixes the
+    setting) is the executor's one semaphore (gsrlang.execution.executor.run_items), which also fixes the
     order calls start in, and so the trace's bytes. The gate per client here (`_gate`) is a different
     setting where a role's model sets its own ``concurrency``, bounds the units an ensemble's one judge call
     fans out to, fails the calls still queued at once when the judge stops (a fatal error, the deadline,

@@ -95,7 +95,7 @@ class TraceRates:
 
     @classmethod
     def read(cls, path: str) -> "TraceRates":
-        """Raises gsrlang.data.DataError (TraceError) when the file is not a trace."""
+        """Raises gsrlang.files.dataset.DataError (TraceError) when the file is not a trace."""
         from gsrlang.trace import TraceView
         from gsrlang.trace.read import read_trace
         from gsrlang.trace.schema import is_summary

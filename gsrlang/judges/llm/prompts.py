@@ -50,10 +50,10 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from gsrlang.judgment import ABSTAIN
+from gsrlang.lang.types import JType
+from gsrlang.semantics.judgment import ABSTAIN
 
 from .jsonparse import clip
-from gsrlang.types import JType
 
 __all__ = [
     "CANNOT_ASSESS",

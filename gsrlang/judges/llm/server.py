@@ -136,7 +136,7 @@ class KnowledgeStore:
         entry = dict(data["servers"].get(key) or {})
         entry.update({"base_url": base_url, "model": model, **facts, "updated": round(time.time(), 3)})
         data["servers"][key] = entry
-        from gsrlang.safeio import write_atomic
+        from gsrlang.files.safeio import write_atomic
 
         try:  # whole or not at all; a full disk leaves the old file and no temporary one
             write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True))

@@ -86,7 +86,7 @@ def is_trusted(path: Path, data: bytes, folder: Path) -> bool:
 
 
 def _save(files: dict[str, str], folder: Path, caches: dict[str, str] | None = None) -> Path:
-    from gsrlang.safeio import write_atomic
+    from gsrlang.files.safeio import write_atomic
 
     store = folder / TRUST_STORE
     caches = trusted_caches(folder) if caches is None else caches

@@ -1,3 +1,0 @@
-from gsrlang.diagnostics.core import Diagnostic, Fix, Label, Severity, error, has_errors, warning
-
-__all__ = ["Diagnostic", "Fix", "Label", "Severity", "error", "has_errors", "warning"]

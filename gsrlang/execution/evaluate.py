@@ -1,0 +1,348 @@
+"""Columnar evaluation: one checked program over N items at once, one numpy array per node.
+
+The item-at-a-time interpreter (`gsrlang.semantics.compose` + `readout`) is the
+reference; this module computes the same thing for a whole column of items, so
+that tuning, ablation and what-if replay can try thousands of parameter sets
+over recorded judgments in milliseconds. It reads the same checked `Program` and
+the same `Plan` (ports, slot order, bound parameters), and never calls a judge:
+the criterion values come from a trace (`Table.from_trace`, through the trace
+module's reader) or from the judgments of inline judges (`human()`, `rule.*`)
+over a data file (`Table.from_data`).
+
+Layout: a pointwise item is one row, a pairwise item two (candidate-minor), so a
+column has R = N x m rows. Every node gives a `Column`: its values (float64 for a
+Score, bool for a Bool, int32 level codes for an Ordinal / Nominal), an
+`abstain` mask and an `invalid` mask. A row is invalid when a judgment was
+invalid, when an operator failed for it (a reducer with nothing left to reduce,
+a `map` with no score for the label) or when a value does not fit its node's
+type. The items with an invalid row anywhere are then settled, in one batch, on
+the same kernels (`_settle_invalid`, gsrlang.semantics.settle): such an item is
+valid when its result does not depend on what is unknown (a fired `cap(at: 0.0)`
+over an invalid judgment), as `executor.finish` decides.
+
+The operators are the kernels of `gsrlang.semantics.kernels`, the same ones the
+item interpreter runs over a batch of one row (two for a pairwise item), with the
+same exact sums: every node column is the interpreter's bit for bit. The readout
+is gsrlang.semantics.readout's, the one every path uses (`read_columns`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Iterable, Sequence
+
+import attrs
+import numpy as np
+
+from gsrlang.lang.program import Program, Readout
+from gsrlang.lang.types import JType
+from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.kernels import Column
+from gsrlang.semantics.readout import read_columns
+from gsrlang.semantics.settle import Possibles, settle, unfit
+from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
+from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
+
+__all__ = ["Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+
+SINK_TOLERANCE = 1e-12
+
+
+@attrs.define
+class Table:
+    """The criterion values of N items (R = N x m rows), their labels and which items failed outright.
+
+    `labels` holds each item's gold label as the results lines do (a number, first /
+    second / tie, or None); `label_errors` counts the labels that could not be used.
+    A table is not modified once made: evaluators keep what they derive from it.
+    """
+
+    mode: str
+    ids: list
+    criteria: dict  # criterion id -> Column
+    failed: np.ndarray  # per item: the data row never became an item (no judgments)
+    labels: list
+    label_errors: int = 0
+    recorded: dict | None = None  # from a trace: its run summary record, if it has one
+    skipped: np.ndarray | None = None  # from a trace: per item, its criteria's judgments the recorded run skipped
+
+    @property
+    def m(self) -> int:
+        return 1 if self.mode == "pointwise" else 2
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray) -> "Table":
+        """The items at `index` (a fold, a resample), in that order."""
+        index = np.asarray(index)
+        rows = (index[:, None] * self.m + np.arange(self.m)).ravel()
+        crit = {k: Column(c.values[rows], c.abstain[rows], c.invalid[rows]) for k, c in self.criteria.items()}
+        return Table(self.mode, [self.ids[i] for i in index], crit, self.failed[index],
+                     [self.labels[i] for i in index], self.label_errors)
+
+    @classmethod
+    def from_cells(cls, program: Program, mode: str, entries: Iterable[tuple]) -> "Table":
+        """From (id, label, {criterion id: [(status, value) per candidate]} or None for a failed item)."""
+        m = 1 if mode == "pointwise" else 2
+        crit_nodes = program.criteria
+        cells: dict = {n.id: [] for n in crit_nodes}
+        ids, labels, failed = [], [], []
+        for item_id, label, judged in entries:
+            ids.append(item_id)
+            labels.append(label)
+            failed.append(judged is None)
+            for n in crit_nodes:
+                row = judged.get(n.id) if judged is not None else None
+                if row is None or len(row) != m:
+                    cells[n.id].extend([INVALID] * m)
+                else:
+                    cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
+        return cls(mode, ids, {n.id: cells_column(n.type, cells[n.id]) for n in crit_nodes},
+                   np.array(failed, bool), labels)
+
+    @classmethod
+    def from_trace(cls, program: Program, path: str, program_label: str = "the program") -> "Table":
+        """The recorded criterion outputs of a trace (version 1 or 2), for `program`.
+
+        Read straight into columns (`gsrlang.execution.tracetable`), with the trace
+        module's record reader and checks. The trace's criteria must feed the program
+        (same names and types), as for `gsr replay --program`; raises ReplayError
+        otherwise, TraceError on a bad file. `recorded` is the trace's run summary.
+        """
+        from gsrlang.execution.tracetable import load_trace
+
+        mode, ids, criteria, failed, labels, label_errors, summary, skipped = load_trace(program, path,
+                                                                                        program_label)
+        return cls(mode, ids, {k: Column(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
+                   summary, skipped)
+
+    @classmethod
+    def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":
+        """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
+
+        `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
+        from gsrlang.execution.executor import all_inline, judge_item
+        from gsrlang.files.dataset import ItemError, read_items
+
+        plan = Plan(program)
+        if not all_inline(plan, registry):
+            raise ValueError("columnar evaluation from data needs criteria that only read the data "
+                             "(human(), rule.*): record a trace with `gsr run --trace` for the others")
+        errors = 0
+        need = 1 if mode == "pointwise" else 2
+
+        async def go():
+            nonlocal errors
+            out = []
+            for entry in read_items(data, columns):
+                if isinstance(entry, ItemError):
+                    out.append((entry.id, None, None))
+                    continue
+                label, problem = labels(entry) if labels else (None, None)
+                errors += problem is not None
+                if len(entry.candidates) != need:
+                    out.append((entry.id, label, None))
+                    continue
+                judged = await judge_item(plan, entry, registry)
+                out.append((entry.id, label, {k: [(j.status, ABSTAIN if j.status == "abstained" else j.value)
+                                                  for j in v] for k, v in judged.items()}))
+            await registry.aclose()
+            return out
+
+        table = cls.from_cells(program, mode, asyncio.run(go()))
+        table.label_errors = errors
+        return table
+
+
+# ---- evaluation ----------------------------------------------------------------------------------------------------
+@attrs.frozen
+class Evaluation:
+    """The outcome over N items: per node columns, the sink, each item's status and native result."""
+
+    mode: str
+    nodes: dict  # node id -> Column
+    sink: np.ndarray  # (N, m) the sink's Score per candidate (0 where invalid)
+    ok: np.ndarray  # per item: has a valid result
+    failed: np.ndarray  # per item: the data row never became an item
+    raw: np.ndarray | None = None  # pointwise: lo + s (hi - lo)
+    score: np.ndarray | None = None  # pointwise: the quantized score (float; NaN where not ok)
+    winner: np.ndarray | None = None  # pairwise: "first" | "second" | "tie" | "abstain" | None
+    # per item left invalid by settling: the causes behind its unsettled sink, as (node position, candidate,
+    # text) where the text is "" for a criterion (its judgment's reason is in the trace, not the table) and
+    # ": <problem>" for an operator (`executor.reason_of` names the node and the candidate)
+    causes: dict = attrs.field(factory=dict)
+
+    def predictions(self) -> list:
+        """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""
+        if self.mode == "pointwise":
+            return [float(s) if ok else None for s, ok in zip(self.score, self.ok)]
+        return [w if ok else None for w, ok in zip(self.winner, self.ok)]
+
+
+class _Memo:
+    """What an evaluator derives from one table and keeps across parameter sets: the columns of every node
+    that no parameter set has changed (the criteria, the constants, and the operators upstream of what is
+    tuned), and the table's all-false mask, shared by every column with nothing to mask."""
+
+    def __init__(self, table: Table):
+        self.table = table
+        self.zero = np.zeros(len(table) * table.m, bool)
+        self.zero.flags.writeable = False
+        self.columns: dict[str, Column] = {}
+
+    def mask(self, x: np.ndarray | None) -> np.ndarray:
+        """`x`, or the shared all-false mask when nothing in it is set (so that later steps can skip it)."""
+        return self.zero if x is None or x is self.zero or not x.any() else x
+
+    def either(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        zero = self.zero
+        return b if a is zero else a if b is zero else a | b
+
+
+class Evaluator:
+    """A program bound for columnar evaluation; `run(table, params=...)` evaluates a parameter set.
+
+    `params` overrides node parameters ({node id: {parameter: value}}) and `thresholds`
+    the readout's cut points, without rebuilding the program: what tuning varies.
+    What does not depend on them is computed once per table and kept (the last few
+    tables): the criterion columns, and every node upstream of no overridden one.
+
+    Every node column is the interpreter's bit for bit (the same kernels, the same exact
+    sums), and the readout is the one of gsrlang.semantics.readout.
+    """
+
+    KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.plan = plan = Plan(program)
+        ids = [n.id for n in plan.nodes]
+        # per step: (step, its source node ids per port, the type on its first port)
+        self._steps = [(step, [[ids[i] for i in sources] for _, sources in step.ports],
+                        plan.nodes[step.ports[0][1][0]].type) for step in plan.steps]
+        used = {i for step in plan.steps for _, sources in step.ports for i in sources}
+        # an invalid row propagates to every node downstream, so the nodes nothing reads hold all of them
+        self._leaves = [ids[i] for i in range(len(ids)) if i not in used]
+        self._memos: dict[int, _Memo] = {}
+
+    def forget(self) -> None:
+        """Drop the columns kept for every table seen (a caller done with its tables frees them at once)."""
+        self._memos.clear()
+
+    def _memo(self, table: Table) -> _Memo:
+        memo = self._memos.pop(id(table), None)
+        if memo is None or memo.table is not table:
+            memo = _Memo(table)
+            failed_rows = memo.mask(np.repeat(table.failed, table.m))
+            for _, node in self.plan.criteria:
+                c = table.criteria[node.id]
+                memo.columns[node.id] = Column(c.values, memo.mask(c.abstain),
+                                               memo.either(memo.mask(c.invalid), failed_rows))
+            R = len(memo.zero)
+            for i, v in self.plan.consts:
+                node = self.plan.nodes[i]
+                fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
+                memo.columns[node.id] = Column(np.full(R, fill), memo.zero, memo.zero)
+            if len(self._memos) >= self.KEEP:
+                del self._memos[next(iter(self._memos))]
+        self._memos[id(table)] = memo  # most recently used last
+        return memo
+
+    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None) -> Evaluation:
+        params = params or {}
+        memo = self._memo(table)
+        cols = dict(memo.columns)
+        changed: set = set()
+        for step, sources, in_type in self._steps:
+            nid = step.node.id
+            if params.get(nid) or any(s in changed for port in sources for s in port):
+                changed.add(nid)
+                cols[nid] = self._step(step, sources, in_type, cols, params.get(nid), memo)
+            elif nid not in cols:
+                cols[nid] = memo.columns[nid] = self._step(step, sources, in_type, cols, None, memo)
+        sink = cols[self.program.sink]
+        m = table.m
+        bad_rows = sink.abstain
+        for leaf in self._leaves:
+            bad_rows = memo.either(bad_rows, cols[leaf].invalid)
+        s = sink.values.astype(np.float64)  # a copy: the few rows settled below are written into it
+        if bad_rows is memo.zero:
+            ok = np.ones(len(table), bool)
+        else:
+            s[bad_rows] = 0.0
+            ok = ~bad_rows.reshape(-1, m).any(axis=1)
+        s = s.reshape(-1, m)
+        ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
+        evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
+        self._settle_invalid(table, evaluation, params, thresholds, memo)
+        return evaluation
+
+    def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds, memo: _Memo) -> None:
+        """Items with an invalid (or skipped) judgment or a failed operator: settled on the same kernels, as
+        `executor.finish` does (valid when the result does not depend on what is unknown; see
+        gsrlang.semantics.settle), all of them in one batch."""
+        todo = np.flatnonzero(~ev.ok & ~ev.failed)
+        if not len(todo):
+            return
+        plan, m = self.plan, table.m
+        rows = (todo[:, None] * m + np.arange(m)).ravel()
+        nodes: list = [None] * len(plan.nodes)
+        for i, node in plan.criteria:
+            c = table.criteria[node.id]
+            invalid = c.invalid[rows]
+            p = nodes[i] = Possibles(node.type, c.values[rows], c.abstain[rows] & ~invalid)
+            for r in np.flatnonzero(invalid).tolist():
+                p.set_top(r, ((i, r % m, ""),))
+        for i, v in plan.consts:
+            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[plan.nodes[i].id].values[rows],
+                                 np.zeros(len(rows), bool))
+        params = params or {}
+        settle(plan, nodes, m, lambda *_: "",
+               lambda step: step.with_params(params[step.node.id]) if params.get(step.node.id) else step.kwargs)
+        sink = nodes[plan.sink_index]
+        s = sink.values.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            good = ~(sink.open | sink.abstain | ~((s >= 0.0) & (s <= 1.0)))
+        good = good.reshape(-1, m).all(axis=1)
+        for k in np.flatnonzero(~good).tolist():
+            causes = frozenset().union(*(sink.causes.get(k * m + c, ()) for c in range(m)))
+            if causes:
+                ev.causes[int(todo[k])] = causes
+        if not good.any():
+            return
+        done, s = todo[good], s.reshape(-1, m)[good]
+        raw, score, winner = read_columns(self.program.readout, table.mode, s, np.ones(len(done), bool), thresholds)
+        ev.ok[done] = True
+        ev.sink[done] = s
+        if ev.mode == "pointwise":
+            ev.raw[done], ev.score[done] = raw, score
+        else:
+            ev.winner[done] = winner
+
+    def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> Column:
+        node = step.node
+        kw = step.with_params(override) if override else step.kwargs
+        args = [[cols[s] for s in port] if is_list else cols[port[0]]
+                for (is_list, _), port in zip(step.ports, sources)]
+        values, abstain, failed = step.kernel.fn(*args, **kw)
+        upstream = memo.zero
+        for port in sources:
+            for s in port:
+                upstream = memo.either(upstream, cols[s].invalid)
+        abstain = memo.mask(abstain)
+        invalid = memo.either(upstream, memo.mask(failed))
+        invalid = memo.either(invalid, memo.mask(unfit(node.type, values, abstain)))
+        return Column(values, abstain, invalid)
+
+
+def with_parameters(program: Program, params: dict, thresholds: Sequence[float] | None = None) -> Program:
+    """The program with some node parameters (and the readout's cut points) replaced; structure unchanged."""
+    nodes = tuple(attrs.evolve(n, params={**n.params, **params[n.id]}) if n.id in params else n
+                  for n in program.nodes)
+    readout = program.readout
+    if thresholds is not None and readout.pointwise is not None:
+        readout = Readout(attrs.evolve(readout.pointwise, thresholds=tuple(float(t) for t in thresholds)),
+                          readout.pairwise)
+    return attrs.evolve(program, nodes=nodes, readout=readout)
+

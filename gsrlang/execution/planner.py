@@ -1,0 +1,111 @@
+"""The one planner: how a run or a replay goes, decided once from its typed configuration.
+
+Every command is the same composition, source -> batches -> judge where needed -> evaluate ->
+write or compare; what differs is decided here, and nowhere else:
+
+* **source**: a data file under one program, a data file under per-item programs (a compile
+  index), or a recorded trace (under its own program, an edited one, or each record's own);
+* **judging**: none (a trace), online, or through a provider's Batch API;
+* **evaluation**: column by column, a chunk of items at a time (every judge answers a column and
+  none judges jointly; replay: nothing to write item by item) or item by item;
+* **sinks**: results, a trace, a verify or what-if comparison, one item's decision path (--show).
+
+The configuration is built once by the command (gsrlang.commands.config, from its flags, the
+environment and gsr.toml) and passed down as these attrs classes; nothing below the commands
+reads a flag or, for the path, an environment variable.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["COLUMNS", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "replay_route",
+           "run_route"]
+
+COLUMNS, ITEMS = "columns", "items"  # the two ways of evaluating: a chunk of items at a time, or one by one
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """How one run over a data file goes (`gsr run`, the demo, the Ray engine's job).
+
+    `out`, `trace`: the sinks (None: not written; `-`: standard output). `concurrency`: judge calls in flight
+    (the resolved model settings' `concurrency`); `window`: items in flight (default 2 x concurrency).
+    `columnar`: take the column path where the judges allow it (False: item by item, for comparison; the
+    command sets it from GSR_COLUMNAR_RUN). `keep_pairs`: keep (prediction, label) pairs for the metrics."""
+
+    out: str | None = None
+    trace: str | None = None
+    concurrency: int = 8
+    limit: int | None = None
+    program_path: str | None = None
+    keep_pairs: bool = True
+    short_circuit: bool = True
+    columnar: bool = True
+    window: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReplayConfig:
+    """How one replay of a trace goes (`gsr replay`, the demo).
+
+    `out`, `trace`: the sinks; `program_path`, `program_label`: how the program is named in the trace written
+    and in messages; `limit`: only the first N records."""
+
+    out: str | None = None
+    trace: str | None = None
+    program_path: str | None = None
+    program_label: str = "the program"
+    keep_pairs: bool = True
+    limit: int | None = None
+
+
+@attrs.frozen
+class RunRoute:
+    """A run's path. `source`: "data" (one program) or "index" (per-item programs); `judging`: "online",
+    "batch" (a provider's Batch API) or "dry-run" (no call, the plan only); `evaluate`: COLUMNS or ITEMS."""
+
+    source: str
+    judging: str
+    evaluate: str
+
+
+@attrs.frozen
+class ReplayRoute:
+    """A replay's path.
+
+    `compare`: "verify" (every node, readout and result must be reproduced) or "whatif" (re-composed under
+    another program). `evaluate`: COLUMNS or ITEMS; a column verification that finds the trace is not for it
+    (version 1, another program's records) goes item by item, decided on the whole trace, never per row.
+    `results`: a results file is written. `show`: how the item to --show is found: "stream" (picked from
+    the item by item replay), "alone" (that item replayed by itself beside the column path) or None."""
+
+    compare: str
+    evaluate: str
+    results: bool
+    show: str | None
+
+    @property
+    def verify(self) -> bool:
+        return self.compare == "verify"
+
+
+def run_route(config: RunConfig, *, per_item: bool = False, batch: bool = False, dry_run: bool = False,
+              columns_possible: bool = True) -> RunRoute:
+    """The path of a run. `columns_possible`: every judge of the program answers a column at once and none
+    judges jointly (gsrlang.execution.inlinerun.columnar_judges); a dry run counts every call item by item."""
+    judging = "dry-run" if dry_run else "batch" if batch else "online"
+    columns = config.columnar and columns_possible and not per_item and not dry_run
+    return RunRoute("index" if per_item else "data", judging, COLUMNS if columns else ITEMS)
+
+
+def replay_route(config: ReplayConfig, *, verify: bool, per_item: bool = False, show: bool = False,
+                 skipped_judgments: int = 0) -> ReplayRoute:
+    """The path of a replay.
+
+    Columns where nothing must be written item by item: no new trace, one program (not each record's own).
+    A what-if over a trace that skipped judgments goes item by item, to say which of them the program needs."""
+    plain = not per_item and config.trace is None
+    columns = plain and (verify or not skipped_judgments)
+    return ReplayRoute("verify" if verify else "whatif", COLUMNS if columns else ITEMS, config.out is not None,
+                       ("alone" if columns else "stream") if show else None)

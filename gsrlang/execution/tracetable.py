@@ -1,0 +1,184 @@
+"""A trace file straight into criterion columns: what `Table.from_trace` (tune, ablate, what-if replay) reads.
+
+`read_trace` gives every record in the logical (version 1) form: a dict per node,
+per judgment, per item. Columnar evaluation needs none of that: only the
+criteria's recorded outputs, the statuses of their judgments, and each item's id
+and label. This loader reads the records as stored (`read_records`: one JSON
+decoding per line, the same validation and errors) and, for version 2 records,
+takes the criterion outputs out of `out` by their position in the header, once
+per header, appending the raw JSON values to one flat list per criterion. Each
+list is decoded into a numpy array in one pass at the end (a few C-level calls
+when every value has the expected JSON type, a value-by-value check otherwise).
+Version 1 records hold the same data, per node: they go through the same lists.
+
+The cells follow the one judgment decoder's rules (gsrlang.trace.decode: `json_column` for
+the recorded values, `judged_column` for their statuses), which equal the value-by-value
+reading (`value_from_json`, then the interpreter's `check_judgments`); tests/test_traceload.py
+compares the two on version 1 and version 2 traces with abstained, invalid, skipped and
+ill-typed judgments. A node that was never computed, or an item whose candidate count is
+not the mode's, is invalid. This loader stays in the runtime (not in gsrlang/trace/): it
+refuses a trace whose criteria cannot feed the program as `gsr replay --program` does.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from operator import itemgetter
+
+import numpy as np
+
+from gsrlang.lang.program import Program
+from gsrlang.lang.types import JType
+from gsrlang.trace.decode import SPECIAL, json_column, judged_column
+
+__all__ = ["Criterion", "load_trace"]
+
+_UNSET = object()
+
+
+class Criterion:
+    """One criterion's cells while the file is read: raw JSON values, and the rows they do not settle."""
+
+    def __init__(self, cid: str, t: JType):
+        self.id, self.type = cid, t
+        self.values: list = []  # one raw value per row (None where nothing was recorded)
+        self.void: list = []  # rows with no usable output (the node was never computed, too few values)
+        self.status: list = []  # (row, status) of the judgments whose status is in SPECIAL
+
+    def column(self, rows: int, void_items: list, m: int, decoded: tuple | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The finished arrays (values, abstain, invalid), as `columnar.Table.from_cells` would make them
+        (`decoded`: `json_column` of the values where the caller has it, which this changes in place)."""
+        void = None
+        if self.void or void_items:
+            void = np.zeros(rows, bool)
+            void[np.asarray(self.void, np.int64)] = True
+            void.reshape(-1, m)[np.asarray(void_items, np.int64)] = True
+        return judged_column(self.type, decoded if decoded is not None else json_column(self.type, self.values),
+                             void, self.status)
+
+
+class _Positions:
+    """Where a version 2 header puts the program's criteria in a record's `out` (in the program's order)."""
+
+    def __init__(self, where: list[int]):
+        self.where = where
+        self.need = max(where, default=-1) + 1
+        getter = itemgetter(*where) if where else (lambda out: ())
+        self.getter = getter if len(where) != 1 else (lambda out: (out[where[0]],))
+
+    def pick(self, out: list) -> tuple:
+        """The criteria's outputs (None for a node the record does not reach)."""
+        if len(out) >= self.need:
+            return self.getter(out)
+        return tuple(out[i] if i < len(out) else None for i in self.where)
+
+
+def load_trace(program: Program, path: str, program_label: str = "the program"):
+    """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None,
+    per item the count of its program criteria's skipped judgments) of a trace.
+
+    Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
+    --program` refuses them) or its items mix modes, TraceError on a malformed file."""
+    from gsrlang.execution.replay import ReplayError, compatibility_problems
+    from gsrlang.trace.read import logical_record, read_records
+    from gsrlang.trace.schema import MALFORMED, is_summary, malformed
+
+    crits = [Criterion(n.id, n.type) for n in program.criteria]
+    ids: list = []
+    labels: list = []
+    failed: list = []
+    void_items: list = []  # items whose criteria are all invalid (wrong candidate count)
+    label_errors = 0
+    mode = _UNSET
+    m = 1
+    summary = None
+    positions: dict = {}  # version 2: header key -> criterion positions in `out`
+    checked: set = set()  # version 1: program hashes whose criteria were checked
+    v1_positions: dict = {}  # version 1: program hash -> {criterion id: index in `nodes`}
+
+    def void_item(fail: bool) -> None:
+        """An item with no usable criterion output: failed (no judgments), or with the wrong candidate count."""
+        void_items.append(len(failed))
+        failed.append(fail)
+        for c in crits:
+            c.values.extend(repeat(None, m))
+
+    def refuse(record: dict) -> None:
+        problems = compatibility_problems(program, record, program_label)
+        if problems:
+            raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
+                              "\n  - ".join(problems))
+
+    for line, header, rec in read_records(path):
+        if header is None and is_summary(rec):
+            summary = rec
+            continue
+        try:
+            rmode = rec.get("mode")
+            if mode is _UNSET:
+                mode = rmode
+                m = 1 if (mode or "pointwise") == "pointwise" else 2
+            elif rmode != mode:
+                raise ReplayError(f"trace line {line} is a {rmode} item, the others {mode}")
+            item, result = rec.get("item") or {}, rec.get("result") or {}
+            ids.append(item.get("id"))
+            labels.append(result.get("label"))
+            if result.get("label_error"):
+                label_errors += 1
+            row = len(failed) * m
+            if header is not None:  # version 2: outputs by position, judgments by criterion id
+                out = rec.get("out")
+                where = positions.get(rec["p"])
+                if out is not None and where is None and header["nodes"]:
+                    refuse(logical_record(header, rec))
+                    index = {n.get("id"): i for i, n in enumerate(header["nodes"])}
+                    where = positions[rec["p"]] = _Positions([index[c.id] for c in crits])
+                if rec.get("status") == "failed" or out is None or not header["nodes"]:
+                    void_item(True)
+                    continue
+                outputs = where.pick(out)
+                judgments = rec.get("j") or {}
+            else:  # version 1: one dict per node
+                nodes = rec.get("nodes")
+                if rec.get("status") == "failed" or not nodes:
+                    void_item(True)
+                    continue
+                digest = (rec.get("program") or {}).get("hash")
+                if digest not in checked:
+                    refuse(rec)
+                    checked.add(digest)
+                where = v1_positions.get(digest)
+                if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):
+                    index = {n.get("id"): i for i, n in enumerate(nodes)}
+                    where = v1_positions[digest] = {c.id: index[c.id] for c in crits}
+                picked = [nodes[where[c.id]] for c in crits]
+                outputs = [n.get("output") for n in picked]
+                judgments = {c.id: n.get("judgments") for c, n in zip(crits, picked)}
+            if len(item.get("candidates") or ()) != m:
+                void_item(False)
+                continue
+            failed.append(False)
+            for c, v in zip(crits, outputs):
+                if v is None or len(v) < m:
+                    c.values.extend(repeat(None, m))
+                    c.void.extend(range(row, row + m))
+                else:
+                    c.values.extend(v if len(v) == m else v[:m])
+                js = judgments.get(c.id)
+                if js:
+                    for k, d in enumerate(js[:m]):
+                        status = d.get("status")
+                        if status in SPECIAL:
+                            c.status.append((row + k, status))
+        except MALFORMED as exc:
+            raise malformed(path, line, exc) from None
+    rows = len(failed) * m
+    columns = {c.id: c.column(rows, void_items, m) for c in crits}
+    skipped = np.zeros(len(failed), np.int64)
+    for c in crits:
+        at = [row // m for row, status in c.status if status == "skipped"]
+        if at:
+            skipped += np.bincount(np.asarray(at, np.int64), minlength=len(failed))
+    return ("pointwise" if mode is _UNSET else mode or "pointwise", ids, columns, np.array(failed, bool), labels,
+            label_errors, summary, skipped)

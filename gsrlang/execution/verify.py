@@ -1,0 +1,526 @@
+"""Verify a trace column by column: what `gsr replay TRACE` does when it writes nothing item by item.
+
+The item-at-a-time replay (`gsrlang.execution.replay`) recomputes every item with the
+interpreter and compares it with its record: exact, and about 80 us an item. This
+path reads the version 2 trace once, keeping per node one flat list of its recorded
+outputs and per item its result line, evaluates the whole trace with the columnar
+evaluator in exact mode (every node column equal to the interpreter's bit for bit),
+and compares recorded and recomputed values a column at a time, types included
+(1 is not 1.0). Every item that is not plainly reproduced goes through the
+item-at-a-time replay, which decides it and describes the difference:
+
+- a record it cannot take in a column (a failed row, unsettled values `u`, outputs
+  of the wrong shape, another mode, candidates that repeat, a result line of
+  another shape);
+- an item with an invalid row in any node column (an invalid or skipped judgment,
+  a failed operator: settling decides those), or without a valid result;
+- an item with any recorded output, score, raw score, sink or winner that differs
+  from the recomputed one.
+
+So the report (counts, first difference, the difference count) is the
+item-at-a-time replay's. Traces this path does not take at all (version 1 records,
+a header of another program or structure, a malformed record) return None, and
+the caller replays them item by item, which reports them as it always did.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from functools import partial
+from itertools import chain
+from operator import eq, is_, itemgetter, ne
+
+import attrs
+import numpy as np
+
+from gsrlang.execution.runs import RunSummary
+from gsrlang.execution.tracetable import Criterion
+from gsrlang.lang.program import Program
+from gsrlang.lang.syntax.parser import gc_paused
+from gsrlang.semantics.compose import Plan
+from gsrlang.trace.decode import SPECIAL, json_column
+from gsrlang.trace.jsonio import loads
+from gsrlang.trace.read import read_records
+from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
+from gsrlang.trace.write import node_static
+
+__all__ = ["replay_item", "verify_columnar"]
+
+_KINDS = {"score": float, "bool": bool, "ordinal": str, "nominal": str}
+_FIRST = object()  # the header "before" the first record: no header (nor None) is it
+CHUNK = 16384  # items verified together: memory stays flat in the length of the trace
+
+
+@attrs.define(slots=True)
+class ReadTrace:
+    """What one pass over a chunk of a version 2 trace keeps for the column verification (`_read`).
+
+    `m`: candidates per item (1 pointwise, 2 pairwise); `lines`: each record's line in the trace; `items`: per
+    item (id, line, candidates); `results`: per item its result's (id, line, label, sink, score, raw, scale)
+    or (id, line, label, sink, winner); `flats`: per node its recorded outputs, flat (m per item); `crits`:
+    the criteria (`Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
+    records a column cannot take; `label_errors`: {item: label error}; `records`: per item (line, header, the
+    bytes of its line), for the items replayed item by item."""
+
+    mode: str
+    m: int
+    lines: list
+    items: list
+    results: list
+    flats: list
+    crits: dict
+    odd: dict
+    label_errors: dict
+    records: list
+
+
+def _strict_equal(a: list, b: list) -> np.ndarray:
+    """Per position: same type and equal (JSON scalars)."""
+    n = len(a)
+    types = list(map(type, a))
+    if set(types) <= {str, int} and types == list(map(type, b)) and a == b:  # no NaN: list equality is exact
+        return np.ones(n, bool)
+    same_value = np.fromiter(map(eq, a, b), bool, n)
+    same_type = np.fromiter(map(is_, map(type, a), map(type, b)), bool, n)
+    return same_value & same_type
+
+
+def verify_columnar(trace_path: str, program: Program, program_label: str = "the program",
+                    out: str | None = None) -> RunSummary | None:
+    """`replay_file(trace, program, verify=True, out)`'s summary for a version 2 trace of `program` (and its
+    results file, the same bytes: see `_write_results`), or None when this trace must be replayed item by item
+    (see the module docstring); then nothing is written. Raises ReplayError as it does."""
+    with gc_paused():  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
+        return _verify(trace_path, program, program_label, out)
+
+
+def _verify(trace_path: str, program: Program, program_label: str, out: str | None) -> RunSummary | None:
+    t0 = time.perf_counter()
+    plan = Plan(program)
+    static = node_static(plan)
+    summary = None
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8") if out is not None else None
+    try:
+        reader = _Reader(trace_path, program, plan, static)
+        for read in reader.chunks(CHUNK):
+            if summary is None:
+                summary = RunSummary(program.name, program.content_hash, read.mode)
+            _verify_chunk(trace_path, program, program_label, plan, static, read, summary, spool)
+        if reader.refused or summary is None:
+            return None
+        summary.recorded = reader.recorded
+        summary.seconds = time.perf_counter() - t0
+        if spool is not None:
+            from gsrlang.execution.runs import _open, recorded_complete, results_end
+            from gsrlang.trace.schema import dumps
+
+            spool.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+            spool.seek(0)
+            handle = _open(out)
+            try:
+                shutil.copyfileobj(spool, handle)
+            finally:
+                if out != "-":
+                    handle.close()
+        return summary
+    finally:
+        if spool is not None:
+            spool.close()
+
+
+def _verify_chunk(trace_path: str, program: Program, program_label: str, plan: Plan, static: list, read: tuple,
+                  summary: RunSummary, spool) -> None:
+    """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
+    writing their result lines to `spool` (None: no `--out`)."""
+    mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
+    flats, crits, odd, label_errors, records = read.flats, read.crits, read.odd, read.label_errors, read.records
+    n = len(lines)
+    rows = n * m
+    iid, iline, cands = map(list, zip(*items))
+    rid, rline, labels, sinks, *readout = map(list, zip(*results))
+    suspect = np.zeros(n, bool)
+    if odd:
+        suspect[list(odd)] = True
+    suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
+
+    # evaluate: the criteria's columns from their recorded outputs and judgment statuses
+    from gsrlang.execution.evaluate import Column, Evaluator, Table
+
+    positions = {node["id"]: i for i, node in enumerate(static)}
+    types = list(map(set, map(partial(map, type), flats)))  # per node, the types of its recorded outputs
+    decoded: list = [None] * len(flats)  # a criterion's outputs decoded once: for its column and the comparison
+    columns = {}
+    for cid, crit in crits.items():
+        i = positions[cid]
+        crit.values = flats[i]
+        values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
+        columns[cid] = Column(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
+    table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
+    evaluation = Evaluator(program).run(table)
+    suspect |= ~evaluation.ok
+
+    # every node's recorded outputs against its column
+    for i, node in enumerate(plan.nodes):
+        col = evaluation.nodes[node.id]
+        bad = col.invalid | _differs(node.type, flats[i], col, rows, types[i], decoded[i])
+        suspect |= bad.reshape(-1, m).any(axis=1)
+    suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, spool is not None)
+    slow = _summarize(plan, program_label, records, iid, labels, label_errors, readout[0], suspect, m,
+                      summary)
+    if spool is not None:
+        _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, slow)
+
+
+class _Reader:
+    """The trace read a chunk at a time (`chunks`); `refused` once a record shows that this trace is not for this
+    path (then the chunks stop), `recorded` its run summary record."""
+
+    def __init__(self, path, program: Program, plan: Plan, static: list):
+        self.path, self.program, self.plan, self.static = path, program, plan, static
+        self.refused = False
+        self.recorded = None
+
+    def chunks(self, size: int):
+        records = read_records(self.path)
+        state = {"mode": None, "last": _FIRST, "headers": set()}
+        with open(self.path, "rb") as raw:  # the same lines again, kept as text for the few replayed item by item
+            state["raw"] = _Lines(raw)
+            while True:
+                try:
+                    read = _read(records, self.program, self.plan, self.static, state, size)
+                except (TraceError, *MALFORMED):
+                    read = None
+                if read is None:
+                    self.refused = True
+                    return
+                if state.get("recorded") is not None:
+                    self.recorded = state["recorded"]
+                if not read.lines:
+                    if state["mode"] is None:
+                        self.refused = True
+                    return
+                yield read
+                if len(read.lines) < size:
+                    return
+
+
+class _Lines:
+    """A trace file's lines by number, read forwards alongside `read_records` (which numbers them alike)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.at = 0
+
+    def line(self, number: int) -> bytes:
+        readline = self.handle.readline
+        while self.at < number - 1:
+            readline()
+            self.at += 1
+        self.at += 1
+        return readline()
+
+
+def _record(kept: tuple) -> tuple:
+    """(line, header, record) of an item kept as (line, header, its line's bytes): decoded again as
+    `read_records` decoded it."""
+    line, header, raw = kept
+    return line, header, loads(raw)
+
+
+def _read(records, program: Program, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
+    """The next `size` item records of the trace (`records`: `read_records`'s iterator, `state` what earlier
+    chunks learnt: the mode, the headers checked, the run summary), as a `ReadTrace`, or None when the trace is
+    not for this path.
+
+    The loop does per record only what must look at it whole (its shape, the fixed fields it must hold, its
+    outputs into the node lists); the rest is done a column at a time afterwards."""
+    digest = program.content_hash
+    mode = state["mode"]
+    m = 1 if mode != "pairwise" else 2
+    n_nodes = len(static)
+    flats: list[list] = [[] for _ in static]
+    crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
+    statuses = {cid: c.status for cid, c in crits.items()}
+    lines: list = []
+    items: list = []
+    results: list = []
+    odd: dict = {}
+    label_errors: dict = {}
+    kept: list = []
+    text = state["raw"].line
+    last = state["last"]
+    headers: set = state["headers"]
+    item_fields = itemgetter("id", "line", "candidates")
+    keys = fields = placeholder = shape = source = None
+    if mode is not None:
+        m, shape, source, fields, keys, placeholder = state["fixed"]
+    has = dict.__contains__
+    cids = crits.keys()
+    for line, header, rec in records:
+        if header is not last:
+            if header is None:
+                if is_summary(rec):
+                    state["recorded"] = rec
+                    continue
+                return None  # version 1: item by item
+            if id(header) not in headers:
+                if header["program"].get("hash") != digest or header["nodes"] != static:
+                    return None
+                headers.add(id(header))
+            last = state["last"] = header
+        if mode is None:
+            mode = rec.get("mode")
+            if mode not in ("pointwise", "pairwise") or getattr(program.readout, mode) is None:
+                return None
+            m = 1 if mode == "pointwise" else 2
+            shape = [m] * n_nodes
+            source = {"name": program.name, "hash": digest}
+            names = ("score", "raw", "scale") if mode == "pointwise" else ("winner",)
+            fields = itemgetter("id", "line", "label", "sink", *names)
+            keys = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
+            placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
+            state["mode"] = mode
+            state["fixed"] = m, shape, source, fields, keys, placeholder
+        k = len(lines)
+        lines.append(line)
+        try:
+            r, out = rec["result"], rec["out"]
+            if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
+                    or list(map(len, out)) != shape or r["status"] != "ok" or r["mode"] != mode \
+                    or r["program"] != source or r["reason"] is not None:
+                raise TypeError
+            entry = item_fields(rec["item"]), fields(r)  # with the four above, every key it must have
+            if len(r) != keys:
+                if len(r) != keys + 1 or not r["label_error"]:
+                    raise TypeError
+                label_errors[k] = r["label_error"]
+            # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
+            js = rec["j"]
+            if js.keys() != cids:
+                raise TypeError
+            if m == 1:
+                for cid, (d,) in js.items():
+                    if has(d, "status") and d["status"] in SPECIAL:
+                        statuses[cid].append((k, d["status"]))
+            else:
+                for cid, (d, e) in js.items():
+                    if has(d, "status") and d["status"] in SPECIAL:
+                        statuses[cid].append((2 * k, d["status"]))
+                    if has(e, "status") and e["status"] in SPECIAL:
+                        statuses[cid].append((2 * k + 1, e["status"]))
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+            odd[k] = (line, header, rec)
+            entry = placeholder
+            out = [[None] * m] * n_nodes
+        for _ in map(list.extend, flats, out):
+            pass
+        items.append(entry[0])
+        results.append(entry[1])
+        kept.append((line, header, text(line)))
+        if len(lines) == size:
+            break
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, label_errors, kept)
+
+
+def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
+    """Rows whose recorded output is not the column's value (null where it abstains), types included
+    (`types`: those of the recorded outputs; `decoded`: their `json_column`, where it was made)."""
+    kind = _KINDS[t.kind]
+    if not types <= {kind, type(None)}:
+        wrong = np.fromiter((type(v) is not kind and v is not None for v in recorded), bool, rows)
+        recorded = [v if type(v) is kind else None for v in recorded]
+        types = (types & {kind}) | {type(None)}
+        decoded = None
+    else:
+        wrong = np.zeros(rows, bool)
+    values, null, bad = decoded if decoded is not None else json_column(t, recorded, types)
+    wrong |= null != col.abstain
+    wrong |= (bad | (values != col.values)) & ~null
+    return wrong
+
+
+def _rows(fine: bool, test, values, n: int) -> np.ndarray:
+    """Per position, whether `test(value)` fails; all false at once when `fine` (a whole-list check) holds."""
+    if fine:
+        return np.zeros(n, bool)
+    return ~np.fromiter(map(test, values), bool, n)
+
+
+def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n) -> np.ndarray:
+    """Items whose candidates, id, line, label or scale a column cannot vouch for."""
+    first = cands[0] if cands else None
+    problem = _rows(type(first) is list and len(first) == len(set(first)) == m and cands.count(first) == n,
+                    lambda c: type(c) is list and len(c) == len(set(c)) == m, cands, n)
+    problem |= ~_strict_equal(rid, iid)
+    problem |= ~_strict_equal(rline, iline)
+    problem |= _rows(set(map(type, iid)) <= {str, int}, lambda i: type(i) in (str, int), iid, n)
+    problem |= _rows(not any(map(ne, labels, labels)), lambda lab: lab == lab, labels, n)  # NaN: never the same
+    if mode == "pointwise":
+        p = program.readout.pointwise
+        scale = [p.lo, p.hi]
+        scales = readout[2]
+        problem |= _rows(scales.count(scale) == n, partial(eq, scale), scales, n)
+        kinds = [type(p.lo), type(p.hi)]
+        try:
+            flat = list(chain.from_iterable(scales))
+        except TypeError:
+            flat = None
+        problem |= _rows(flat is not None and list(map(type, flat)) == kinds * n,
+                         lambda s: type(s) is list and list(map(type, s)) == kinds, scales, n)
+    return problem
+
+
+def _floats(values: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the values as float64, NaN where one is not a float; where one is not a float)."""
+    if set(map(type, values)) == {float}:
+        return np.array(values, np.float64), np.zeros(n, bool)
+    floats = np.fromiter((type(v) is float for v in values), bool, n)
+    return np.array([v if type(v) is float else np.nan for v in values], np.float64), ~floats
+
+
+def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int,
+                    zeros: bool = False) -> np.ndarray:
+    """Items whose recorded score, raw score or winner, or sink, is not the recomputed one (and with `zeros`,
+    those where either is -0.0: equal to 0.0, but written otherwise)."""
+    wrong = _rows(set(map(type, sinks)) == {dict} and set(map(len, sinks)) == {m},
+                  lambda s: type(s) is dict and len(s) == m, sinks, n)
+    if wrong.any():
+        sinks = [{} if bad else s for s, bad in zip(sinks, wrong)]
+    if _rows(set(map(type, cands)) == {list} and set(map(len, cands)) == {m}, lambda c: type(c) is list
+             and len(c) == m, cands, n).any():
+        cands = [c if type(c) is list and len(c) == m else [None] * m for c in cands]
+    for c in range(m):
+        names = list(map(itemgetter(c), cands))
+        if set(map(type, names)) != {str}:
+            names = [x if type(x) is str else None for x in names]
+        values, bad = _floats(list(map(dict.get, sinks, names)), n)
+        wrong |= bad
+        wrong |= values != ev.sink[:, c]
+        if zeros:
+            wrong |= negative_zeros(values) | negative_zeros(ev.sink[:, c])
+    if mode == "pointwise":
+        scores, raws = readout[0], readout[1]
+        if program.readout.pointwise.quantize != "none":
+            wrong |= _rows(set(map(type, scores)) == {int}, lambda x: type(x) is int, scores, n)
+            try:
+                values = np.array(scores, np.float64)
+            except (TypeError, ValueError, OverflowError):
+                values = np.array([float(x) if type(x) is int and abs(x) < 2 ** 53 else np.nan for x in scores])
+        else:
+            values, bad = _floats(scores, n)
+            wrong |= bad
+        wrong |= values != ev.score
+        if zeros:
+            wrong |= negative_zeros(values) | negative_zeros(ev.score)
+        values, bad = _floats(raws, n)
+        wrong |= bad
+        wrong |= values != ev.raw
+        if zeros:
+            wrong |= negative_zeros(values) | negative_zeros(ev.raw)
+    else:
+        winners = readout[0]
+        wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
+        wrong |= _rows(set(map(type, winners)) == {str}, lambda w: type(w) is str, winners, n)
+    return wrong
+
+
+def negative_zeros(values: np.ndarray) -> np.ndarray:
+    """Where a float column holds -0.0 (equal to 0.0, but written otherwise)."""
+    return (values == 0) & np.signbit(values)
+
+
+def _summarize(plan, program_label, records, ids, labels, label_errors, preds, suspect, m, summary):
+    """Count a chunk's items into `summary` as `replay_file` does: suspect items replayed item by item, in trace
+    order, the others counted as reproduced. Returns {item: replayed} of the suspect ones."""
+    from gsrlang.execution.replay import Stored, replay_records
+
+    todo = np.flatnonzero(suspect)
+    picked = (_record(records[k]) for k in todo)
+    replayed = replay_records(plan, ((line, Stored(header, rec)) for line, header, rec in picked), True, program_label)
+    slow = {int(k): r for k, r in zip(todo, replayed)}
+    judged = len(plan.criteria) * m
+    distinct = set(ids) if not slow else ()
+    if len(distinct) == len(ids) and summary.count_distinct_ids(distinct):  # all reproduced, no id twice
+        summary.items += len(ids)
+        summary.ok += len(ids)
+        summary.label_problems += len(label_errors)
+        summary.judgments += judged * len(ids)
+        if None in labels:
+            golds = [label for label in labels if label is not None]
+            summary.preds.extend(pred for pred, label in zip(preds, labels) if label is not None)
+        else:
+            golds = labels
+            summary.preds.extend(preds)
+        summary.golds.extend(golds)
+        summary.labelled += len(golds)
+        return slow
+    for k, item_id in enumerate(ids):
+        got = slow.get(k)
+        if got is not None:
+            _, _, run, line, difference = got
+            summary.count(run, line, True)
+            summary.count_difference(difference)
+            continue
+        count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
+    return slow
+
+
+def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int,
+                valid: bool = True, skipped: int = 0) -> None:
+    """`RunSummary.count` of an item that the columns vouched for (no ItemRun is made for it): `judged`
+    judgments made and `skipped` skipped; `valid`: whether it has a result (else `pred` is None)."""
+    summary.items += 1
+    summary.count_id(item_id)
+    if valid:
+        summary.ok += 1
+    else:
+        summary.invalid += 1
+    if label_error:
+        summary.label_problems += 1
+    summary.judgments += judged
+    summary.skipped += skipped
+    if label is not None:
+        summary.labelled += 1
+        summary.preds.append(pred)
+        summary.golds.append(label)
+
+
+def _write_results(handle, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
+                   readout, slow: dict) -> None:
+    """`--out`: a chunk's result lines, in trace order, as `replay_file` writes them. An item replayed item by
+    item gets that replay's line; the line of any other is its recorded one, equal to the recomputed line value
+    for value and type for type (floats bit for bit: -0.0 went item by item), so it is built from the recorded
+    values in the order `result_line` writes its keys."""
+    from gsrlang.trace.schema import dumps, ok_line
+
+    source = {"name": program.name, "hash": program.content_hash}
+    pointwise = program.readout.pointwise if mode == "pointwise" else None
+    scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
+    write = handle.write
+    for k, item_id in enumerate(ids):
+        got = slow.get(k)
+        if got is not None:
+            write(dumps(got[3]) + "\n")
+            continue
+        sink = sinks[k]
+        parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
+        line = ok_line(*parts, readout[0][k], readout[1][k], scale) if pointwise is not None else \
+            ok_line(*parts, winner=readout[0][k])
+        write(dumps(line) + "\n")
+
+
+def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,
+                program_label: str = "the program", verify: bool = True) -> list[tuple]:
+    """(recomputed run, its trace static) of every record whose item id reads `item_id`, replayed item by item
+    (`verify`: compared, else re-composed): what `gsr replay --show` prints after a replay column by column (as
+    `replay_file`'s `on_item` would have given them, in trace order)."""
+    from gsrlang.execution.replay import Stored, replay_records
+    from gsrlang.trace.write import Static
+
+    plan = Plan(program)
+    static = Static(plan, program_path if program_path is not None else program.path)
+    picked = ((line, Stored(header, rec)) for line, header, rec in read_records(trace_path)
+              if header is not None and type(rec.get("item")) is dict and str(rec["item"].get("id")) == item_id)
+    return [(run, static) for _, _, run, _, _ in replay_records(plan, picked, verify, program_label)]

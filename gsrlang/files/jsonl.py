@@ -1,0 +1,197 @@
+"""The one JSON Lines reader: data files, traces, results, compile indexes and few-shot files.
+
+    for line, value, problem in jsonl_lines(path): ...      # never raises for a line's content
+    for line, record in read_jsonl(path, TraceError): ...    # one-line errors naming the file and line
+
+Blank lines are skipped; a UTF-8 byte-order mark on the first line is dropped; a line
+that is not valid UTF-8, not JSON (truncated JSON is said to be so), nested deeper than
+MAX_ROW_DEPTH, holding a number beyond a float's range, longer than MAX_ROW_BYTES or
+(for `read_jsonl`) not a JSON object is reported with its line number. Files are
+streamed, and an over-long line is read past without being held, so memory stays flat
+whatever the file holds. The data reader (gsrlang/files/dataset.py) shares the limits and the
+per-line primitives for its CSV and .json formats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Iterator
+
+try:  # pragma: no cover - which branch runs depends on the install
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
+
+__all__ = ["MAX_ROW_BYTES", "MAX_ROW_DEPTH", "describe_json_error", "jsonl_lines", "parse_json", "read_jsonl"]
+
+#: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
+MAX_ROW_BYTES = 64 * 2**20
+#: Arrays and objects nested deeper than this in one row make it a failed row (no rubric reads so deep).
+MAX_ROW_DEPTH = 100
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def decode_line(raw: bytes, line: int) -> tuple[str, str | None]:
+    """A line's text, and what is wrong with its bytes (None when they are UTF-8); bad bytes become U+FFFD."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = f"byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line"
+        return raw.decode("utf-8", errors="replace"), f"not valid UTF-8 ({bad})"
+    if line == 1:
+        text = text.removeprefix("\ufeff")
+    return text, None
+
+
+def physical_lines(handle) -> Iterator[tuple[int, bytes | None]]:
+    """(1-based line number, bytes) for each line of a binary file; None for a line longer than MAX_ROW_BYTES,
+    which is read past in chunks and never held whole, so memory stays flat whatever the file holds."""
+    line = 0
+    while True:
+        raw = handle.readline(MAX_ROW_BYTES + 1)
+        if not raw:
+            return
+        line += 1
+        if len(raw) > MAX_ROW_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = handle.readline(MAX_ROW_BYTES)
+            yield line, None
+        else:
+            yield line, raw
+
+
+def too_long() -> str:
+    return f"the line is longer than {MAX_ROW_BYTES:,} bytes"
+
+
+def finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=finite_float)
+# 19 digits in a row: perhaps an integer beyond 64 bits, which orjson would read as a float (json keeps it an int)
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+
+
+def number_problem(error: ValueError) -> str:
+    """The ValueError json.loads raises past JSONDecodeError: a float out of range (from finite_float), or
+    Python's limit on the digits of an integer."""
+    return str(error) if "out of range" in str(error) else "an integer with more than 4,300 digits"
+
+
+def parse_json(text: str) -> tuple[object, str | None]:
+    """One JSON value, or why it cannot be read: invalid or truncated JSON, nesting deeper than MAX_ROW_DEPTH,
+    a number beyond a float's range or an integer of more than 4,300 digits.
+
+    orjson (where installed) reads a line first, about 3x faster: where it reads one it gives the same value
+    as the standard library (floats correctly rounded both); what it refuses (NaN and Infinity, lone
+    surrogates, a number out of range, anything invalid) and every line with 19 digits in a row go to `json`,
+    which reads them as before or says what is wrong."""
+    if orjson is not None and _LONG_DIGITS.search(text) is None and not text.startswith("\ufeff"):
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if deeper_than(value, MAX_ROW_DEPTH, text):
+                return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+            return value, None
+    try:
+        # one decoder for every line (json.loads with an option builds a new one per call); a leading BOM
+        # goes through json.loads, which reports it
+        value = json.loads(text) if text.startswith("\ufeff") else _DECODER.decode(text)
+    except json.JSONDecodeError as error:
+        return None, describe_json_error(error, text)
+    except RecursionError:
+        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+    except ValueError as error:
+        return None, f"invalid JSON: {number_problem(error)}"
+    if deeper_than(value, MAX_ROW_DEPTH, text):
+        return None, f"JSON nested more than {MAX_ROW_DEPTH} levels deep"
+    return value, None
+
+
+def deeper_than(value: object, limit: int, text: str | None = None) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (walked without recursion, and only when the
+    value's `text` holds enough brackets to go that deep), so that nothing downstream recurses past the stack."""
+    if text is not None and text.count("[") + text.count("{") <= limit:
+        return False
+    todo = [(value, 0)]
+    while todo:
+        current, depth = todo.pop()
+        if isinstance(current, (list, dict)):
+            if depth >= limit:
+                return True
+            todo.extend((child, depth + 1) for child in (current.values() if isinstance(current, dict) else current))
+    return False
+
+
+def describe_json_error(error: json.JSONDecodeError, text: str) -> str:
+    """Say what is wrong with one line of JSON, spotting lines that were cut off.
+
+    ``text`` is the line without its line ending, so the error position is the
+    column in that line.
+    """
+    message = error.msg[:1].lower() + error.msg[1:]
+    column = error.pos + 1
+    if error.msg.startswith("Unterminated string"):
+        # JSON strings cannot hold a raw newline, so the line ended inside one.
+        return f"truncated JSON (unterminated string starting at column {column})"
+    if error.pos >= len(text.rstrip()):
+        return f"truncated JSON (the line ends at column {column}, {message})"
+    return f"invalid JSON at column {column}: {message}"
+
+
+def jsonl_lines(path) -> Iterator[tuple[int, object, str | None]]:
+    """(line number, parsed value, None) or (line number, None, why it cannot be read) for each non-blank line.
+
+    What is wrong with a line (not UTF-8, invalid or truncated JSON, nested too deep, a number out of range,
+    longer than MAX_ROW_BYTES, which is read past without being held) is said, never raised; only an
+    unreadable file raises (OSError).
+    """
+    source = path if hasattr(path, "open") else Path(path)  # a Path, or a remote file (gsrlang.files.storage)
+    with source.open("rb") as handle:
+        for line, raw in physical_lines(handle):
+            if raw is None:
+                yield line, None, too_long()
+                continue
+            text, bad_bytes = decode_line(raw, line)
+            text = text.rstrip("\r\n")
+            if not text.strip():
+                continue
+            if bad_bytes:
+                yield line, None, bad_bytes
+                continue
+            value, problem = parse_json(text)
+            yield line, value, problem
+
+
+def read_jsonl(path: str | Path, error: type[Exception] = ValueError, what: str = "a JSON object"
+               ) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; raises `error("PATH: line N ...")` for a bad line.
+
+    what: what each line should be, for the message ("a trace record", "a compile index entry").
+    A missing or unreadable file raises `error` too.
+    """
+    path = Path(path)
+    try:
+        for line, value, problem in jsonl_lines(path):
+            if problem is not None:
+                raise error(f"{path}: line {line}: {problem}")
+            if not isinstance(value, dict):
+                raise error(f"{path}: line {line}: expected {what}, got a JSON "
+                            f"{_JSON_TYPES.get(type(value), 'value')}")
+            yield line, value
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot be read: {exc.strerror or exc}") from None

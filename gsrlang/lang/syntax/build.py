@@ -1,0 +1,492 @@
+"""The AST, built during the parse: Lark's LALR parser calls one callback per grammar rule as it reduces.
+
+Lark's usual route builds a parse tree first (with `propagate_positions`, a position record per
+node) and a Transformer then walks it into the AST: two passes and two objects per node, most of a
+large file's parse time. Here each reduction calls its rule's callback with the values it reduces
+(tokens, and what the callbacks of its sub-rules returned), and the callback returns the AST node.
+
+What a handler receives is what a Lark Transformer would receive (Lark's `ChildFilter`): anonymous
+tokens (keywords, brackets) are dropped, an optional `[x]` that did not match gives None
+(`maybe_placeholders`), the values of rules named `_x` (and of Lark's helper rules for `x*`) are
+spliced into their parent's, and a `?rule` with one value is that value. Spans are what
+`propagate_positions` gave: from the start of the rule's first token to the end of its last, anonymous
+tokens included (comments and whitespace are not tokens).
+
+Spans are offsets into the whole file: a declaration parsed on its own during error recovery starts at
+`base`, which `parsing(base)` sets for the thread that parses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+
+import attrs
+
+from gsrlang.lang.diagnostics import Diagnostic, error
+from gsrlang.lang.span import Span
+from gsrlang.lang.syntax import ast
+
+MAX_INT = 2**63 - 1  # integer literals fit a signed 64-bit integer, as in most languages and JSON tools
+
+
+class BadLiteral(Exception):
+    """A number literal out of range (GSR006): its declaration is dropped, like one with a syntax error."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+class _State(threading.local):
+    """What one thread's parse needs besides the text: where the parsed text starts in the file, the comments
+    the lexer met, and the first out-of-range number (reported only when the text parses: a syntax error
+    in the same declaration wins, as when the AST was built after the parse)."""
+
+    base = 0
+    comments: list | None = None
+    bad: BadLiteral | None = None
+
+
+state = _State()
+
+
+def on_comment(token):
+    """Lark's lexer callback for COMMENT tokens (ignored by the grammar, kept for the formatter and docs)."""
+    if state.comments is not None:
+        state.comments.append(token)
+    return token
+
+
+# ---- positions --------------------------------------------------------------------------------------------
+class _Part:
+    """What a rule that is not a node passes up to its parent: its values (spliced in for `_x` rules and
+    Lark's `x*` helpers, given as a tuple for list rules such as `args`) and the offsets it covers."""
+
+    __slots__ = ("items", "lo", "hi")
+
+    def __init__(self, items, lo: int, hi: int):
+        self.items = items
+        self.lo = lo
+        self.hi = hi
+
+
+def _lo(value, base: int) -> int:
+    """Where a reduced value starts in the file: a token (relative to the parsed text; tokens are the only strings
+    reduced), a _Part or a node."""
+    cls = value.__class__
+    return value.lo if cls is _Part else value.start_pos + base if isinstance(value, str) else value.span.start
+
+
+def _hi(value, base: int) -> int:
+    cls = value.__class__
+    return value.hi if cls is _Part else value.end_pos + base if isinstance(value, str) else value.span.end
+
+
+# ---- callbacks ---------------------------------------------------------------------------------------------
+def callbacks(rules) -> dict:
+    """The callback of each of the parser's rules (those its parse tree builder made callbacks for), keyed by the
+    parse table's own `Rule` objects (found by identity: Lark looks one up per reduction)."""
+    return {rule: _callback(rule) for rule in rules}
+
+
+def _plan(rule) -> tuple[tuple[tuple[int, str, int], ...], int]:
+    """Which reduced values a handler receives (Lark's ChildFilter): (index, how, Nones before it) for each
+    kept value, how being "splice" (an inlined rule's values), "seq" (a list rule's tuple) or "value";
+    and the Nones after the last one."""
+    symbols = rule.expansion
+    marks = rule.options.empty_indices
+    if marks:  # where an unmatched [x] stood: one None each
+        nones = [len(run) for run in "".join("1" if m else "0" for m in marks).split("0")]
+    else:
+        nones = [0] * (len(symbols) + 1)
+    plan, pending = [], 0
+    for i, symbol in enumerate(symbols):
+        pending += nones[i]
+        if symbol.is_term and symbol.filter_out:
+            continue
+        how = "value" if symbol.is_term else ("splice" if symbol.name.startswith("_") else
+                                               "seq" if symbol.name in _SEQUENCES else "value")
+        plan.append((i, how, pending))
+        pending = 0
+    return tuple(plan), pending + nones[len(symbols)]
+
+
+def _callback(rule):
+    """A rule's callback: the module's items (`start`), a _Part (inlined and list rules), the value itself (a
+    `?rule` alternative of one symbol) or the node its handler builds. Fails at load for a rule without one."""
+    if rule.options.keep_all_tokens:
+        raise ValueError(f"rule {rule.origin.name}: `!` rules are not supported")
+    plan, trailing = _plan(rule)
+    name = rule.origin.name
+    if name == "start":
+        return _gather(plan, trailing, lambda items, lo, hi: tuple(items))
+    if name.startswith("_"):
+        return _gather(plan, trailing, _Part)
+    handler_name = rule.alias or name
+    if rule.options.expand1 and not rule.alias:
+        if len(rule.expansion) != 1 or len(plan) != 1 or trailing or plan[0][2] or plan[0][1] != "value":
+            raise ValueError(f"rule ?{name}: an alternative without an alias must be a single symbol")
+        return lambda values: values[0]  # `?rule` with one value: that value, where it stands
+    handler = _HANDLERS.get(handler_name)
+    if handler is None:
+        raise ValueError(f"no AST handler for grammar rule {handler_name!r}")
+    if handler_name in _SEQUENCES:
+        return _gather(plan, trailing, lambda items, lo, hi: _Part(handler(Span(lo, hi), *items), lo, hi))
+    return _gather(plan, trailing, lambda items, lo, hi: handler(Span(lo, hi), *items))
+
+
+def _gather(plan, trailing, make):
+    """The callback: the kept values of a reduction, in order, with the span they cover, handed to `make`.
+    Most rules keep plain values, some with Nones for unmatched `[x]`: those get a one-line callback."""
+    if plan and all(how == "value" for _, how, _ in plan):
+        layout = tuple(j for i, _, nones in plan for j in (*[None] * nones, i)) + (None,) * trailing
+
+        if None not in layout:
+            def callback(values):
+                base = state.base
+                return make([values[i] for i in layout], _lo(values[0], base), _hi(values[-1], base))
+        else:
+            def callback(values):
+                base = state.base
+                return make([None if i is None else values[i] for i in layout],
+                            _lo(values[0], base), _hi(values[-1], base))
+        return callback
+
+    def callback(values):
+        base = state.base
+        items = []
+        for i, how, nones in plan:
+            if nones:
+                items += [None] * nones
+            value = values[i]
+            if how == "splice":
+                if items:
+                    items += value.items
+                else:  # left recursion (`x*` helpers): extend the list in place
+                    items = value.items
+            elif how == "seq":
+                items.append(value.items)
+            else:
+                items.append(value)
+        if trailing:
+            items += [None] * trailing
+        if not values:
+            return make(items, base, base)
+        return make(items, _lo(values[0], base), _hi(values[-1], base))
+    return callback
+
+
+# ---- handlers: the kept values of a rule, and its span, to an AST node ----------------------------------------
+_HANDLERS: dict = {}
+_SEQUENCES = frozenset({"criterion_body", "dotted_name", "args", "type_params", "ports", "params"})
+
+
+def _on(*names):
+    def register(handler):
+        for name in names:
+            _HANDLERS[name] = handler
+        return handler
+    return register
+
+
+def _t(tok) -> Span:
+    base = state.base
+    return Span(tok.start_pos + base, tok.end_pos + base)
+
+
+def _ident(tok) -> ast.Ident:
+    return ast.Ident(str(tok), span=_t(tok))
+
+
+def _string(tok) -> ast.String | None:
+    if tok is None:
+        return None
+    return ast.String(_unescape(str(tok)), span=_t(tok))
+
+
+def _number(tok) -> ast.Number:
+    span = _t(tok)
+    return ast.Number(number_value(str(tok), span), span=span)
+
+
+# structure
+@_on("header")
+def _header(span, kind, name, description):
+    return ast.Header(str(kind), _ident(name), _string(description), span=span)
+
+
+@_on("import_decl")
+def _import_decl(span, path):
+    return ast.ImportDecl(_string(path), span=span)
+
+
+@_on("task_decl")
+def _task_decl(span, mode, *settings):
+    return ast.TaskDecl(_ident(mode), settings, span=span)
+
+
+@_on("setting")
+def _setting(span, key, value):
+    return ast.Setting(_ident(key), value, span=span)
+
+
+# criteria
+@_on("criterion_decl")
+def _criterion_decl(span, name, type_, procedure, body):
+    return ast.CriterionDecl(_ident(name), type_, procedure, body, span=span)
+
+
+@_on("criterion_body", "ports", "params")
+def _sequence(span, *items):
+    return items
+
+
+@_on("ask")
+def _ask(span, text):
+    return ast.Ask(_string(text), span=span)
+
+
+@_on("level")
+def _level(span, key, text, value):
+    return ast.Level(key, _string(text), value, span=span)
+
+
+@_on("key_int")
+def _key_int(span, tok):
+    return _number(tok)
+
+
+@_on("key_name")
+def _key_name(span, tok):
+    return _ident(tok)
+
+
+@_on("key_true", "true")
+def _true(span):
+    return ast.BoolLit(True, span=span)
+
+
+@_on("key_false", "false")
+def _false(span):
+    return ast.BoolLit(False, span=span)
+
+
+@_on("example")
+def _example(span, text, verdict, reason):
+    return ast.Example(_string(text), verdict, _string(reason), span=span)
+
+
+@_on("judge")
+def _judge(span, procedure):
+    return ast.Judge(procedure, span=span)
+
+
+@_on("judges_samples")
+def _judges_samples(span, count, aggregate):
+    return ast.Judges(_number(count), (), aggregate, span=span)
+
+
+@_on("judges_list")
+def _judges_list(span, *rest):
+    *procedures, aggregate = [r for r in rest if r is not None]
+    return ast.Judges(None, tuple(procedures), aggregate, span=span)
+
+
+@_on("procedure")
+def _procedure(span, name, args):
+    return ast.Procedure(name, args, span=span)
+
+
+@_on("dotted_name", "type_params")
+def _names(span, *parts):
+    return tuple(_ident(p) for p in parts)
+
+
+# the graph
+@_on("node_decl")
+def _node_decl(span, name, value):
+    return ast.NodeDecl(_ident(name), value, span=span)
+
+
+@_on("sink_decl")
+def _sink_decl(span, value):
+    return ast.SinkDecl(value, span=span)
+
+
+@_on("ref")
+def _ref(span, tok):
+    ident = _ident(tok)
+    return ast.Ref(ident, span=ident.span)
+
+
+@_on("call")
+def _call(span, name, args):
+    return ast.Call(_ident(name), args or (), span=span)
+
+
+@_on("args")
+def _args(span, *args):
+    return tuple(a for a in args if a is not None)
+
+
+@_on("kwarg")
+def _kwarg(span, name, value):
+    return ast.Arg(_ident(name), value, span=span)
+
+
+@_on("posarg")
+def _posarg(span, value):
+    return ast.Arg(None, value, span=span)
+
+
+@_on("list_expr")
+def _list_expr(span, *items):
+    return ast.ListExpr(tuple(i for i in items if i is not None), span=span)
+
+
+@_on("map_expr")
+def _map_expr(span, *entries):
+    return ast.MapExpr(tuple(e for e in entries if e is not None), span=span)
+
+
+@_on("entry")
+def _entry(span, key, value):
+    if key.type == "NAME":
+        k = _ident(key)
+    elif key.type == "STRING":
+        k = _string(key)
+    else:
+        k = _number(key)
+    return ast.Entry(k, value, span=span)
+
+
+# literals
+@_on("number")
+def _number_literal(span, sign, tok):
+    value = number_value(str(tok), _t(tok))
+    return ast.Number(-value if sign else value, span=span)
+
+
+@_on("string")
+def _string_literal(span, tok):
+    return _string(tok)
+
+
+@_on("range")
+def _range(span, lo, hi):
+    return ast.Range(lo, hi, span=span)
+
+
+@_on("tunable")
+def _tunable(span, value, lo, hi):
+    return ast.Number(value.value, tune=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span)
+
+
+# types
+@_on("type_expr")
+def _type_expr(span, *atoms):
+    return ast.TypeExpr(atoms, span=span)
+
+
+@_on("type_atom")
+def _type_atom(span, base, optional):
+    return attrs.evolve(base, optional=optional is not None, span=span)
+
+
+@_on("t_name")
+def _t_name(span, name):
+    return ast.TypeAtom("name", _ident(name), span=span)
+
+
+@_on("t_range")
+def _t_range(span, name, lo, hi):
+    return ast.TypeAtom("range", _ident(name), range=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span)
+
+
+@_on("t_any_range")
+def _t_any_range(span, name):
+    return ast.TypeAtom("any_range", _ident(name), span=span)
+
+
+@_on("t_labels")
+def _t_labels(span, name, _open, *labels):
+    return ast.TypeAtom("labels", _ident(name), labels=tuple(_ident(t) for t in labels if t is not None), span=span)
+
+
+@_on("t_list")
+def _t_list(span, element):
+    return ast.TypeAtom("list", element=element, span=span)
+
+
+@_on("t_map")
+def _t_map(span, key, value):
+    return ast.TypeAtom("map", _ident(key), element=value, span=span)
+
+
+# signatures
+@_on("op_decl")
+def _op_decl(span, kind, name, type_params, ports, params, result):
+    return ast.OpDecl(str(kind), _ident(name), type_params or (), ports or (), params or (), result, span=span)
+
+
+@_on("rule_decl")
+def _rule_decl(span, name, params, result):
+    return ast.RuleDecl(_ident(name), params or (), result, span=span)
+
+
+@_on("judge_decl")
+def _judge_decl(span, name, params):
+    return ast.JudgeDecl(_ident(name), params or (), span=span)
+
+
+@_on("port_decl")
+def _port_decl(span, name, type_):
+    return ast.PortDecl(_ident(name), type_, span=span)
+
+
+@_on("param_decl")
+def _param_decl(span, name, type_, per, default):
+    return ast.ParamDecl(_ident(name), type_, _ident(per) if per is not None else None, default, span=span)
+
+
+@_on("enum_decl")
+def _enum_decl(span, name, *members):
+    return ast.EnumDecl(_ident(name), tuple(_ident(m) for m in members if m is not None), span=span)
+
+
+# ---- literals -------------------------------------------------------------------------------------------------
+def number_value(text: str, span: Span) -> int | float:
+    """The value of an INT or FLOAT token. Out of range (integers beyond MAX_INT, checked on the digits so that
+    a 5,000-digit literal is never converted; numbers that overflow a float; nonzero numbers that underflow to
+    0): the first such literal of the parse is kept in `state.bad`, and 0 stands in for it."""
+    if "." not in text and "e" not in text.lower():
+        digits = text.lstrip("0")
+        if len(digits) <= len(str(MAX_INT)) and int(digits or "0") <= MAX_INT:
+            return int(text)
+        return _bad(error("GSR006", "integer literal out of range", span,
+                          f"more than {MAX_INT:,}" if len(digits) < 40 else f"{len(digits):,} digits",
+                          help="integers are signed 64-bit; write a decimal (`1.5e20`) for a large amount"))
+    value = float(text)
+    if math.isinf(value):
+        return _bad(error("GSR006", "number literal out of range", span, "too large for a 64-bit float",
+                          help="the largest number is about 1.8e308"))
+    mantissa = re.split("[eE]", text)[0]
+    if value == 0.0 and mantissa.strip("0.") != "":
+        return _bad(error("GSR006", "number literal out of range", span, "too small: it would read as 0",
+                          help="the smallest nonzero number is about 5e-324; write 0 if you mean zero"))
+    return value
+
+
+def _bad(diagnostic: Diagnostic) -> int:
+    if state.bad is None:
+        state.bad = BadLiteral(diagnostic)
+    return 0
+
+
+def _unescape(raw: str) -> str:
+    body = raw[3:-3] if raw.startswith('"""') else raw[1:-1]
+    if "\\" not in body:
+        return body
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body, flags=re.S)
