@@ -255,7 +255,7 @@ def default_judges() -> Judges:
 class Program:
     """A checked program, ready to score responses. Get one with `gsrlang.load(path)` or `gsrlang.loads(text)`.
 
-    `checked` is the checker's `gsrlang.lang.program.Program` (its nodes, readout, content hash).
+    `checked` is the checker's `gsrlang.lang.program.CheckedProgram` (its nodes, readout, content hash).
     """
 
     def __init__(self, checked, path: str | None = None):

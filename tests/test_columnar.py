@@ -277,12 +277,12 @@ def test_level_comparisons_equal_the_interpreter():
 def test_cap_and_floor_columns_are_the_elementwise_gate_bit_for_bit(at):
     """The gates build their bound from an infinity's bit pattern (gsrlang/semantics/kernels.py `_bound`): it must
     equal where(trigger, min(v, at), v) (max for floor) bit for bit, for odd levels and odd base values too."""
-    from gsrlang.semantics.kernels import KERNELS, Column
+    from gsrlang.semantics.kernels import KERNELS, NodeValues
 
     v = np.array([0.0, -0.0, 0.2, 0.3, 1.0, np.nan, 5e-324, 0.7] * 3)
     t = np.array([True, False, True] * 8)
     zero = np.zeros(len(v), bool)
     for op, pick in (("cap", np.minimum), ("floor", np.maximum)):
-        got = KERNELS[op].fn(Column(v, zero, zero), Column(t, zero, zero), at=at).values
+        got = KERNELS[op].fn(NodeValues(v, zero, zero), NodeValues(t, zero, zero), at=at).values
         expected = np.where(t, pick(v, at), v)
         assert got.tobytes() == expected.tobytes(), (op, at, got, expected)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import attrs
 
 from gsrlang.lang.catalog import Symbol
-from gsrlang.lang.program import Input, Node, Program
+from gsrlang.lang.program import CheckedProgram, Input, Node
 from gsrlang.lang.types import SCORE
 
 __all__ = ["Variant", "variants"]
@@ -31,10 +31,10 @@ SCORE_REDUCERS = ("weighted_mean", "min", "max", "median", "product")
 @attrs.frozen
 class Variant:
     name: str
-    program: Program
+    program: CheckedProgram
 
 
-def _rebuild(program: Program, edit) -> Program | None:
+def _rebuild(program: CheckedProgram, edit) -> CheckedProgram | None:
     """Apply `edit(node, alias) -> Node | str | None` in topological order.
 
     `edit` sees each node with its inputs already redirected through `alias`, and returns
@@ -90,7 +90,7 @@ def _drop_slots(node: Node, dropped: dict[str, list[int]]) -> Node | None:
     return attrs.evolve(node, inputs=tuple(inputs), params=params, tune={})
 
 
-def _reachable(program: Program) -> Program:
+def _reachable(program: CheckedProgram) -> CheckedProgram:
     need = {program.sink}
     for node in reversed(program.nodes):
         if node.id in need:
@@ -128,7 +128,7 @@ def _gates_without_trigger(node):
     return node
 
 
-def flat(program: Program) -> Program | None:
+def flat(program: CheckedProgram) -> CheckedProgram | None:
     """The equal-weight mean of every orderable criterion, mapped to [0, 1]."""
     nodes = list(program.criteria)
     items = []
@@ -147,7 +147,7 @@ def flat(program: Program) -> Program | None:
     return attrs.evolve(program, name=program.name + "_flat", nodes=tuple(nodes), sink="flat")
 
 
-def variants(program: Program) -> list[Variant]:
+def variants(program: CheckedProgram) -> list[Variant]:
     """Every ablation of the program that still has a sink (see the module docstring)."""
     out = []
     for node in program.nodes:

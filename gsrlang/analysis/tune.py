@@ -48,7 +48,7 @@ import numpy as np
 
 from gsrlang.analysis.metrics import pairwise_metrics, pointwise_metrics
 from gsrlang.execution.evaluate import Evaluator, Table, with_parameters
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.span import Span
 
 __all__ = ["CVResult", "Knob", "METRICS", "OBJECTIVES", "Progress", "SHRINK_GRID", "TuneError", "choose_shrink",
@@ -105,7 +105,7 @@ def _level_value(node, key: str):
     return t.values[t.labels.index(label)]
 
 
-def knobs(program: Program, every: bool = False) -> list[Knob]:
+def knobs(program: CheckedProgram, every: bool = False) -> list[Knob]:
     """The numbers tuning may move: the marked ones, or (`every`) every numeric parameter written in the file."""
     out = []
     for n in program.nodes:
@@ -145,7 +145,7 @@ def _type_bounds(node, key: str, value: float) -> tuple[float, float]:
 class Space:
     """A parameter vector <-> the evaluator's overrides ({node: {param: value}}, cut points, level values)."""
 
-    def __init__(self, program: Program, ks: Sequence[Knob]):
+    def __init__(self, program: CheckedProgram, ks: Sequence[Knob]):
         self.program = program
         self.knobs = list(ks)
         self.lower = np.array([k.lo for k in ks])
@@ -232,12 +232,12 @@ class Space:
             evaluator = Evaluator(with_levels(self.program, self.levels(theta)))
         return evaluator.run(table, params=params, thresholds=thresholds if cuts else None)
 
-    def program_for(self, theta: Sequence[float]) -> Program:
+    def program_for(self, theta: Sequence[float]) -> CheckedProgram:
         params, cuts = self.overrides(theta)
         return with_parameters(with_levels(self.program, self.levels(theta)), params, cuts)
 
 
-def with_levels(program: Program, levels: dict) -> Program:
+def with_levels(program: CheckedProgram, levels: dict) -> CheckedProgram:
     """The program with some ordinal criteria's level values replaced; a node that passes an ordinal through
     (`default`, `mask`) carries its input's new values."""
     if not levels:
@@ -410,7 +410,7 @@ def _search(loss, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, setti
     return result.x
 
 
-def fit(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
+def fit(program: CheckedProgram, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
         start: np.ndarray | None = None, progress: Progress = NO_PROGRESS) -> np.ndarray:
     """The tuned parameter vector for the labelled items of `table` (labels: numbers or winners, None for none).
 
@@ -480,7 +480,7 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty,
     return _search(negative_metric, space.lower, space.upper, first, settings, False, progress)
 
 
-def readout_cuts(program: Program) -> np.ndarray:
+def readout_cuts(program: CheckedProgram) -> np.ndarray:
     """The cut points on the sink (0..1) between the K scores of a pointwise readout: its `thresholds`, or for
     `round` the half-way points (k - 1/2) / (K - 1)."""
     p = program.readout.pointwise
@@ -558,7 +558,7 @@ def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty,
                    surrogate, progress)
 
 
-def predict(program: Program, ks: Sequence[Knob], theta, table: Table) -> list:
+def predict(program: CheckedProgram, ks: Sequence[Knob], theta, table: Table) -> list:
     """Per item: the tuned program's score (None where invalid), by the columnar evaluator."""
     return Space(program, ks).run(table, theta).predictions()
 
@@ -603,7 +603,7 @@ def _subset(groups, index):
     return None if groups is None else [groups[i] for i in index]
 
 
-def choose_shrink(program: Program, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
+def choose_shrink(program: CheckedProgram, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
                   progress: Progress = NO_PROGRESS) -> tuple[float, dict]:
     """(the shrinkage, {shrinkage: its inner CV metric}): the one of `settings.shrink_grid` whose
     `inner_folds`-fold CV on `table`'s labelled items scores best on `settings.metric` (a tie goes to
@@ -641,7 +641,7 @@ def choose_shrink(program: Program, ks: Sequence[Knob], table: Table, settings: 
     return best, scores
 
 
-def _scale(program: Program):
+def _scale(program: CheckedProgram):
     p = program.readout.pointwise
     return (p.lo, p.hi) if p is not None else None
 
@@ -685,7 +685,7 @@ def _outer_fold(f: int, worker: bool = False):
     return f, list(zip(test.tolist(), predict(program, ks, theta, labelled.take(test)))), chosen
 
 
-def cross_validate(program: Program, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
+def cross_validate(program: CheckedProgram, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
                    fitter=fit, groups: Sequence | None = None, jobs: int = 1,
                    progress: Progress = NO_PROGRESS) -> CVResult:
     """k-fold CV: tune on k - 1 folds (their labels only), predict the held-out fold; untuned on the same items.

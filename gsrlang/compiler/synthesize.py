@@ -38,7 +38,7 @@ from gsrlang.lang.catalog import Catalog, default_catalog
 from gsrlang.lang.check.driver import Analysis, analyze
 from gsrlang.lang.diagnostics import Diagnostic, error
 from gsrlang.lang.diagnostics.render import Sources, render_concise
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.span import SourceText, Span
 from gsrlang.lang.syntax import ast
 
@@ -258,7 +258,7 @@ class _ResultMixin:
 class CompileSuccess(_ResultMixin):
     spec: CompileSpec
     source: str  # the file to write: provenance header, then the accepted program unchanged
-    program: Program
+    program: CheckedProgram
     rounds: tuple[Round, ...]
     model: str
     date: str

@@ -34,16 +34,16 @@ from typing import Iterable, Sequence
 import attrs
 import numpy as np
 
-from gsrlang.lang.program import Program, Readout
+from gsrlang.lang.program import CheckedProgram, Readout
 from gsrlang.lang.types import JType
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.kernels import Column
+from gsrlang.semantics.kernels import NodeValues
 from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.settle import Possibles, settle, unfit
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 
-__all__ = ["Column", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+__all__ = ["NodeValues", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
 SINK_TOLERANCE = 1e-12
 
@@ -77,12 +77,12 @@ class Table:
         """The items at `index` (a fold, a resample), in that order."""
         index = np.asarray(index)
         rows = (index[:, None] * self.m + np.arange(self.m)).ravel()
-        crit = {k: Column(c.values[rows], c.abstain[rows], c.invalid[rows]) for k, c in self.criteria.items()}
+        crit = {k: NodeValues(c.values[rows], c.abstain[rows], c.invalid[rows]) for k, c in self.criteria.items()}
         return Table(self.mode, [self.ids[i] for i in index], crit, self.failed[index],
                      [self.labels[i] for i in index], self.label_errors)
 
     @classmethod
-    def from_cells(cls, program: Program, mode: str, entries: Iterable[tuple]) -> "Table":
+    def from_cells(cls, program: CheckedProgram, mode: str, entries: Iterable[tuple]) -> "Table":
         """From (id, label, {criterion id: [(status, value) per candidate]} or None for a failed item)."""
         m = 1 if mode == "pointwise" else 2
         crit_nodes = program.criteria
@@ -102,7 +102,7 @@ class Table:
                    np.array(failed, bool), labels)
 
     @classmethod
-    def from_trace(cls, program: Program, path: str, program_label: str = "the program") -> "Table":
+    def from_trace(cls, program: CheckedProgram, path: str, program_label: str = "the program") -> "Table":
         """The recorded criterion outputs of a trace (version 1 or 2), for `program`.
 
         Read straight into columns (`gsrlang.execution.tracetable`), with the trace
@@ -114,11 +114,11 @@ class Table:
 
         mode, ids, criteria, failed, labels, label_errors, summary, skipped = load_trace(program, path,
                                                                                         program_label)
-        return cls(mode, ids, {k: Column(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
+        return cls(mode, ids, {k: NodeValues(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
                    summary, skipped)
 
     @classmethod
-    def from_data(cls, program: Program, data, columns, registry, mode: str, labels=None) -> "Table":
+    def from_data(cls, program: CheckedProgram, data, columns, registry, mode: str, labels=None) -> "Table":
         """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
 
         `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
@@ -189,7 +189,7 @@ class _Memo:
         self.table = table
         self.zero = np.zeros(len(table) * table.m, bool)
         self.zero.flags.writeable = False
-        self.columns: dict[str, Column] = {}
+        self.columns: dict[str, NodeValues] = {}
 
     def mask(self, x: np.ndarray | None) -> np.ndarray:
         """`x`, or the shared all-false mask when nothing in it is set (so that later steps can skip it)."""
@@ -214,7 +214,7 @@ class Evaluator:
 
     KEEP = 8  # tables whose parameter-free columns are kept (tuning alternates between a few folds)
 
-    def __init__(self, program: Program):
+    def __init__(self, program: CheckedProgram):
         self.program = program
         self.plan = plan = Plan(program)
         ids = [n.id for n in plan.nodes]
@@ -237,13 +237,13 @@ class Evaluator:
             failed_rows = memo.mask(np.repeat(table.failed, table.m))
             for _, node in self.plan.criteria:
                 c = table.criteria[node.id]
-                memo.columns[node.id] = Column(c.values, memo.mask(c.abstain),
+                memo.columns[node.id] = NodeValues(c.values, memo.mask(c.abstain),
                                                memo.either(memo.mask(c.invalid), failed_rows))
             R = len(memo.zero)
             for i, v in self.plan.consts:
                 node = self.plan.nodes[i]
                 fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
-                memo.columns[node.id] = Column(np.full(R, fill), memo.zero, memo.zero)
+                memo.columns[node.id] = NodeValues(np.full(R, fill), memo.zero, memo.zero)
             if len(self._memos) >= self.KEEP:
                 del self._memos[next(iter(self._memos))]
         self._memos[id(table)] = memo  # most recently used last
@@ -320,7 +320,7 @@ class Evaluator:
         else:
             ev.winner[done] = winner
 
-    def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> Column:
+    def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> NodeValues:
         node = step.node
         kw = step.with_params(override) if override else step.kwargs
         args = [[cols[s] for s in port] if is_list else cols[port[0]]
@@ -333,10 +333,10 @@ class Evaluator:
         abstain = memo.mask(abstain)
         invalid = memo.either(upstream, memo.mask(failed))
         invalid = memo.either(invalid, memo.mask(unfit(node.type, values, abstain)))
-        return Column(values, abstain, invalid)
+        return NodeValues(values, abstain, invalid)
 
 
-def with_parameters(program: Program, params: dict, thresholds: Sequence[float] | None = None) -> Program:
+def with_parameters(program: CheckedProgram, params: dict, thresholds: Sequence[float] | None = None) -> CheckedProgram:
     """The program with some node parameters (and the readout's cut points) replaced; structure unchanged."""
     nodes = tuple(attrs.evolve(n, params={**n.params, **params[n.id]}) if n.id in params else n
                   for n in program.nodes)

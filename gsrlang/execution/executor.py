@@ -38,7 +38,7 @@ import attrs
 import numpy as np
 
 from gsrlang.files.dataset import Item, ItemError
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import CompositionError, Plan
 from gsrlang.semantics.judgment import Judgment
 from gsrlang.semantics.kernels import decode, encode
@@ -83,7 +83,7 @@ class ItemRun:
         return made, skipped
 
 
-def default_mode(program: Program) -> str | None:
+def default_mode(program: CheckedProgram) -> str | None:
     """The program's only task, or None when it declares both."""
     modes = [m for m, r in (("pointwise", program.readout.pointwise), ("pairwise", program.readout.pairwise)) if r]
     return modes[0] if len(modes) == 1 else None
@@ -444,7 +444,7 @@ def _value_of(node, j: Judgment, i: int, c: int, where):
     return v
 
 
-async def execute(program: Program | Plan, item: Item, registry, mode: str | None = None,
+async def execute(program: CheckedProgram | Plan, item: Item, registry, mode: str | None = None,
                   limiter: asyncio.Semaphore | None = None, labels: LabelReader | None = None,
                   short_circuit: bool = True, schedule: "Schedule | None" = None) -> ItemRun:
     """Evaluate one item. Never raises for a problem with the item or its judgments.
@@ -486,7 +486,7 @@ def all_inline(plan: Plan, registry) -> bool:
     return all(getattr(registry.judge_for(node), "inline", False) for _, node in plan.criteria)
 
 
-def run_items(program: Program | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
+def run_items(program: CheckedProgram | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
               concurrency: int = 8, labels: LabelReader | None = None,
               window: int | None = None, short_circuit: bool = True) -> AsyncIterator[ItemRun]:
     """Evaluate a stream of items, yielding one ItemRun per entry, in input order.

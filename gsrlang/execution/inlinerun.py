@@ -34,7 +34,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from gsrlang.execution.evaluate import Column, Evaluator, Table
+from gsrlang.execution.evaluate import Evaluator, NodeValues, Table
 from gsrlang.execution.executor import _call, check_judgments, failed_run, finish, wrong_count
 from gsrlang.files.dataset import ItemError
 from gsrlang.lang.syntax.parser import gc_paused
@@ -110,7 +110,7 @@ class _Judged:
         # per candidate: the node's output per item (None where it abstained or is suspect)
         self.outputs = [plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, suspect, c, m)
                         for c, js in enumerate(per_candidate)]
-        self.column = Column(values, abstain, np.zeros(n * m, bool))
+        self.column = NodeValues(values, abstain, np.zeros(n * m, bool))
         self.suspect = suspect.reshape(n, m).any(axis=1) if suspect.any() else None
 
 

@@ -7,12 +7,12 @@ from typing import Callable
 import attrs
 
 from gsrlang.files.dataset import ColumnMap, Item, parse_pairwise_label, parse_pointwise_label
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 
 __all__ = ["label_reader"]
 
 
-def label_reader(program: Program | None, mode: str, columns: ColumnMap,
+def label_reader(program: CheckedProgram | None, mode: str, columns: ColumnMap,
                  scale: tuple[float, float] | None = None) -> Callable[[Item], tuple[object, str | None]]:
     """Reads an item's gold label: a number within the pointwise scale, or first / second / tie.
 

@@ -26,7 +26,7 @@ from gsrlang.execution.executor import all_inline, default_mode
 from gsrlang.execution.labels import label_reader
 from gsrlang.files.dataset import ColumnMap, DataError, Item
 from gsrlang.files.jsonl import read_jsonl
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 
 __all__ = ["DEFAULT_CACHE_SIZE", "IndexedPrograms", "ProgramRef", "RecordedPrograms", "check_program",
@@ -46,13 +46,13 @@ class ProgramRef:
 
     __slots__ = ("path", "program", "plan", "static", "problem", "labels", "inline")
 
-    def __init__(self, path: str | None, program: Program | None = None, plan: Plan | None = None, static=None,
+    def __init__(self, path: str | None, program: CheckedProgram | None = None, plan: Plan | None = None, static=None,
                  problem: str | None = None, labels=None, inline: bool = False):
         self.path, self.program, self.plan, self.static = path, program, plan, static
         self.problem, self.labels, self.inline = problem, labels, inline
 
 
-def check_program(path: str) -> tuple[Program | None, str | None]:
+def check_program(path: str) -> tuple[CheckedProgram | None, str | None]:
     """(the checked program, None), or (None, why it cannot be used): one sentence with the first error."""
     from gsrlang.lang.check.driver import analyze_file
 
@@ -216,7 +216,7 @@ class IndexedPrograms:
         self.no_program += 1
         return ProgramRef(None, static=NotRun(None, self.index), problem=problem, labels=self._labels(None))
 
-    def _checked(self, path: str) -> Program | None:
+    def _checked(self, path: str) -> CheckedProgram | None:
         ref = self._cache.get(path)
         if ref is None:
             ref = self._load(path)
@@ -248,7 +248,7 @@ class IndexedPrograms:
         return ProgramRef(path, program, plan, Static(plan, path, self.index), None, self._labels(program),
                           all_inline(plan, self.registry))
 
-    def _fit(self, program: Program, path: str) -> str | None:
+    def _fit(self, program: CheckedProgram, path: str) -> str | None:
         mode = self.mode
         task = _task(program, mode)
         if task is None:
@@ -263,7 +263,7 @@ class IndexedPrograms:
             return f"the judges cannot serve program `{path}`: " + "; ".join(problems)
         return None
 
-    def _labels(self, program: Program | None) -> Callable | None:
+    def _labels(self, program: CheckedProgram | None) -> Callable | None:
         if not self.columns.label_field:
             return None
         if program is None:
@@ -273,7 +273,7 @@ class IndexedPrograms:
         return label_reader(program, self.mode, self.columns, self.scale)
 
 
-def _task(program: Program, mode: str):
+def _task(program: CheckedProgram, mode: str):
     return program.readout.pointwise if mode == "pointwise" else program.readout.pairwise
 
 
@@ -307,7 +307,7 @@ class RecordedPrograms:
                 return str(c)
         return None
 
-    def program(self, header: dict) -> tuple[Program | None, str | None]:
+    def program(self, header: dict) -> tuple[CheckedProgram | None, str | None]:
         """(the program the header names, None), or (None, why it cannot be used for verification)."""
         named = header.get("path")
         if not named:

@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 import attrs
 
 from gsrlang.execution.executor import ItemRun, check_judgments, finish
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.values import ABSTAIN, Unsettled
 from gsrlang.trace import TraceView
@@ -99,7 +99,7 @@ def same(a, b) -> bool:
 
 
 # ---- compatibility ------------------------------------------------------------------------------------------
-def compatibility_problems(program: Program, record: dict, program_label: str = "the program") -> list[str]:
+def compatibility_problems(program: CheckedProgram, record: dict, program_label: str = "the program") -> list[str]:
     """Why the recorded judgments of `record` cannot feed `program`'s criteria (empty when they can)."""
     recorded = TraceView.of_record(record).nodes
     problems = []
@@ -121,7 +121,7 @@ def compatibility_problems(program: Program, record: dict, program_label: str = 
     return problems
 
 
-def unused_criteria(program: Program, record: dict) -> list[str]:
+def unused_criteria(program: CheckedProgram, record: dict) -> list[str]:
     ids = {n.id for n in program.criteria}
     return [n["id"] for n in TraceView.of_record(record).criteria() if n["id"] not in ids]
 

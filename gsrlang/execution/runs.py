@@ -30,7 +30,7 @@ from gsrlang.execution.planner import COLUMNS, ReplayConfig, RunConfig, run_rout
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
 from gsrlang.files.dataset import ColumnMap, Item, read_items
 from gsrlang.files.safeio import check_outputs
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, result_line, summary_record
@@ -262,7 +262,7 @@ def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: d
                           short_circuit={"judgments": summary.judgments, "skipped": summary.skipped})
 
 
-def run_file(program: Program, data: str | Path, columns: ColumnMap, registry, mode: str,
+def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, registry, mode: str,
              config: RunConfig = RunConfig(), on_item: Callable[[ItemRun, dict], None] | None = None,
              batcher=None) -> RunSummary:
     """Run `program` over every row of `data` as `config` says; raises DataError when the file cannot be read at
@@ -358,7 +358,7 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, con
     return summary
 
 
-def replay_file(trace_path: str | Path, program: Program | None, verify: bool, config: ReplayConfig = ReplayConfig(),
+def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: bool, config: ReplayConfig = ReplayConfig(),
                 on_item: Callable[[ItemRun, dict, Difference | None, object], None] | None = None,
                 programs=None) -> RunSummary:
     """Replay a trace under `program` item by item (verify: compare; else re-compose), as `config` says; raises
@@ -412,7 +412,7 @@ def replay_file(trace_path: str | Path, program: Program | None, verify: bool, c
     return summary
 
 
-def replay_columnar(trace_path: str | Path, program: Program, program_label: str = "the program") -> RunSummary:
+def replay_columnar(trace_path: str | Path, program: CheckedProgram, program_label: str = "the program") -> RunSummary:
     """Re-compose a trace under `program` with the columnar evaluator: the counts and the (prediction, label)
     pairs of `replay_file(..., verify=False)` with no results or trace to write, in a fraction of the time.
 

@@ -27,7 +27,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.types import JType
 from gsrlang.trace.decode import SPECIAL, json_column, judged_column
 
@@ -74,7 +74,7 @@ class _Positions:
         return tuple(out[i] if i < len(out) else None for i in self.where)
 
 
-def load_trace(program: Program, path: str, program_label: str = "the program"):
+def load_trace(program: CheckedProgram, path: str, program_label: str = "the program"):
     """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None,
     per item the count of its program criteria's skipped judgments) of a trace.
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from gsrlang.execution.runs import RunSummary
 from gsrlang.execution.tracetable import Criterion
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.trace.decode import SPECIAL, json_column
@@ -87,7 +87,7 @@ def _strict_equal(a: list, b: list) -> np.ndarray:
     return same_value & same_type
 
 
-def verify_columnar(trace_path: str, program: Program, program_label: str = "the program",
+def verify_columnar(trace_path: str, program: CheckedProgram, program_label: str = "the program",
                     out: str | None = None) -> RunSummary | None:
     """`replay_file(trace, program, verify=True, out)`'s summary for a version 2 trace of `program` (and its
     results file, the same bytes: see `_write_results`), or None when this trace must be replayed item by item
@@ -96,7 +96,7 @@ def verify_columnar(trace_path: str, program: Program, program_label: str = "the
         return _verify(trace_path, program, program_label, out)
 
 
-def _verify(trace_path: str, program: Program, program_label: str, out: str | None) -> RunSummary | None:
+def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: str | None) -> RunSummary | None:
     t0 = time.perf_counter()
     plan = Plan(program)
     static = node_static(plan)
@@ -130,7 +130,7 @@ def _verify(trace_path: str, program: Program, program_label: str, out: str | No
             spool.close()
 
 
-def _verify_chunk(trace_path: str, program: Program, program_label: str, plan: Plan, static: list, read: tuple,
+def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, plan: Plan, static: list, read: tuple,
                   summary: RunSummary, spool) -> None:
     """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
     writing their result lines to `spool` (None: no `--out`)."""
@@ -146,7 +146,7 @@ def _verify_chunk(trace_path: str, program: Program, program_label: str, plan: P
     suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
 
     # evaluate: the criteria's columns from their recorded outputs and judgment statuses
-    from gsrlang.execution.evaluate import Column, Evaluator, Table
+    from gsrlang.execution.evaluate import Evaluator, NodeValues, Table
 
     positions = {node["id"]: i for i, node in enumerate(static)}
     types = list(map(set, map(partial(map, type), flats)))  # per node, the types of its recorded outputs
@@ -156,7 +156,7 @@ def _verify_chunk(trace_path: str, program: Program, program_label: str, plan: P
         i = positions[cid]
         crit.values = flats[i]
         values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
-        columns[cid] = Column(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
+        columns[cid] = NodeValues(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
     evaluation = Evaluator(program).run(table)
     suspect |= ~evaluation.ok
@@ -177,7 +177,7 @@ class _Reader:
     """The trace read a chunk at a time (`chunks`); `refused` once a record shows that this trace is not for this
     path (then the chunks stop), `recorded` its run summary record."""
 
-    def __init__(self, path, program: Program, plan: Plan, static: list):
+    def __init__(self, path, program: CheckedProgram, plan: Plan, static: list):
         self.path, self.program, self.plan, self.static = path, program, plan, static
         self.refused = False
         self.recorded = None
@@ -229,7 +229,7 @@ def _record(kept: tuple) -> tuple:
     return line, header, loads(raw)
 
 
-def _read(records, program: Program, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
+def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
     """The next `size` item records of the trace (`records`: `read_records`'s iterator, `state` what earlier
     chunks learnt: the mode, the headers checked, the run summary), as a `ReadTrace`, or None when the trace is
     not for this path.
@@ -380,7 +380,7 @@ def _floats(values: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array([v if type(v) is float else np.nan for v in values], np.float64), ~floats
 
 
-def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Program, n: int,
+def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: CheckedProgram, n: int,
                     zeros: bool = False) -> np.ndarray:
     """Items whose recorded score, raw score or winner, or sink, is not the recomputed one (and with `zeros`,
     those where either is -0.0: equal to 0.0, but written otherwise)."""
@@ -487,7 +487,7 @@ def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, ju
         summary.golds.append(label)
 
 
-def _write_results(handle, program: Program, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
+def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
                    readout, slow: dict) -> None:
     """`--out`: a chunk's result lines, in trace order, as `replay_file` writes them. An item replayed item by
     item gets that replay's line; the line of any other is its recorded one, equal to the recomputed line value
@@ -511,7 +511,7 @@ def _write_results(handle, program: Program, mode: str, ids, lines, cands, sinks
         write(dumps(line) + "\n")
 
 
-def replay_item(trace_path: str, program: Program, item_id: str, program_path: str | None,
+def replay_item(trace_path: str, program: CheckedProgram, item_id: str, program_path: str | None,
                 program_label: str = "the program", verify: bool = True) -> list[tuple]:
     """(recomputed run, its trace static) of every record whose item id reads `item_id`, replayed item by item
     (`verify`: compared, else re-composed): what `gsr replay --show` prints after a replay column by column (as

@@ -34,7 +34,7 @@ from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.replay import ReplayError, Stored, replay_records
 from gsrlang.execution.runs import RunSummary, _open, recorded_complete, results_end
 from gsrlang.execution.verify import count_valid, negative_zeros
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.readout import as_read
@@ -45,7 +45,7 @@ from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_
 __all__ = ["recompose_columnar"]
 
 
-def recompose_columnar(trace_path: str, program: Program, program_label: str, out: str) -> RunSummary | None:
+def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: str, out: str) -> RunSummary | None:
     """`replay_file(trace, program, verify=False, out=out)`'s summary and results file, or None (nothing
     written) when the trace's criteria cannot be read into columns for `program`."""
     from gsrlang.execution.evaluate import Evaluator, Table
@@ -83,7 +83,7 @@ def _fast_rows(table, evaluation) -> tuple[list, list]:
     return fast.tolist(), invalid.tolist()
 
 
-def _write(trace_path, program: Program, program_label: str, out: str, table, evaluation, summary) -> None:
+def _write(trace_path, program: CheckedProgram, program_label: str, out: str, table, evaluation, summary) -> None:
     plan = Plan(program)
     mode, m = table.mode, table.m
     source = {"name": program.name, "hash": program.content_hash}

@@ -34,7 +34,7 @@ from typing import Any
 
 from gsrlang.lang.catalog import REQUIRED, Catalog, default_catalog
 from gsrlang.lang.check.judgekinds import judge_kinds
-from gsrlang.lang.program import JSON_FORMAT_VERSION, Program, json_value
+from gsrlang.lang.program import JSON_FORMAT_VERSION, CheckedProgram, json_value
 from gsrlang.lang.syntax.parser import MAX_INT, MAX_NESTING
 from gsrlang.lang.tasks import MODES, ON_TIE, QUANTIZE, SETTINGS
 from gsrlang.lang.types import JType
@@ -56,7 +56,7 @@ class JsonFormError(Exception):
         super().__init__("\n".join(self.errors))
 
 
-def program_to_json(program: Program) -> dict:
+def program_to_json(program: CheckedProgram) -> dict:
     """The JSON form of a checked program (see the module docstring)."""
     doc = program.to_json()
     for node_json, node in zip(doc["nodes"], program.nodes):
@@ -118,7 +118,7 @@ def out_of_bounds(doc: Any) -> list[str]:
     return problems
 
 
-def node_type_mismatches(doc: dict, program: Program) -> list[str]:
+def node_type_mismatches(doc: dict, program: CheckedProgram) -> list[str]:
     """For a document `json_to_source` accepted: where a node's stated `type` differs from the checked one."""
     out = []
     for i, node in enumerate(doc.get("nodes", [])):
@@ -231,7 +231,7 @@ class _Writer:
             self.err("sink", f"unknown node {json_repr(sink)}")
         if self.errors or nodes is None:
             raise JsonFormError(self.errors)
-        plan = _Plan(self, nodes, sink)
+        plan = _Declarations(self, nodes, sink)
         body = plan.declarations()
         if self.errors:
             raise JsonFormError(self.errors)
@@ -776,7 +776,7 @@ class _NodeInfo:
         self.tune: dict = {}  # a criterion's tunable level values: {"values[LEVEL]": (lo, hi)}
 
 
-class _Plan:
+class _Declarations:
     def __init__(self, writer: _Writer, nodes: dict[str, _NodeInfo], sink: str):
         self.w, self.nodes, self.sink = writer, nodes, sink
         self.catalog = writer.catalog

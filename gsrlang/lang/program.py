@@ -125,7 +125,7 @@ class Readout:
 
 
 @records.frozen
-class Program:
+class CheckedProgram:
     name: str
     description: str
     nodes: tuple[Node, ...]  # in topological order: every node after its inputs

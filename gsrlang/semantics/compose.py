@@ -18,9 +18,9 @@ import attrs
 import numpy as np
 
 from gsrlang.lang.catalog import Symbol, default_catalog
-from gsrlang.lang.program import Node, Program
+from gsrlang.lang.program import CheckedProgram, Node
 from gsrlang.lang.types import JType
-from gsrlang.semantics.kernels import KERNELS, Column, Kernel, decode, encode
+from gsrlang.semantics.kernels import KERNELS, Kernel, NodeValues, decode, encode
 from gsrlang.semantics.values import RuntimeFailure, checker, value_problem
 
 __all__ = ["CompositionError", "Plan", "Step", "bind_params", "plain_param"]
@@ -82,7 +82,7 @@ class Step:
 class Plan:
     """A program bound to its operator kernels, ready to compose."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: CheckedProgram):
         self.program = program
         self.nodes = program.nodes
         self.index = {n.id: i for i, n in enumerate(program.nodes)}
@@ -121,7 +121,7 @@ class Plan:
         CompositionError at the first operator that fails; the outputs computed before
         it stay in `values` (the trace keeps them).
         """
-        cols: dict[int, Column] = {}
+        cols: dict[int, NodeValues] = {}
         valid = np.zeros(m, bool)  # the item path meets no invalid value (an unknown one is settled instead)
         for i, node in self.criteria:
             cols[i] = encode(node.type, values[i])
@@ -144,7 +144,7 @@ class Plan:
                     raise CompositionError(step.node.id, c, f"`{step.node.op}` produced a value that does "
                                                             f"not fit: {problem}")
             values[step.index] = tuple(decoded)
-            cols[step.index] = Column(out.values, valid if out.abstain is None else out.abstain, valid)
+            cols[step.index] = NodeValues(out.values, valid if out.abstain is None else out.abstain, valid)
         return values
 
     def new_values(self) -> list:

@@ -2,7 +2,7 @@
 
 A kernel computes one node's output for R rows at once (a pointwise item is one
 row, a pairwise item two; settling evaluates the corners of unsettled inputs as
-rows too). Its inputs are `Column`s: values (float64 for a Score, bool for a Bool,
+rows too). Its inputs are `NodeValues`s: values (float64 for a Score, bool for a Bool,
 int32 level codes, in declaration order, for an Ordinal / Nominal) and an
 `abstain` mask. Ports arrive positionally, in the order the stdlib declares them (a
 list port as a list of Columns, in slot order); parameters as keyword arguments
@@ -37,10 +37,10 @@ import numpy as np
 
 from gsrlang.semantics.judgment import ABSTAIN
 
-__all__ = ["Column", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
+__all__ = ["NodeValues", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
 
 
-class Column(NamedTuple):
+class NodeValues(NamedTuple):
     """One node's output over every row: values, and where it abstained or is invalid."""
 
     values: np.ndarray
@@ -48,7 +48,7 @@ class Column(NamedTuple):
     invalid: np.ndarray
 
 
-def encode(t, cells: Sequence) -> Column:
+def encode(t, cells: Sequence) -> NodeValues:
     """Python values of type `t` (ABSTAIN where abstained) as a Column of its type's encoding (nothing invalid)."""
     n = len(cells)
     abstain = np.array([c is ABSTAIN for c in cells], bool)
@@ -59,7 +59,7 @@ def encode(t, cells: Sequence) -> Column:
     else:
         code = {label: i for i, label in enumerate(t.labels)}
         values = np.array([code.get(c, 0) if type(c) is str else 0 for c in cells], np.int32)
-    return Column(values, abstain, np.zeros(n, bool))
+    return NodeValues(values, abstain, np.zeros(n, bool))
 
 
 def decode(t, values: np.ndarray, abstain: np.ndarray | None) -> list:
@@ -122,7 +122,7 @@ def _slots(columns: list) -> np.ndarray:
     return np.array(columns).T
 
 
-def _resolve(items: Sequence[Column], policy: str, weights, boolean: bool):
+def _resolve(items: Sequence[NodeValues], policy: str, weights, boolean: bool):
     """(values with abstentions replaced, counted mask) after the `on_abstain` policy.
 
     skip: the item is left out; zero: it counts 0 (false); partial: 0.5; fail: the worst
@@ -474,7 +474,7 @@ def _bound(t: np.ndarray, at, neutral: float) -> np.ndarray:
     return bound
 
 
-def _fired(trigger: Column) -> np.ndarray:
+def _fired(trigger: NodeValues) -> np.ndarray:
     return trigger.values.astype(bool, copy=False)
 
 

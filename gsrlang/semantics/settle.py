@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from gsrlang.semantics.kernels import Column, decode
+from gsrlang.semantics.kernels import NodeValues, decode
 
 __all__ = ["CORNER_LIMIT", "Possibles", "liveness", "settle", "unfit"]
 
@@ -118,12 +118,12 @@ class Possibles:
                         bool(self.may_abstain[row]))
 
 
-def _encoded(t, cells: list) -> Column:
+def _encoded(t, cells: list) -> NodeValues:
     """Corner cells (value, abstained) of one slot as a kernel's input Column."""
     dtype = np.float64 if t.kind == "score" else bool if t.kind == "bool" else np.int32
     values = np.array([v for v, _ in cells], dtype)
     abstain = np.array([a for _, a in cells], bool)
-    return Column(values, abstain, abstain)
+    return NodeValues(values, abstain, abstain)
 
 
 def _slots(step) -> list:
@@ -215,8 +215,8 @@ def settle(plan, nodes: list, m: int, where: Callable, kwargs_of: Callable | Non
             bad = ()
         else:
             args = [[nodes[s] for s in srcs] if is_list else nodes[srcs[0]] for is_list, srcs in step.ports]
-            cols = [[Column(n.values, n.abstain, n.open) for n in a] if type(a) is list else
-                    Column(a.values, a.abstain, a.open) for a in args]
+            cols = [[NodeValues(n.values, n.abstain, n.open) for n in a] if type(a) is list else
+                    NodeValues(a.values, a.abstain, a.open) for a in args]
             out = step.kernel.fn(*cols, **kw)
             abstain = np.zeros(R, bool) if out.abstain is None else out.abstain
             bad = unfit(t, out.values, abstain)

@@ -33,7 +33,7 @@ import numpy as np
 
 from gsrlang.lang.types import JType
 from gsrlang.semantics.judgment import Judgment
-from gsrlang.semantics.kernels import Column
+from gsrlang.semantics.kernels import NodeValues
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
 
 __all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column",
@@ -81,7 +81,7 @@ def recorded_judgment(d: dict, output, score: bool) -> Judgment:
     return Judgment(output, status, d.get("reason"), d.get("raw"), d.get("provenance") or {})
 
 
-def cells_column(t: JType, cells: Sequence) -> Column:
+def cells_column(t: JType, cells: Sequence) -> NodeValues:
     """Cells (values, ABSTAIN, INVALID) of one criterion as a Column of its type's encoding."""
     invalid = np.fromiter((c is INVALID for c in cells), bool, len(cells))
     abstain = np.fromiter((c is ABSTAIN for c in cells), bool, len(cells))
@@ -92,7 +92,7 @@ def cells_column(t: JType, cells: Sequence) -> Column:
     else:
         code = {label: i for i, label in enumerate(t.labels)}
         values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, len(cells))
-    return Column(values, abstain, invalid)
+    return NodeValues(values, abstain, invalid)
 
 
 def _all_plain(t: JType, values: list) -> bool:

@@ -32,7 +32,7 @@ from typing import Iterable
 import attrs
 
 from gsrlang.files.safeio import write_atomic
-from gsrlang.lang.program import Node, Program
+from gsrlang.lang.program import CheckedProgram, Node
 from gsrlang.trace import TraceView
 from gsrlang.trace.schema import TraceError
 
@@ -150,7 +150,7 @@ class RenderOptions:
     max_lines: int = 3
 
 
-def build_graph(program: Program, trace: TraceItem | None = None, options: RenderOptions = RenderOptions()):
+def build_graph(program: CheckedProgram, trace: TraceItem | None = None, options: RenderOptions = RenderOptions()):
     """The program as a `graphviz.Digraph` (with the trace's overlay when given)."""
     import graphviz
 
@@ -181,7 +181,7 @@ def build_graph(program: Program, trace: TraceItem | None = None, options: Rende
     return g
 
 
-def _keep_declaration_order(g, program: Program) -> None:
+def _keep_declaration_order(g, program: CheckedProgram) -> None:
     """Criteria side by side in declaration order: one rank, chained by invisible edges."""
     criteria = [n.id for n in program.nodes if n.kind == "criterion"]
     if len(criteria) < 2:
@@ -230,11 +230,11 @@ def _slot_label(node: Node, port: str, slot: int) -> str:
     return label
 
 
-def to_dot(program: Program, trace: TraceItem | None = None, options: RenderOptions = RenderOptions()) -> str:
+def to_dot(program: CheckedProgram, trace: TraceItem | None = None, options: RenderOptions = RenderOptions()) -> str:
     return build_graph(program, trace, options).source
 
 
-def render(program: Program, output: str | Path, fmt: str | None = None, trace: TraceItem | None = None,
+def render(program: CheckedProgram, output: str | Path, fmt: str | None = None, trace: TraceItem | None = None,
            options: RenderOptions = RenderOptions()) -> Path:
     """Write the picture to `output`; the format is `fmt` or the file's extension."""
     output = Path(output)
@@ -297,7 +297,7 @@ def _fmt_value(v) -> str:
     return format_literal(v)
 
 
-def _graph_title(program: Program, trace: TraceItem | None) -> str:
+def _graph_title(program: CheckedProgram, trace: TraceItem | None) -> str:
     title = f"<B>{_esc(program.name)}</B>"
     if program.description:
         title += f'<BR/><FONT POINT-SIZE="10">{_esc(program.description)}</FONT>'
@@ -400,7 +400,7 @@ def _port_rows(node: Node, sig, port_names: list[str], slots: dict) -> list[str]
     return ["<TR>" + "".join(head) + "</TR>"] + (["<TR>" + "".join(under) + "</TR>"] if under else [])
 
 
-def _draw_sink_and_readouts(g, program: Program, overlay: "_Overlay | None", options: RenderOptions) -> None:
+def _draw_sink_and_readouts(g, program: CheckedProgram, overlay: "_Overlay | None", options: RenderOptions) -> None:
     sink_node = program.node(program.sink)
     rows = [_row("<B>sink</B>", 1), _row(f"<I>sink</I> : {_esc(sink_node.type)}", 1)]
     if overlay is not None:
@@ -465,7 +465,7 @@ def _legend_label(with_overlay: bool) -> str:
 class _Overlay:
     """Values, fired gates, abstentions and the decision path of one traced item."""
 
-    def __init__(self, program: Program, trace: TraceItem):
+    def __init__(self, program: CheckedProgram, trace: TraceItem):
         self.program = program
         self.trace = trace
         self.view = TraceView(trace.outputs, {n.id: _inputs_by_port(n) for n in program.nodes},
@@ -569,7 +569,7 @@ class DecisionPath:
     changed: frozenset
 
 
-def decision_path(program: Program, trace: TraceItem) -> DecisionPath:
+def decision_path(program: CheckedProgram, trace: TraceItem) -> DecisionPath:
     """The decision path the overlay draws, for other views of a trace (the HTML report)."""
     o = _Overlay(program, trace)
     return DecisionPath(frozenset(o.path_nodes), frozenset(o.path_edges), frozenset(o.fired), frozenset(o.changed))

@@ -20,7 +20,7 @@ import attrs
 
 from gsrlang.execution.planner import RunConfig
 from gsrlang.files.dataset import ColumnMap
-from gsrlang.lang.program import Program
+from gsrlang.lang.program import CheckedProgram
 
 __all__ = ["ENGINES", "EngineError", "EngineOptions", "RunJob", "engine"]
 
@@ -51,7 +51,7 @@ class RunJob:
     run's other input files as (flag, path) pairs (--fewshot, --judge-config), which no work folder may be.
     """
 
-    program: Program
+    program: CheckedProgram
     data: str
     columns: ColumnMap
     mode: str

@@ -101,8 +101,8 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
     for extra in asks[1:]:
         ctx.error("GSR601", "a criterion has one `ask`", extra.span, "second `ask`", path=path,
                   help="merge the two questions into one")
-    judges = [b for b in body if isinstance(b, (ast.Judge, ast.Judges))]
-    procedures = [p for p in [item.procedure, *[j.procedure for j in judges if isinstance(j, ast.Judge)]] if p]
+    judges = [b for b in body if isinstance(b, (ast.JudgeClause, ast.Judges))]
+    procedures = [p for p in [item.procedure, *[j.procedure for j in judges if isinstance(j, ast.JudgeClause)]] if p]
     ensembles = [j for j in judges if isinstance(j, ast.Judges)]
     # `judge P` (or `= P`) with `judges N aggregate A` samples P N times; anything more is ambiguous
     samples_of_one = len(procedures) == 1 and len(ensembles) == 1 and ensembles[0].count is not None

@@ -17,7 +17,7 @@ from gsrlang.lang.check.context import Context
 from gsrlang.lang.check.ports import resolve_alias
 from gsrlang.lang.diagnostics import Diagnostic, has_errors
 from gsrlang.lang.diagnostics.core import sort_key
-from gsrlang.lang.program import Input, Node, Program
+from gsrlang.lang.program import CheckedProgram, Input, Node
 from gsrlang.lang.span import Span
 from gsrlang.lang.syntax import ast
 from gsrlang.lang.syntax.parser import decode_source, gc_paused, lossy_text, parse
@@ -27,7 +27,7 @@ _CASCADES_OF_SYNTAX_ERRORS = frozenset({"GSR101", "GSR402", "GSR501", "GSR504", 
 
 @records.frozen
 class Analysis:
-    program: Program | None
+    program: CheckedProgram | None
     diagnostics: tuple[Diagnostic, ...]
     module: ast.Module | None = None
     text: str | None = None
@@ -76,7 +76,7 @@ def analyze_file(path: str | Path, catalog: Catalog | None = None) -> Analysis:
     return analyze(text, path, catalog)
 
 
-def check_module(ctx: Context, module: ast.Module, path: str | None) -> Program | None:
+def check_module(ctx: Context, module: ast.Module, path: str | None) -> CheckedProgram | None:
     imported = imports.resolve_imports(ctx, module, path)
     declarations.collect(ctx, [(module, None), *imported])
     is_fragment = ctx.header is not None and ctx.header.kind == "fragment"
@@ -102,7 +102,7 @@ def check_module(ctx: Context, module: ast.Module, path: str | None) -> Program 
     if name and name[0].isdigit():
         name = "_" + name
     description = header.description.value if header and header.description else ""
-    return Program(name, description, nodes, ctx.sink_id, readout, path=path)
+    return CheckedProgram(name, description, nodes, ctx.sink_id, readout, path=path)
 
 
 def _program_node(ctx: Context, node_id: str) -> Node:

@@ -185,7 +185,7 @@ class Example:
 
 
 @node
-class Judge:
+class JudgeClause:
     procedure: Procedure
     span: Span = _span()
 
@@ -200,7 +200,7 @@ class Judges:
     span: Span = _span()
 
 
-CriterionItem = Union[Ask, Level, Example, Judge, Judges]
+CriterionItem = Union[Ask, Level, Example, JudgeClause, Judges]
 
 
 @node

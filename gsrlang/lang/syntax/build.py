@@ -280,7 +280,7 @@ def _example(span, text, verdict, reason):
 
 @_on("judge")
 def _judge(span, procedure):
-    return ast.Judge(procedure, span=span)
+    return ast.JudgeClause(procedure, span=span)
 
 
 @_on("judges_samples")

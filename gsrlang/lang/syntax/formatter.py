@@ -168,7 +168,7 @@ class _Printer:
             if not e.args:
                 return []
             return [_Box((id(e), "args"), self._next_token(e.name[-1].span.end), e.span.end - 1, e.args)]
-        if isinstance(e, ast.Judge):
+        if isinstance(e, ast.JudgeClause):
             return self._boxes(e.procedure)
         if isinstance(e, ast.Judges):
             boxes = []
@@ -357,7 +357,7 @@ class _Printer:
             if item.reason is not None:
                 lines = _join(lines, [" because "], self._string(item.reason))
             return lines
-        if isinstance(item, ast.Judge):
+        if isinstance(item, ast.JudgeClause):
             return _join(["judge "], self._procedure(item.procedure, indent, col + 6, tail))
         if isinstance(item, ast.Judges):
             if item.count is not None:
