@@ -36,7 +36,7 @@ SCALES = ("unit", "native")
 TRL_OWN = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 
 
-def _text(value, what: str, index: int) -> str:
+def text_field(value, what: str, index: int) -> str:
     """A prompt or completion as text: a str, or a conversation (a list of messages, or one message)."""
     from gsrlang.api import InputError
 
@@ -91,8 +91,8 @@ class RewardFunction:
         for i in range(n):
             record = {k: v[i] for k, v in columns.items()}
             ref = record.get(self.reference_column) if self.reference_column else None
-            rows.append({"id": str(i), "input": _text(prompts[i], "prompt", i) if prompts is not None else "",
-                         "response": _text(completions[i], "completion", i),
+            rows.append({"id": str(i), "input": text_field(prompts[i], "prompt", i) if prompts is not None else "",
+                         "response": text_field(completions[i], "completion", i),
                          "reference": None if ref is None else str(ref), "record": record})
         return rows
 

@@ -168,3 +168,50 @@ def test_semantics_is_a_leaf():
 def test_every_module_has_a_layer():
     """A new package or top-level module is given its place in LAYERS (and in docs/architecture.md)."""
     assert sorted(m for m in _modules() if m != "gsrlang" and _layer(m) is None) == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A private name (`_x`) is its module's: a module that needs it asks for a public name instead. A private
+    submodule (`gsrlang.lang.syntax._standalone`) may be imported by its own package."""
+    modules = _modules()
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                private = a.name.startswith("_") and not a.name.startswith("__")
+                if private and base != name and not (full in modules and full.startswith(package + ".")):
+                    found.append(f"{name} imports {full}")
+    assert found == []
+
+
+def test_no_module_reaches_into_another_objects_private_state():
+    """`obj._x` outside `self`/`cls`: the object's class gives a public method or attribute instead (the
+    standard library's own underscore names, `sys._getframe` and the like, are not ours)."""
+    found = []
+    allowed_owners = {"self", "cls", "super", "sys", "os", "argparse", "parser", "p", "ls", "m"}
+    for name, path in _modules().items():
+        if path.name == "_standalone.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and t.attr.startswith("_") and not t.attr.startswith("__") \
+                            and not (isinstance(t.value, ast.Name) and t.value.id in allowed_owners):
+                        found.append(f"{name}:{node.lineno}: {ast.unparse(t)} =")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                if isinstance(owner, ast.Attribute) and owner.attr.startswith("_") \
+                        and not owner.attr.startswith("__") \
+                        and not (isinstance(owner.value, ast.Name) and owner.value.id in allowed_owners):
+                    found.append(f"{name}:{node.lineno}: {ast.unparse(node.func)}()")
+    assert found == []
+

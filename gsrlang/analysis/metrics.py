@@ -381,7 +381,7 @@ def _ci_key(alpha: float) -> str:
     return f"ci{level}"
 
 
-def _metric_keys(report: Mapping) -> list[str]:
+def metric_keys(report: Mapping) -> list[str]:
     """The metric entries of a flat report: float or None values (ints are counts)."""
     return [
         key
@@ -419,7 +419,7 @@ def with_confidence(
     """
     _check_alpha(alpha)
     point = report_fn(*columns)
-    chosen = _metric_keys(point) if keys is None else list(keys)
+    chosen = metric_keys(point) if keys is None else list(keys)
     for key in chosen:
         if key not in point:
             raise KeyError(f"the report has no metric {key!r} (it has: {', '.join(point)})")
@@ -469,7 +469,7 @@ def metrics_with_confidence(
     (values,) = resampled([sample], n_resamples, seed, groups)
     ci_key = _ci_key(alpha)
     result = dict(point)
-    for key in _metric_keys(point):
+    for key in metric_keys(point):
         interval = None
         if point[key] is not None and n_resamples > 0:
             interval = percentile_interval(values[key], n_resamples, alpha, min_defined)
@@ -531,10 +531,10 @@ def read_results(path: str | Path) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    return (record for _, record in _numbered_results(path))
+    return (record for _, record in numbered_results(path))
 
 
-def _numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[int, dict]]:
+def numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, record) for each result line of a results file (its end-of-run line skipped).
 
     `ends[path]` becomes True when the file ends with an end-of-run line saying its run
@@ -543,13 +543,13 @@ def _numbered_results(path: Path, ends: dict | None = None) -> Iterator[tuple[in
         if ends is not None:
             ends[path] = record.get("kind") == "run_summary" and record.get("complete") is True
         if record.get("kind") != "run_summary":
-            problem = recorded_label_problem(record.get("label"), _result_mode(record), record.get("scale"))
+            problem = recorded_label_problem(record.get("label"), result_mode(record), record.get("scale"))
             if problem:
                 raise DataError(f"{path}: line {line}: {problem} (was the file edited?)")
             yield line, record
 
 
-def _result_mode(record: Mapping) -> str | None:
+def result_mode(record: Mapping) -> str | None:
     mode = record.get("mode")
     if mode is not None:
         return mode
@@ -611,13 +611,13 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     programs: dict[str, set] = {}  # file -> the program hashes its lines name
 
     ends: dict = {}
-    for path, line, record in ((p, n, r) for p in paths for n, r in _numbered_results(p, ends)):
+    for path, line, record in ((p, n, r) for p in paths for n, r in numbered_results(p, ends)):
         n_lines += 1
         source = record.get("program")
         programs.setdefault(str(path), set()).add(
             (source.get("name"), source.get("hash")) if isinstance(source, Mapping) else (None, None))
         where = f"{path}: line {line}"
-        line_mode = _result_mode(record)
+        line_mode = result_mode(record)
         if line_mode not in ("pointwise", "pairwise"):
             raise DataError(f"{where}: cannot tell the mode (expected 'pointwise' or 'pairwise', got {line_mode!r})")
         if mode is None:
@@ -646,9 +646,9 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
             n_unlabeled += 1
             continue
         if mode == "pointwise":
-            gold, pred = _pointwise_line(record, status, where)
+            gold, pred = pointwise_line(record, status, where)
         else:
-            gold, pred = _pairwise_line(record, status, where)
+            gold, pred = pairwise_line(record, status, where)
         key = record.get("id", ("line", line))
         if key in items:
             n_superseded += 1
@@ -710,7 +710,7 @@ def _read_scale(value: object, where: str) -> tuple[float, float]:
     raise DataError(f"{where}: 'scale' must be [lo, hi] with lo <= hi, got {value!r}")
 
 
-def _pointwise_line(record: Mapping, status: str, where: str) -> tuple[float, float | None]:
+def pointwise_line(record: Mapping, status: str, where: str) -> tuple[float, float | None]:
     try:
         gold = parse_pointwise_label(record["label"])
     except ValueError as error:
@@ -723,7 +723,7 @@ def _pointwise_line(record: Mapping, status: str, where: str) -> tuple[float, fl
     return gold, score
 
 
-def _pairwise_line(record: Mapping, status: str, where: str) -> tuple[str, str | None]:
+def pairwise_line(record: Mapping, status: str, where: str) -> tuple[str, str | None]:
     gold = record["label"]
     if gold not in PAIRWISE_LABELS:
         raise DataError(f"{where}: a pairwise 'label' must be one of {PAIRWISE_LABELS} or null, got {gold!r}")

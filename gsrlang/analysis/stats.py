@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gsrlang.analysis.metrics import _metric_keys, pairwise_metrics, pointwise_metrics, round_half_up
+from gsrlang.analysis.metrics import metric_keys, pairwise_metrics, pointwise_metrics, round_half_up
 from gsrlang.analysis.resampling import PairwiseSample, PointwiseSample, percentile_interval, resampled
 
 __all__ = ["binomial_two_sided", "correct", "mcnemar", "paired_report", "report_fn", "wins"]
@@ -37,7 +37,7 @@ def paired_report(mode: str, a: Sequence, b: Sequence, golds: Sequence, scale=No
     resample counts towards the difference's interval when both sides define the metric on it."""
     fn = report_fn(mode, scale)
     ra, rb = fn(list(a), list(golds)), fn(list(b), list(golds))
-    keys = _metric_keys(ra)
+    keys = metric_keys(ra)
     sample = PointwiseSample if mode == "pointwise" else PairwiseSample
     sa, sb = resampled([sample(list(a), list(golds)), sample(list(b), list(golds))], n_resamples, seed, groups)
 

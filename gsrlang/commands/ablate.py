@@ -89,7 +89,7 @@ def run(args) -> int:
 
 
 def format_ablation(result: dict) -> str:
-    from gsrlang.commands.tune import _ci
+    from gsrlang.commands.tune import format_ci
 
     keys = SHOWN if result["mode"] == "pointwise" else ("accuracy",)
     lines = [f"{result['program']} over {result['n']} labelled items of {result['trace']}; "
@@ -104,7 +104,7 @@ def format_ablation(result: dict) -> str:
     for r in result["variants"]:
         m = r["metrics"]
         lines.append(f"  {r['variant']:<{width}}" + "".join(
-            f"{_num(m[k]['b']):>10}{_ci(m[k]['diff'], m[k]['ci95'], True):>25}" for k in keys if k in m))
+            f"{_num(m[k]['b']):>10}{format_ci(m[k]['diff'], m[k]['ci95'], True):>25}" for k in keys if k in m))
     return "\n".join(lines)
 
 

@@ -255,7 +255,7 @@ def _state_for(path: str):
 
 def run(args) -> int:
     from gsrlang.commands.config import model_settings
-    from gsrlang.judges.llm.batch import BatchAPI, _scrubbed_url
+    from gsrlang.judges.llm.batch import BatchAPI, scrubbed_url
     from gsrlang.judges.llm.client import LLMClient
     from gsrlang.judges.llm.config import LLMError
 
@@ -280,7 +280,7 @@ def run(args) -> int:
         seen: dict = {}
         for p in parts:
             config = next((c for c in [settings.default, *(settings.for_role(r) for r in settings.roles)]
-                           if _scrubbed_url(c.effective_base_url) == p.base_url and c.model == p.model), None)
+                           if scrubbed_url(c.effective_base_url) == p.base_url and c.model == p.model), None)
             if config is None:
                 raise UsageError(f"batch part {p.n} went to model {p.model!r} at {p.base_url}, which the settings "
                                  "do not name: pass --base-url and --model as the run had them")

@@ -88,16 +88,16 @@ def read_groups(args, ids, command: str) -> list | None:
 
 
 def _read(path: str) -> dict:
-    from gsrlang.analysis.metrics import _numbered_results, _pairwise_line, _pointwise_line, _result_mode
+    from gsrlang.analysis.metrics import numbered_results, pairwise_line, pointwise_line, result_mode
 
     mode = scale = None
     items: dict = {}
     programs = set()
     ids: list = []
-    for line, record in _numbered_results(Path(path)):  # the item lines (not the completion line)
+    for line, record in numbered_results(Path(path)):  # the item lines (not the completion line)
         where = f"{path}: line {line}"
         ids.append(record.get("id"))
-        mode = mode or _result_mode(record)
+        mode = mode or result_mode(record)
         if record.get("scale") is not None:
             scale = tuple(record["scale"])
         source = record.get("program")
@@ -106,7 +106,7 @@ def _read(path: str) -> dict:
         if record.get("label") is None:
             continue
         status = str(record.get("status"))
-        gold, pred = (_pointwise_line if mode == "pointwise" else _pairwise_line)(record, status, where)
+        gold, pred = (pointwise_line if mode == "pointwise" else pairwise_line)(record, status, where)
         items[record.get("id", ("line", line))] = (pred, gold)
     if mode is None:
         raise UsageError(f"{path}: no result lines")
@@ -181,7 +181,7 @@ def _bootstrap_text(b: dict) -> str:
 
 
 def format_comparison(result: dict) -> str:
-    from gsrlang.commands.tune import _ci
+    from gsrlang.commands.tune import format_ci
 
     lines = [f"A: {result['a']}  [{_program_text(result['programs']['a'])}]",
              f"B: {result['b']}  [{_program_text(result['programs']['b'])}]",
@@ -191,7 +191,7 @@ def format_comparison(result: dict) -> str:
     for key, r in result["metrics"].items():
         a = "undef." if r["a"] is None else f"{r['a']:.3f}"
         b = "undef." if r["b"] is None else f"{r['b']:.3f}"
-        lines.append(f"  {key:<16}{a:>8}{b:>8}{_ci(r['diff'], r['ci95'], True):>28}")
+        lines.append(f"  {key:<16}{a:>8}{b:>8}{format_ci(r['diff'], r['ci95'], True):>28}")
     w = result["wins"]
     m = result["mcnemar"]
     lines += ["", f"per item (closer to the label): B better {w['b']}, A better {w['a']}, tied {w['tie']}",

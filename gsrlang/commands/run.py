@@ -171,8 +171,8 @@ def build_registry(program, args):
     llm = settings = None
     try:
         if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
-            settings = _model_settings(args)
-            llm = _llm_judge(args, settings)
+            settings = run_model_settings(args)
+            llm = run_llm_judge(args, settings)
         registry = default_registry(llm, time_limit=args.time_limit)
         registry.check(program)
     except JudgeConfigError as exc:
@@ -366,7 +366,7 @@ def run_local(args, program, mode: str, columns, registry, settings) -> int:
     from gsrlang.execution.engines import RunJob, engine
     from gsrlang.judges.replica import JudgeRecipe
 
-    job = RunJob(program, args.data, columns, mode, run_config(args, _concurrency(args, settings)),
+    job = RunJob(program, args.data, columns, mode, run_config(args, run_concurrency(args, settings)),
                  engine_options(args), JudgeRecipe.of(registry),
                  inputs=(("--fewshot", getattr(args, "fewshot", None)),
                          ("--judge-config", getattr(args, "judge_config", None))))
@@ -457,7 +457,7 @@ def dry_run(args, program, mode, columns) -> int:
         llm.batch_pricing = True  # the plan of a --batch run: the Batch API's price
     try:
         run_file(program, args.data, columns, registry, mode,
-                 run_config(args, _concurrency(args, settings), out=None, trace=None, short_circuit=False,
+                 run_config(args, run_concurrency(args, settings), out=None, trace=None, short_circuit=False,
                             columnar=False))
     except DataError as exc:
         raise UsageError(str(exc)) from None
@@ -616,12 +616,12 @@ def run_per_item(args) -> int:
         raise UsageError(str(exc)) from None
     columns = _columns(args, mode, default_ids=False)  # the compile index numbers its own ids
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
-        settings = _model_settings(args)
-        registry = default_registry(_llm_judge(args, settings), time_limit=args.time_limit)
+        settings = run_model_settings(args)
+        registry = default_registry(run_llm_judge(args, settings), time_limit=args.time_limit)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
-    concurrency = _concurrency(args, settings)
+    concurrency = run_concurrency(args, settings)
     config = run_config(args, concurrency, program_path=None)
     summary = _with_progress(args, lambda on_item: run_index_file(
         programs, args.data, programs.columns, registry, config, on_item=on_item,
@@ -656,7 +656,7 @@ def print_index_summary(summary, programs, args, stream) -> None:
             print(format_report(report), file=stream)
 
 
-def _model_settings(args):
+def run_model_settings(args):
     """The model settings from the flags (then environment, then gsr.toml), once per run; None without a model."""
     from gsrlang.commands.config import model_settings
     from gsrlang.judges.base import JudgeConfigError
@@ -668,7 +668,7 @@ def _model_settings(args):
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
 
 
-def _llm_judge(args, settings):
+def run_llm_judge(args, settings):
     """The LLM judge for these settings (None without a model)."""
     from gsrlang.commands.config import build_llm_judge
     from gsrlang.judges.base import JudgeConfigError
@@ -682,7 +682,7 @@ def _llm_judge(args, settings):
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
 
 
-def _concurrency(args, settings) -> int:
+def run_concurrency(args, settings) -> int:
     """Judge calls in flight: the resolved model settings' (--concurrency, then environment, then gsr.toml)
     when a model judges, else --concurrency, else 8."""
     return settings.default.concurrency if settings is not None else (args.concurrency or 8)

@@ -367,13 +367,13 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         f"{args.folds}-fold CV{' (nested)' if nested else ''}, seed {args.seed}"
         + (f"; groups: `{args.group_field}` ({groups_note(cv.groups)}), each in one fold" if groups is not None
            else "; folds by item (no --group-field)"),
-        f"CV {args.metric}: tuned {_ci(chosen['b'], chosen['b_ci95'])}, untuned {_ci(chosen['a'], chosen['a_ci95'])}, "
-        f"paired difference {_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples"
+        f"CV {args.metric}: tuned {format_ci(chosen['b'], chosen['b_ci95'])}, untuned {format_ci(chosen['a'], chosen['a_ci95'])}, "
+        f"paired difference {format_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples"
         + (" over groups)" if groups is not None else ")"),
     ]
     if extra:
         header.append("baseline CV " + args.metric + ": " + "; ".join(
-            f"{name} {_ci(r[args.metric]['a'], r[args.metric]['a_ci95'])}" for name, r in extra.items()))
+            f"{name} {format_ci(r[args.metric]['a'], r[args.metric]['a_ci95'])}" for name, r in extra.items()))
     if holdout is not None:
         line = _report_holdout(args, program, ks, theta, holdout, holdout_groups, scale)
         if line:
@@ -410,10 +410,10 @@ def _print_table(shown, report, extra: dict) -> None:
     print(head)
     for key in shown:
         r = report[key]
-        line = (f"  {key:<{w}}{_ci(r['a'], r['a_ci95']):>24}{_ci(r['b'], r['b_ci95']):>24}"
-                f"{_ci(r['diff'], r['ci95'], True):>27}")
+        line = (f"  {key:<{w}}{format_ci(r['a'], r['a_ci95']):>24}{format_ci(r['b'], r['b_ci95']):>24}"
+                f"{format_ci(r['diff'], r['ci95'], True):>27}")
         for e in extra.values():
-            line += f"{_ci(e[key]['a'], e[key]['a_ci95']):>24}{_ci(e[key]['diff'], e[key]['ci95'], True):>27}"
+            line += f"{format_ci(e[key]['a'], e[key]['a_ci95']):>24}{format_ci(e[key]['diff'], e[key]['ci95'], True):>27}"
         print(line)
 
 
@@ -435,10 +435,10 @@ def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | N
     r = report[args.metric]
     where = f"`{args.holdout_field}` true" if args.holdout_field else args.holdout
     print(f"\nheld out ({where}, {len(index)} labelled items never seen by tuning): {args.metric} tuned "
-          f"{_ci(r['b'], r['b_ci95'])}, untuned {_ci(r['a'], r['a_ci95'])}, paired difference "
-          f"{_ci(r['diff'], r['ci95'], True)}")
-    return (f"held out ({where}, {len(index)} items): {args.metric} tuned {_ci(r['b'], r['b_ci95'])}, "
-            f"untuned {_ci(r['a'], r['a_ci95'])}, paired difference {_ci(r['diff'], r['ci95'], True)}")
+          f"{format_ci(r['b'], r['b_ci95'])}, untuned {format_ci(r['a'], r['a_ci95'])}, paired difference "
+          f"{format_ci(r['diff'], r['ci95'], True)}")
+    return (f"held out ({where}, {len(index)} items): {args.metric} tuned {format_ci(r['b'], r['b_ci95'])}, "
+            f"untuned {format_ci(r['a'], r['a_ci95'])}, paired difference {format_ci(r['diff'], r['ci95'], True)}")
 
 
 def _warn_group_candidates(args, rows) -> None:
@@ -544,7 +544,7 @@ def _shrink(text: str) -> float | None:
     return value
 
 
-def _ci(value, ci, signed: bool = False) -> str:
+def format_ci(value, ci, signed: bool = False) -> str:
     if value is None:
         return "undefined"
     f = "{:+.3f}" if signed else "{:.3f}"

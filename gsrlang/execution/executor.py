@@ -264,7 +264,7 @@ def moot_reason(plan: Plan, blocker) -> str:
     return f"moot: {node.op} `{node.id}` is {shown} whatever it is"
 
 
-async def _call(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
+async def call_judge(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
     try:
         if limiter is None:
             result = await judge.judge(node, item, candidate)
@@ -313,12 +313,12 @@ async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -
                 row.update(enumerate(await _call_joint(judge, node, item, None)))
             else:
                 for c in sorted(want):
-                    row[c] = await _call(judge, node, item, cands[c], None)
+                    row[c] = await call_judge(judge, node, item, cands[c], None)
         elif joint:
             tasks.append((row, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
         else:
             for c in sorted(want):
-                tasks.append((row, c, asyncio.ensure_future(_call(judge, node, item, cands[c], limiter))))
+                tasks.append((row, c, asyncio.ensure_future(call_judge(judge, node, item, cands[c], limiter))))
     if tasks:
         await asyncio.gather(*(t for _, _, t in tasks))
         for row, c, task in tasks:
@@ -342,12 +342,12 @@ async def judge_item(plan: Plan, item: Item, registry, limiter: asyncio.Semaphor
             if joint:
                 results[node.id] = await _call_joint(judge, node, item, None)
             else:
-                results[node.id] = tuple([await _call(judge, node, item, c, None) for c in item.candidates])
+                results[node.id] = tuple([await call_judge(judge, node, item, c, None) for c in item.candidates])
         elif joint:
             tasks.append((node.id, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
         else:
             for c in item.candidates:
-                tasks.append((node.id, c.id, asyncio.ensure_future(_call(judge, node, item, c, limiter))))
+                tasks.append((node.id, c.id, asyncio.ensure_future(call_judge(judge, node, item, c, limiter))))
     if tasks:
         await asyncio.gather(*(t for _, _, t in tasks))
         per_node: dict[str, list] = {}

@@ -35,7 +35,7 @@ from operator import attrgetter
 import numpy as np
 
 from gsrlang.execution.evaluate import Evaluator, NodeValues, Table
-from gsrlang.execution.executor import _call, check_judgments, failed_run, finish, wrong_count
+from gsrlang.execution.executor import call_judge, check_judgments, failed_run, finish, wrong_count
 from gsrlang.files.dataset import ItemError
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
@@ -202,7 +202,7 @@ class ColumnRunner:
                 return js
         except Exception:  # noqa: BLE001 - asked again one by one, as the item path asks (which records it)
             pass
-        return [await _call(judge, node, item, item.candidates[c], None) for item in items]
+        return [await call_judge(judge, node, item, item.candidates[c], None) for item in items]
 
     async def _chunk(self, items: list, labelled: list, cands: list) -> list[tuple]:
         plan, m, n = self.plan, self.m, len(items)

@@ -146,7 +146,7 @@ def _guard(inputs: list, out: str | None, trace: str | None) -> None:
     check_outputs(inputs, [("the results file", out), ("the trace file", trace)])
 
 
-def _open(path: str | None) -> TextIO | None:
+def open_output(path: str | None) -> TextIO | None:
     if path is None:
         return None
     if path == "-":
@@ -189,7 +189,7 @@ def open_results(path: str | None, mode: str):
     if path is not None and is_parquet(path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return ResultsParquet(path, mode)
-    handle = _open(path)
+    handle = open_output(path)
     return _JsonResults(handle) if handle is not None else None
 
 
@@ -198,7 +198,7 @@ async def _write_runs(batches, out: str | None, trace: str | None, registry, sum
     """Write each run of the stream (lists of (ItemRun, its program's `Static` or `NotRun`, its result line or
     None, its trace record or None: made here from the run)): its result line and trace record; count it; end
     the trace with the run summary when the stream is done. Closes the files and the judges."""
-    out_f, trace_f = open_results(out, summary.mode), _open(trace)
+    out_f, trace_f = open_results(out, summary.mode), open_output(trace)
     writer = TraceWriter(trace_f) if trace_f else None
     model_judge = registry.get("llm") if hasattr(registry, "get") else None
     cut = getattr(model_judge, "budget_cut", None) if getattr(model_judge, "budget_usd", None) else None
@@ -377,7 +377,7 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
     records = _item_records(read_records(trace_path), summary, stored=programs is None)
     if limit is not None:
         records = itertools.islice(records, limit)
-    out_f, trace_f = _open(out), _open(trace)
+    out_f, trace_f = open_output(out), open_output(trace)
     writer = TraceWriter(trace_f) if trace_f else None
     if programs is not None:
         replayed = replay_records_each(programs, records)

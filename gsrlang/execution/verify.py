@@ -113,12 +113,12 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
         summary.recorded = reader.recorded
         summary.seconds = time.perf_counter() - t0
         if spool is not None:
-            from gsrlang.execution.runs import _open, recorded_complete, results_end
+            from gsrlang.execution.runs import open_output, recorded_complete, results_end
             from gsrlang.trace.schema import dumps
 
             spool.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
             spool.seek(0)
-            handle = _open(out)
+            handle = open_output(out)
             try:
                 shutil.copyfileobj(spool, handle)
             finally:

@@ -32,7 +32,7 @@ import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.replay import ReplayError, Stored, replay_records
-from gsrlang.execution.runs import RunSummary, _open, recorded_complete, results_end
+from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
 from gsrlang.execution.verify import count_valid, negative_zeros
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
@@ -95,7 +95,7 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
     skipped = table.skipped.tolist() if table.skipped is not None and table.skipped.any() else None
-    handle = _open(out)
+    handle = open_output(out)
     try:
         write = handle.write
         k = 0

@@ -57,13 +57,13 @@ def _type_name(v) -> str:
         type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
 
 
-def _text(value, field: str, *, completion: bool, optional: bool = False) -> str | None:
+def text_field(value, field: str, *, completion: bool, optional: bool = False) -> str | None:
     """A text field: a string, or a conversation (a list of {"role", "content"} messages)."""
     if type(value) is str:
         return value
     if value is None and optional:
         return None
-    from gsrlang.reward import _text as conversation_text
+    from gsrlang.reward import text_field as conversation_text
     try:
         return conversation_text(value, "completion" if completion else "prompt", 0)
     except Exception:
@@ -167,8 +167,8 @@ def _item(program, mode: str, entry, where: str, default_id: str, responses=None
     item_id = entry.get("id", default_id)
     if not isinstance(item_id, str):
         raise RequestError(f"`{where}id` must be a string, got {_type_name(item_id)}", where + "id")
-    text_input = _text(entry.get("input", ""), where + "input", completion=False)
-    reference = _text(entry.get("reference"), where + "reference", completion=False, optional=True)
+    text_input = text_field(entry.get("input", ""), where + "input", completion=False)
+    reference = text_field(entry.get("reference"), where + "reference", completion=False, optional=True)
     if mode == "pairwise":
         if responses is None:
             pair = entry.get("responses")
@@ -176,13 +176,13 @@ def _item(program, mode: str, entry, where: str, default_id: str, responses=None
                 raise RequestError(f"`{where}responses` must be an array of two responses, got "
                                    + (f"{len(pair)}" if isinstance(pair, list) else _type_name(pair)),
                                    where + "responses")
-            responses = [_text(r, f"{where}responses[{k}]", completion=True) for k, r in enumerate(pair)]
+            responses = [text_field(r, f"{where}responses[{k}]", completion=True) for k, r in enumerate(pair)]
         kwargs = {"responses": responses}
     else:
         if responses is None:
             response = entry.get("response")
             responses = [None if response is None and "response" not in entry else
-                         _text(response, where + "response", completion=True)]
+                         text_field(response, where + "response", completion=True)]
         kwargs = {"response": responses[0]}
     try:
         return program.item(text_input, reference=reference, record=_record(entry, where), id=item_id, mode=mode,
@@ -329,7 +329,7 @@ class Server:
             if not responses:
                 raise RequestError(f"`{where}responses` is empty: a group has at least one response",
                                    where + "responses")
-            texts = [_text(r, f"{where}responses[{k}]", completion=True) for k, r in enumerate(responses)]
+            texts = [text_field(r, f"{where}responses[{k}]", completion=True) for k, r in enumerate(responses)]
             base = {k: entry[k] for k in ("input", "reference", "record") if k in entry}
             gid = f"{policy.prefix}/g{g}" if len(groups) > 1 else policy.prefix
             if mode == "pointwise":

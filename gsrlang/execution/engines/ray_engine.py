@@ -41,10 +41,10 @@ from gsrlang.execution.engines import EngineError, RunJob
 from gsrlang.execution.executor import ItemRun
 from gsrlang.execution.runs import (
     RunSummary,
-    _open,
     close_output,
     end_results,
     label_reader,
+    open_output,
     open_results,
     run_summary_record,
 )
@@ -410,7 +410,7 @@ class _Run:
     def _merge(self, wall_s: float) -> None:
         """The blocks, in input order, into --out and --trace; the trace ends with the run summary."""
         out = open_results(self.job.out, self.job.mode)
-        trace = _open(self.job.trace)
+        trace = open_output(self.job.trace)
         try:
             if trace is not None:
                 from gsrlang.semantics.compose import Plan

@@ -42,8 +42,9 @@ import attrs
 
 from gsrlang.files.safeio import write_atomic
 
-from .client import ChatRequest, JudgeCallError, LLMClient, _Failure, _origin
+from .client import CallFailure, ChatRequest, JudgeCallError, LLMClient
 from .config import LLMError
+from .config import origin_of as _origin
 from .jsonparse import AnswerFormatError
 
 __all__ = ["BATCH_RETRIES", "BatchError", "BatchLimits", "BatchState", "Batcher", "ImportRefused", "batch_line",
@@ -148,7 +149,7 @@ class Part:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def _scrubbed_url(url: str) -> str:
+def scrubbed_url(url: str) -> str:
     """The base URL without userinfo or query (what the state file records)."""
     from urllib.parse import urlsplit
 
@@ -202,7 +203,7 @@ class BatchState:
         write_atomic(self.folder / f"{n:04d}.ids", "".join(k + "\n" for k in ids))
         data = b"".join(line for _, line in chunk)
         token = os.urandom(4).hex()
-        part = Part(n, client.config.model, _scrubbed_url(client.config.effective_base_url), len(ids), len(data),
+        part = Part(n, client.config.model, scrubbed_url(client.config.effective_base_url), len(ids), len(data),
                     f"gsr-{token}-{n:04d}.jsonl", stage=stage, created=time.time())
         if stage == "built":
             write_atomic(self.input_path(part), data)
@@ -224,10 +225,10 @@ class BatchState:
 def _api_message(exc: Exception) -> tuple[int | None, str]:
     import openai
 
-    from .client import _server_message
+    from .client import api_error_message
 
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code, " ".join(_server_message(exc).split())[:300]
+        return exc.status_code, " ".join(api_error_message(exc).split())[:300]
     if isinstance(exc, openai.APITimeoutError):
         return None, "timed out"
     if isinstance(exc, openai.APIConnectionError):
@@ -374,7 +375,7 @@ def _line_answer(line: dict):
             completion = None
         if completion is not None and completion.choices:
             return completion, None
-        return None, _Failure("malformed", "malformed batch line (its body is not a chat completion)", retryable=True)
+        return None, CallFailure("malformed", "malformed batch line (its body is not a chat completion)", retryable=True)
     if isinstance(status, int) and status != 200:
         message = ""
         if isinstance(body, dict):
@@ -383,13 +384,13 @@ def _line_answer(line: dict):
         elif isinstance(body, str):
             message = body
         short = " ".join(message.split())[:300]
-        return None, _Failure("http", f"HTTP {status}: {short}" if short else f"HTTP {status}", status=status,
+        return None, CallFailure("http", f"HTTP {status}: {short}" if short else f"HTTP {status}", status=status,
                               server_message=short, retryable=status in RETRYABLE or status >= 500)
     if isinstance(err, dict):
         code, message = err.get("code"), " ".join(str(err.get("message") or "").split())[:300]
-        return None, _Failure("batch", f"batch error {code}: {message}" if code else f"batch error: {message}",
+        return None, CallFailure("batch", f"batch error {code}: {message}" if code else f"batch error: {message}",
                               server_message=message, retryable=True)
-    return None, _Failure("malformed", "malformed batch line (no response)", retryable=True)
+    return None, CallFailure("malformed", "malformed batch line (no response)", retryable=True)
 
 
 # --------------------------------------------------------------------------------------------- the batcher
@@ -477,7 +478,7 @@ class Batcher:
             return await w.future
         self._start()
         part = self.state.ledger.get(key)
-        if part is not None and part.stage != "exported" and part.base_url == _scrubbed_url(
+        if part is not None and part.stage != "exported" and part.base_url == scrubbed_url(
                 client.config.effective_base_url) and part.model == client.config.model and not (
                 part.stage == "read" and part.status == "cancelled"):
             part.waiters[key] = w  # sent before this process started: it joins that batch
@@ -513,12 +514,12 @@ class Batcher:
         else:
             w.future.set_result(result)
 
-    def _failed(self, w: _Wait, failure: _Failure, part: Part | None) -> None:
+    def _failed(self, w: _Wait, failure: CallFailure, part: Part | None) -> None:
         self.stats["failed_lines"] += 1
         where = f" (batch {part.batch_id})" if part is not None and part.batch_id else ""
         if part is not None and part.status == "cancelled":
             self.stats["cancelled"] += 1
-            self._fail(w, _Failure("batch", f"not answered: batch {part.batch_id} was cancelled; run again to "
+            self._fail(w, CallFailure("batch", f"not answered: batch {part.batch_id} was cancelled; run again to "
                                             "submit it anew", retryable=False))
             return
         if self.retry == "online":
@@ -529,10 +530,10 @@ class Batcher:
             self.stats["retried_in_batch"] += 1
             self.pending[w.key] = w
         else:
-            self._fail(w, _Failure(failure.kind, failure.detail + where, status=failure.status,
+            self._fail(w, CallFailure(failure.kind, failure.detail + where, status=failure.status,
                                    server_message=failure.server_message, retryable=False))
 
-    def _fail(self, w: _Wait, failure: _Failure) -> None:
+    def _fail(self, w: _Wait, failure: CallFailure) -> None:
         self.resolved += 1
         if not w.future.done():
             client = w.client
@@ -642,7 +643,7 @@ class Batcher:
             lines = [(w, batch_line(w.key, w.body)) for w in waits]
             for w, line in lines:
                 if len(line) > self.limits.max_bytes:
-                    self._fail(w, _Failure("batch", f"the request is {len(line)} bytes, more than a batch file "
+                    self._fail(w, CallFailure("batch", f"the request is {len(line)} bytes, more than a batch file "
                                                     f"may hold (--batch-max-bytes {self.limits.max_bytes})",
                                            retryable=False))
             lines = [(w, line) for w, line in lines if len(line) <= self.limits.max_bytes]
@@ -750,7 +751,7 @@ class Batcher:
         missing = list(part.waiters.values())
         part.waiters = {}
         for w in missing:  # no line at all: the batch failed, expired or was cancelled before it
-            self._failed(w, _Failure("batch", f"batch {part.batch_id} ended {part.status} without an answer for "
+            self._failed(w, CallFailure("batch", f"batch {part.batch_id} ended {part.status} without an answer for "
                                               "this request" + (f" ({'; '.join(part.errors)})" if part.errors
                                                                 else ""), retryable=True), part)
         if part.stage != "read":

@@ -322,7 +322,7 @@ class Usage:
 # --------------------------------------------------------------------------- client
 
 
-class _Failure(Exception):
+class CallFailure(Exception):
     """One failed attempt, classified."""
 
     def __init__(
@@ -426,7 +426,7 @@ class AdaptiveWindow:
             self._cond.notify_all()
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
+def api_error_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, Mapping):
         err = body.get("error", body)
@@ -705,27 +705,27 @@ class LLMClient:
             resp = await asyncio.wait_for(self._client.chat.completions.create(**kwargs), limit)
         except (openai.APITimeoutError, asyncio.TimeoutError):
             if by_deadline:
-                raise _Failure("timeout", "cut at the run's --deadline", retryable=False) from None
-            raise _Failure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
+                raise CallFailure("timeout", "cut at the run's --deadline", retryable=False) from None
+            raise CallFailure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
                            "request)", retryable=True) from None
         except AnswerRefused as exc:
-            raise _Failure(exc.kind, self._scrub(exc.detail), retryable=False) from None
+            raise CallFailure(exc.kind, self._scrub(exc.detail), retryable=False) from None
         except openai.APIConnectionError as exc:
             refused = refusal_of(exc)
             if refused is not None:  # older SDKs wrap what the transport's hooks raise
-                raise _Failure(refused.kind, self._scrub(refused.detail), retryable=False) from None
+                raise CallFailure(refused.kind, self._scrub(refused.detail), retryable=False) from None
             cause = exc.__cause__ or exc.__context__
             why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            raise _Failure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
+            raise CallFailure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
         except openai.APIStatusError as exc:
             raise self._classify_status(exc, kwargs) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a malformed body
-            raise _Failure("malformed", f"malformed response body ({type(exc).__name__}: {exc})"[:300],
+            raise CallFailure("malformed", f"malformed response body ({type(exc).__name__}: {exc})"[:300],
                            retryable=True) from None
         latency = time.monotonic() - t0
         if not isinstance(resp, ChatCompletion) or not getattr(resp, "choices", None):
             shown = excerpt(resp if isinstance(resp, str) else repr(resp), 120)
-            raise _Failure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
+            raise CallFailure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
                            retryable=True)
         return resp, latency
 
@@ -736,9 +736,9 @@ class LLMClient:
             return max(self.deadline_at - now, 0.0), True
         return limit, False
 
-    def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> _Failure:
+    def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> CallFailure:
         status = exc.status_code
-        message = self._scrub(_server_message(exc))
+        message = self._scrub(api_error_message(exc))
         short = " ".join(message.split())
         if len(short) > 300:
             short = short[:299] + "\u2026"
@@ -758,7 +758,7 @@ class LLMClient:
             elif isinstance(param, str) and param in kwargs and param != "messages":
                 refused = param  # sent but not adaptable (reasoning_effort): a clear error, never a loop
         detail = f"HTTP {status}: {short}" if short else f"HTTP {status}"
-        return _Failure(
+        return CallFailure(
             "http",
             detail,
             status=status,
@@ -792,7 +792,7 @@ class LLMClient:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    def _fail(self, failure: _Failure, attempts: int) -> JudgeCallError:
+    def _fail(self, failure: CallFailure, attempts: int) -> JudgeCallError:
         self.usage.failures += 1
         if failure.retryable:
             how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
@@ -963,10 +963,10 @@ class LLMClient:
             attempts += 1
             await self._throttle(kwargs)
             epoch = await self.window.acquire()
-            failure: _Failure | None = None
+            failure: CallFailure | None = None
             try:
                 resp, latency = await self._post(kwargs)
-            except _Failure as exc:
+            except CallFailure as exc:
                 failure = exc
             finally:
                 await self.window.release(epoch, throttled=failure is not None and failure.status == 429)
@@ -1057,7 +1057,7 @@ class LLMClient:
         try:
             logprobs = _token_logprobs(choice) if request.top_logprobs else None
         except (TypeError, ValueError) as exc:  # a malformed answer: the server's, not the model's words
-            raise self._fail(_Failure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
+            raise self._fail(CallFailure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
         result = ChatResult(
             text=text,
             data=data,

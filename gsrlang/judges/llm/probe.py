@@ -18,12 +18,12 @@ from typing import Any
 
 import openai
 
-from .client import ADAPTABLE, ChatRequest, LLMClient, _origin, _server_message, adapt_body, describe_adaptation, \
-    token_counts
+from .client import ADAPTABLE, ChatRequest, LLMClient, adapt_body, api_error_message, describe_adaptation, token_counts
+from .config import origin_of as _origin
 from .gbnf import schema_gbnf
 from .jsonparse import AnswerFormatError
-from .transport import AnswerRefused, bounded_http_client, refusal_of
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected
+from .transport import AnswerRefused, bounded_http_client, refusal_of
 
 __all__ = ["probe"]
 
@@ -66,7 +66,7 @@ class _Adapting:
                 param = getattr(exc, "param", None)
                 if exc.status_code not in (400, 422) and param is None:
                     raise
-                if param not in ADAPTABLE and "max_completion_tokens" in _server_message(exc) and "max_tokens" in body:
+                if param not in ADAPTABLE and "max_completion_tokens" in api_error_message(exc) and "max_tokens" in body:
                     param = "max_tokens"
                 if param not in ADAPTABLE or param not in body or param in tried:
                     raise
@@ -125,7 +125,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
         report["prompt_cache"] = await _prompt_cache(sdk, config.model)
         report.update(await _speed(sdk, config))
     except openai.APIStatusError as exc:
-        report["error"] = f"{report['server']} answered HTTP {exc.status_code}: {_server_message(exc)[:200]}"
+        report["error"] = f"{report['server']} answered HTTP {exc.status_code}: {api_error_message(exc)[:200]}"
     except (openai.APIConnectionError, AnswerRefused) as exc:
         refused = refusal_of(exc)
         report["error"] = f"{report['server']}: {refused.detail}" if refused is not None else \
@@ -236,7 +236,7 @@ async def _overflow_context(sdk, model: str) -> int | None:
         await sdk.chat.completions.create(model=model, max_tokens=1,
                                           messages=[{"role": "user", "content": "word " * 300_000}])
     except openai.APIStatusError as exc:
-        return context_from_error(_server_message(exc))
+        return context_from_error(api_error_message(exc))
     return None
 
 
@@ -255,7 +255,7 @@ async def _try_mode(sdk, model: str, mode: str) -> str:
         resp = await sdk.chat.completions.create(**kwargs)
     except openai.APIStatusError as exc:
         sent = {k: v for k, v in kwargs.items() if k in ("response_format", "extra_body")}
-        if format_rejected(exc.status_code, _server_message(exc), sent, getattr(exc, "param", None)):
+        if format_rejected(exc.status_code, api_error_message(exc), sent, getattr(exc, "param", None)):
             return "rejected"
         return f"error (HTTP {exc.status_code})"
     return "enforced" if _enforced(resp.choices[0].message.content) else "ignored"
