@@ -43,7 +43,7 @@ for py in "$oldest" "$newest"; do
     [ "$py" = "$newest" ] && break
     continue
   fi
-  "$venv/bin/python" -m pytest -q -x -p no:cacheprovider
+  PYTHONDONTWRITEBYTECODE= "$venv/bin/python" -m pytest -q -x -p no:cacheprovider -n auto --dist loadfile
   code=$?
   echo "pythons: Python $v: pytest exit $code in $((SECONDS - t0)) s"
   [ "$code" = 0 ] || status=1
