@@ -61,12 +61,14 @@ chromium:
 demo: $(RUNTIME)
 	$(BIN)/python -m gsrlang.demo
 
-# the fast suite: every test but the slow tier (pyproject's addopts deselect `slow`; see docs/testing.md), on one
-# worker per core (pytest-xdist; `make test WORKERS=0` runs it in this process), a test file's tests in one worker
+# the fast suite: every test but the slow tier (pyproject's addopts deselect `slow`; see docs/testing.md), on two
+# workers per core, at most 8 (pytest-xdist; `make test WORKERS=0` runs it in this process): much of a test's time
+# is spent waiting on a server, a subprocess or a timeout, so two per core keep the cores busy (2 cores, idle: 126 s
+# against 169 s with one per core; docs/testing.md), a test file's tests in one worker
 # (a module's fixtures, the local Ray among them, start once). .pyc files are written even where
 # PYTHONDONTWRITEBYTECODE is set (into .venv and the ignored __pycache__ folders): without them every worker and
 # every `gsr` a test starts compiles its imports again, and pytest rewrites every test module's asserts again.
-WORKERS ?= auto
+WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(8, 2 * len(os.sched_getaffinity(0))))" 2>/dev/null || echo auto)
 test: $(TESTS) graphviz
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
