@@ -227,30 +227,30 @@ def exact_sum(x: np.ndarray) -> np.ndarray:
         return _exact_sum(x, s, rows, k)
 
 
+def _two_sum(a: np.ndarray, b: np.ndarray, t: np.ndarray, bp: np.ndarray, e: np.ndarray) -> None:
+    """Knuth's TwoSum into buffers: t = fl(a + b) and e its rounding error, so that t + e = a + b exactly
+    (`bp` is scratch; none of t, bp, e may be a or b)."""
+    np.add(a, b, out=t)
+    np.subtract(t, a, out=bp)
+    np.subtract(t, bp, out=e)
+    np.subtract(a, e, out=e)
+    np.subtract(b, bp, out=bp)
+    e += bp
+
+
 def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
     # Every pass writes into a buffer made once (fresh arrays for each of the ~14 passes a slot takes cost
     # as much again, tuning's columns being ~100,000 rows); the first slot's error needs no summing.
     t, bp, e = np.empty(rows), np.empty(rows), np.empty(rows)
     err = lost = u = None  # the rounding errors of the naive sum, themselves summed with TwoSum; what summing
     for j in range(1, k):  # them lost (magnitudes), so that sum = s + err + (at most lost) exactly
-        b = x[:, j]
-        np.add(s, b, out=t)  # TwoSum: t + e = s + b exactly
-        np.subtract(t, s, out=bp)
-        np.subtract(t, bp, out=e)
-        np.subtract(s, e, out=e)
-        np.subtract(b, bp, out=bp)
-        e += bp
+        _two_sum(s, x[:, j], t, bp, e)  # t + e = s + x[:, j] exactly
         s, t = t, s
         if err is None:
             err, e = e, np.empty(rows)
             lost, u = np.zeros(rows), np.empty(rows)
             continue
-        np.add(err, e, out=t)  # TwoSum: t + u = err + e exactly
-        np.subtract(t, err, out=bp)
-        np.subtract(t, bp, out=u)
-        np.subtract(err, u, out=u)
-        np.subtract(e, bp, out=bp)
-        u += bp
+        _two_sum(err, e, t, bp, u)  # t + u = err + e exactly
         err, t = t, err
         np.abs(u, out=u)
         lost += u
