@@ -187,7 +187,19 @@ def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, labe
     """The line `result_line` writes for an item with a valid result (status ok, no reason), from its parts: what
     the columnar paths write for the items the columns vouch for, with `result_line`'s keys in its order.
     `scale` is the pointwise readout's [lo, hi]."""
-    out = {"id": item_id, "line": line, "status": "ok", "mode": mode, "program": source}
+    return _parts_line(item_id, line, "ok", mode, source, score, raw, scale, winner, sink, label, label_error, None)
+
+
+def invalid_line(item_id, line: int, mode: str, source: dict, label, label_error, reason: str,
+                 scale=None) -> dict:
+    """The line `result_line` writes for an item left invalid before its readout (no sink), from its parts."""
+    return _parts_line(item_id, line, "invalid", mode, source, None, None, scale, None, None, label, label_error,
+                       reason)
+
+
+def _parts_line(item_id, line, status, mode, source, score, raw, scale, winner, sink, label, label_error,
+                reason) -> dict:
+    out = {"id": item_id, "line": line, "status": status, "mode": mode, "program": source}
     if mode == "pointwise":
         out["score"] = score
         out["raw"] = raw
@@ -196,25 +208,6 @@ def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, labe
     else:
         out["winner"] = winner
     out["sink"] = sink
-    out["label"] = label
-    if label_error:
-        out["label_error"] = label_error
-    out["reason"] = None
-    return out
-
-
-def invalid_line(item_id, line: int, mode: str, source: dict, label, label_error, reason: str,
-                 scale=None) -> dict:
-    """The line `result_line` writes for an item left invalid before its readout (no sink), from its parts."""
-    out = {"id": item_id, "line": line, "status": "invalid", "mode": mode, "program": source}
-    if mode == "pointwise":
-        out["score"] = None
-        out["raw"] = None
-        if scale is not None:
-            out["scale"] = scale
-    else:
-        out["winner"] = None
-    out["sink"] = None
     out["label"] = label
     if label_error:
         out["label_error"] = label_error
