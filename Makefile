@@ -39,6 +39,9 @@ $(RUNTIME): pyproject.toml setup.py
 $(TESTS): $(RUNTIME)
 	@if [ -x .uv/bin/uv ] || [ -n "$(UV_BIN)" ]; then uv="$${UV_BIN:-$(UV_BIN)}"; [ -n "$$uv" ] || uv=.uv/bin/uv; \
 	  "$$uv" pip install -q --compile-bytecode --python $(BIN)/python -e ".[test]"; else $(PIP) -e ".[test]"; fi
+	@# the runtime packages too (make demo installs them uncompiled, to stay light), once, on every core: else
+	@# each test worker compiles the same modules again on its first import
+	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") gsrlang >/dev/null || true
 	touch $(TESTS)
 
 # Graphviz is a system package; install it where we are allowed to (CI runs as root).
