@@ -33,7 +33,6 @@ Prints the figures; it asserts nothing. Run: python benchmarks/bench_learn.py [N
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runtime import PROGRAM, write_items  # noqa: E402
+from bench_runtime import PROGRAM, repeat_trace, write_items  # noqa: E402
 
 from gsrlang.lang.check.driver import analyze  # noqa: E402
 from gsrlang.files.dataset import ColumnMap  # noqa: E402
@@ -78,16 +77,7 @@ def main(n: int) -> None:
         write_items(items, SEED_ITEMS)
         run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise",
                  RunConfig(trace=str(seed_trace)))
-        records = [json.loads(line) for line in seed_trace.read_text().splitlines()]
-        headers = [r for r in records if r.get("kind") == "header"]
-        records = [r for r in records if "kind" not in r]
-        with trace.open("w") as f:
-            for h in headers:
-                f.write(json.dumps(h, separators=(",", ":")) + "\n")
-            for k in range(n):
-                r = records[k % len(records)]
-                r["item"]["id"] = r["result"]["id"] = f"i{k}"
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
+        repeat_trace(seed_trace, trace, n)
         size = trace.stat().st_size / 1e6
 
         def decode_only():

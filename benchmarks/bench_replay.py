@@ -24,7 +24,6 @@ Run: python benchmarks/bench_replay.py [LARGEST_N] [REPEATS]    (default 1,000,0
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -32,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runtime import PROGRAM, gsr_cmd, measure, write_items  # noqa: E402
+from bench_runtime import PROGRAM, gsr_cmd, measure, repeat_trace, write_items  # noqa: E402
 
 SEED_ITEMS = 2000
 
@@ -65,6 +64,7 @@ def make_trace(folder: Path, n: int) -> tuple[Path, Path]:
     from gsrlang.lang.check.driver import analyze
     from gsrlang.files.dataset import ColumnMap
     from gsrlang.judges.registry import default_registry
+    from gsrlang.execution.planner import RunConfig
     from gsrlang.execution.runs import run_file
 
     program_path = folder / "bench.gsr"
@@ -72,21 +72,10 @@ def make_trace(folder: Path, n: int) -> tuple[Path, Path]:
     program = analyze(PROGRAM, path=str(program_path)).program
     items, seed = folder / "items.jsonl", folder / "seed.jsonl"
     write_items(items, SEED_ITEMS)
-    run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise", trace=str(seed))
-    records = [json.loads(line) for line in seed.read_text().splitlines()]
-    headers = [r for r in records if r.get("kind") == "header"]
-    summary = [r for r in records if r.get("kind") == "run_summary"]
-    records = [r for r in records if "kind" not in r]
+    run_file(program, items, ColumnMap(label_field="label"), default_registry(), "pointwise",
+             RunConfig(trace=str(seed)))
     trace = folder / f"trace-{n}.jsonl"
-    with trace.open("w") as f:
-        for h in headers:
-            f.write(json.dumps(h, separators=(",", ":")) + "\n")
-        for k in range(n):
-            r = records[k % len(records)]
-            r["item"]["id"] = r["result"]["id"] = f"i{k}"
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
-        for s in summary:
-            f.write(json.dumps({**s, "items": n, "ok": n}, separators=(",", ":")) + "\n")
+    repeat_trace(seed, trace, n, summary=True)
     return program_path, trace
 
 

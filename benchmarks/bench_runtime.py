@@ -63,6 +63,24 @@ def write_items(path: Path, n: int, seed: int = 7) -> None:
             f.write(json.dumps(row) + "\n")
 
 
+def repeat_trace(seed: Path, trace: Path, n: int, summary: bool = False) -> None:
+    """`trace`: the items of the recorded trace `seed` repeated to n, each with a fresh id, under seed's headers
+    (and, with `summary`, its run summary counting n items, all ok)."""
+    records = [json.loads(line) for line in seed.read_text().splitlines()]
+    headers = [r for r in records if r.get("kind") == "header"]
+    summaries = [r for r in records if r.get("kind") == "run_summary"] if summary else []
+    records = [r for r in records if "kind" not in r]
+    with trace.open("w") as f:
+        for h in headers:
+            f.write(json.dumps(h, separators=(",", ":")) + "\n")
+        for k in range(n):
+            r = records[k % len(records)]
+            r["item"]["id"] = r["result"]["id"] = f"i{k}"
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+        for s in summaries:
+            f.write(json.dumps({**s, "items": n, "ok": n}, separators=(",", ":")) + "\n")
+
+
 def gsr_cmd() -> list[str]:
     exe = Path(sys.executable).parent / "gsr"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "gsrlang.cli"]
