@@ -28,8 +28,6 @@ class CompileCache:
     def __init__(self, path: str | Path = DEFAULT_CACHE):
         self.path = Path(path)
         self._store = JudgmentCache(self.path)
-        self.hits = 0
-        self.misses = 0
 
     def close(self) -> None:
         self._store.close()
@@ -71,7 +69,6 @@ class CompileCache:
             n = len(record["rounds"])
             usable = (n - 1 <= repairs) if record["status"] != "failed" else record.get("budget") == repairs
         if not usable:
-            self.misses += 1
             return None
         rounds = []
         for r in record["rounds"]:
@@ -87,7 +84,5 @@ class CompileCache:
         result = finish_result(spec, tuple(rounds), path=path, catalog=catalog, date=record.get("date") or "",
                                model_calls=0, cached=True)
         if result.status != record["status"]:  # the checker changed its mind: compile again
-            self.misses += 1
             return None
-        self.hits += 1
         return result
