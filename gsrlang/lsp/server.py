@@ -201,16 +201,6 @@ def _guarded(default=None):
     """Never let a handler's exception reach pygls: log it and answer `default` (a request stays answered)."""
 
     def wrap(f):
-        if asyncio.iscoroutinefunction(f):
-            @functools.wraps(f)
-            async def run_async(ls, params):
-                try:
-                    return await f(ls, params)
-                except Exception:
-                    ls.log(f"{f.__name__} failed:\n{traceback.format_exc()}", types.MessageType.Error)
-                    return default() if callable(default) else default
-            return run_async
-
         @functools.wraps(f)
         def run(ls, params):
             try:
@@ -328,11 +318,8 @@ def _snippets(ls: GsrLanguageServer) -> bool:
 
 def format_edits(ls: GsrLanguageServer, text: str) -> list[types.TextEdit]:
     """One edit replacing the whole document with the formatter's output; none when it cannot format."""
-    try:
-        from gsrlang.lang.syntax.formatter import FormatError, format_source
-    except ImportError:
-        ls.log("formatting is unavailable: gsrlang.lang.syntax.formatter is missing", types.MessageType.Warning)
-        return []
+    from gsrlang.lang.syntax.formatter import FormatError, format_source
+
     try:
         formatted = format_source(text)
     except FormatError as exc:  # a syntax error: the diagnostics already show it
