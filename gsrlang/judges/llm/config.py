@@ -238,48 +238,38 @@ def _is_num(v: Any) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
+def _one_of(choices: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(repr(m) for m in choices)
+
+
+def _optional(test):
+    return lambda v: v is None or test(v)
+
+
+# field: (whether a value is valid, what it must be)
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "model": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty model name"),
+    "base_url": (_optional(lambda v: re.match(r"^https?://[^/\s]+", v)),
+                 "an http:// or https:// URL (e.g. http://localhost:8000/v1)"),
+    "temperature": (lambda v: _is_num(v) and 0 <= v <= 2, "a number between 0 and 2"),
+    "max_tokens": (_optional(lambda v: _is_int(v) and v >= 1), "a positive integer"),
+    "timeout_s": (lambda v: _is_num(v) and v > 0, "a positive number of seconds"),
+    "max_retries": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "concurrency": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "seed": (_optional(_is_int), "an integer"),
+    "max_answer_bytes": (lambda v: _is_int(v) and v >= 1024, "a whole number of bytes, at least 1024"),
+    "structured": (lambda v: v in STRUCTURED_MODES, _one_of(STRUCTURED_MODES)),
+    "rpm": (_optional(lambda v: _is_int(v) and v >= 1), "a positive integer (a rate per minute)"),
+    "reasoning_effort": (_optional(lambda v: v in REASONING_EFFORTS), _one_of(REASONING_EFFORTS)),
+}
+_CHECKS["tpm"] = _CHECKS["rpm"]
+
+
 def _check_value(name: str, value: Any, where: str) -> None:
     """Validate an already-typed field value; raise ConfigError naming ``where``."""
-    bad: str | None = None
-    if name == "model":
-        if not isinstance(value, str) or not value.strip():
-            bad = "a non-empty model name"
-    elif name == "base_url":
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            bad = "an http:// or https:// URL (e.g. http://localhost:8000/v1)"
-    elif name == "temperature":
-        if not _is_num(value) or not 0 <= value <= 2:
-            bad = "a number between 0 and 2"
-    elif name == "max_tokens":
-        if value is not None and (not _is_int(value) or value < 1):
-            bad = "a positive integer"
-    elif name == "timeout_s":
-        if not _is_num(value) or value <= 0:
-            bad = "a positive number of seconds"
-    elif name == "max_retries":
-        if not _is_int(value) or value < 0:
-            bad = "an integer >= 0"
-    elif name == "concurrency":
-        if not _is_int(value) or value < 1:
-            bad = "an integer >= 1"
-    elif name == "seed":
-        if value is not None and not _is_int(value):
-            bad = "an integer"
-    elif name == "max_answer_bytes":
-        if not _is_int(value) or value < 1024:
-            bad = "a whole number of bytes, at least 1024"
-    elif name == "structured":
-        if value not in STRUCTURED_MODES:
-            bad = "one of " + ", ".join(repr(m) for m in STRUCTURED_MODES)
-    elif name in ("rpm", "tpm"):
-        if value is not None and (not _is_int(value) or value < 1):
-            bad = "a positive integer (a rate per minute)"
-    elif name == "reasoning_effort":
-        if value is not None and value not in REASONING_EFFORTS:
-            bad = "one of " + ", ".join(repr(m) for m in REASONING_EFFORTS)
-    if bad is not None:
-        shown = "***" if name == "api_key" else repr(value)
-        raise ConfigError(f"{where}: {name} must be {bad}, got {shown}")
+    valid, what = _CHECKS.get(name, (lambda v: True, ""))
+    if not valid(value):
+        raise ConfigError(f"{where}: {name} must be {what}, got {value!r}")  # never the key: it has no check
 
 
 # --------------------------------------------------------------------------- JudgeSettings
