@@ -7,7 +7,7 @@ Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
     judges) over 2,000 generated items with `run_file`, and repeats its records
     with fresh item ids up to N (default 100,000) records: a real trace, written by
     the trace writer, N items long;
-(2) loads it into columns (`Table.from_trace`: gsrlang/execution/tracetable.py):
+(2) loads it into columns (`table_from_trace`: gsrlang/execution/tracetable.py):
     wall time, min / median / max of 3 repeats, next to the anchor, the bare JSON
     decoding of every line of the same file with the same decoder
     (`jsonio.loads`: orjson when installed), and to the trace module's logical
@@ -44,12 +44,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_runtime import PROGRAM, repeat_trace, write_items  # noqa: E402
 
+from gsrlang.execution.tracetable import table_from_cells, table_from_trace  # noqa: E402
 from gsrlang.lang.check.driver import analyze  # noqa: E402
 from gsrlang.files.dataset import ColumnMap  # noqa: E402
 from gsrlang.judges.registry import default_registry  # noqa: E402
 from gsrlang.execution.runs import run_file  # noqa: E402
 from gsrlang.execution.planner import RunConfig  # noqa: E402
-from gsrlang.execution.evaluate import Evaluator, Table  # noqa: E402
+from gsrlang.semantics.evaluate import Evaluator  # noqa: E402
 from gsrlang.trace.jsonio import BACKEND, loads  # noqa: E402
 from gsrlang.trace.read import read_trace  # noqa: E402
 
@@ -86,7 +87,7 @@ def main(n: int) -> None:
                     loads(line)
 
         bare_times, _ = timed(decode_only, 3)
-        load_times, table = timed(lambda: Table.from_trace(program, str(trace)), 3)
+        load_times, table = timed(lambda: table_from_trace(program, str(trace)), 3)
         logical_times, _ = timed(lambda: sum(1 for _ in read_trace(str(trace))), 3)
         med = statistics.median
         print(f"load a {n:,}-item trace ({size:.0f} MB, format 2) into columns: {spread(load_times)} s "
@@ -142,7 +143,7 @@ def four_slots(n: int, repeats: int = 30) -> None:
     program = analyze(FOUR).program
     rng = np.random.default_rng(3)
     x = rng.random((n, 4)).round(3)
-    table = Table.from_cells(program, "pointwise", ((f"i{k}", None, {c: [("ok", float(x[k, j]))]
+    table = table_from_cells(program, "pointwise", ((f"i{k}", None, {c: [("ok", float(x[k, j]))]
                                                                       for j, c in enumerate("abcd")})
                                                      for k in range(n)))
     evaluator = Evaluator(program)

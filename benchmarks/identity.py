@@ -303,7 +303,8 @@ def in_process(h: Harness, texts: list[str]) -> None:
     """Every generated program over seeded random judgments: item interpreter, settling, columnar."""
     from gsrlang.lang.check.driver import analyze
     from gsrlang.judges.base import Judgment
-    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.execution.tracetable import table_from_cells
+    from gsrlang.semantics.evaluate import Evaluator
     from gsrlang.semantics.compose import Plan
     from gsrlang.execution.executor import check_judgments, finish
 
@@ -342,7 +343,7 @@ def in_process(h: Harness, texts: list[str]) -> None:
                 run = finish(plan, mode, None, 0, cands, values, checked, reason)
                 lines.append(f"{k} {mode} {i} item {run.status} {run.readout.to_json() if run.readout else None!r} {run.reason!r} "
                              f"{[repr(v) for v in values]!r}")
-            table = Table.from_cells(program, mode, [(i, None, {key: [(j.status, j.value) for j in v]
+            table = table_from_cells(program, mode, [(i, None, {key: [(j.status, j.value) for j in v]
                                                                 for key, v in judged.items()})
                                                      for i, judged in enumerate(items)])
             for exact in (True, False):

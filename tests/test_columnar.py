@@ -19,15 +19,16 @@ from runfiles import records
 from test_properties import SETTINGS, checkable_programs, modes
 from tiers import examples
 
-from gsrlang.execution.evaluate import SINK_TOLERANCE, Evaluator, Table
 from gsrlang.execution.executor import check_judgments, default_mode, finish
 from gsrlang.execution.planner import RunConfig
 from gsrlang.execution.runs import label_reader, run_file
+from gsrlang.execution.tracetable import table_from_cells, table_from_data, table_from_trace
 from gsrlang.files.dataset import ColumnMap
 from gsrlang.judges.base import Judgment
 from gsrlang.judges.registry import default_registry
 from gsrlang.lang.check.driver import analyze, analyze_file
 from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.evaluate import SINK_TOLERANCE, Evaluator
 from gsrlang.semantics.values import ABSTAIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +66,7 @@ def interpreter(plan, mode, items):
 
 
 def columnar(program, mode, items):
-    table = Table.from_cells(program, mode, [
+    table = table_from_cells(program, mode, [
         (i, None, {k: [(j.status, j.value) for j in v] for k, v in judged.items()}) for i, judged in enumerate(items)])
     return Evaluator(program).run(table)
 
@@ -117,7 +118,7 @@ def _parameter_set(draw, program) -> dict:
 def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_rebuilt_program(data):
     """What one evaluator keeps between parameter sets (the columns upstream of no changed parameter, per
     table) never leaks into the next set: each equals the interpreter on the program rebuilt with it."""
-    from gsrlang.execution.evaluate import with_parameters
+    from gsrlang.semantics.evaluate import with_parameters
 
     text, _ = data.draw(checkable_programs())
     program = analyze(text).program
@@ -127,7 +128,7 @@ def test_parameter_sets_in_turn_on_one_evaluator_equal_the_interpreter_on_the_re
     for _ in range(2):  # two tables, used alternately, as tuning alternates between folds
         items = [{n.id: tuple(_judgment(data.draw, n.type) for _ in range(m)) for n in program.criteria}
                  for _ in range(data.draw(st.integers(1, 10)))]
-        tables.append((items, Table.from_cells(program, mode, [
+        tables.append((items, table_from_cells(program, mode, [
             (i, None, {k: [(j.status, j.value) for j in v] for k, v in judged.items()})
             for i, judged in enumerate(items)])))
     evaluator = Evaluator(program)
@@ -205,8 +206,8 @@ def test_columnar_equals_the_interpreter_on_every_example(path, tmp_path):
     run_file(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
              RunConfig(out=str(out), trace=str(trace)))
     lines = records(out)  # the item lines, without the results file's end line
-    for table in (Table.from_trace(program, str(trace)),
-                  Table.from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
+    for table in (table_from_trace(program, str(trace)),
+                  table_from_data(program, path.parent / data, ColumnMap(**cols), default_registry(), mode,
                                   label_reader(program, mode, ColumnMap(**cols)))):
         ev = Evaluator(program).run(table)
         preds = ev.predictions()
@@ -226,12 +227,12 @@ def test_parameters_can_be_overridden_without_rebuilding():
             "at: 0.9)\n")
     program = analyze(text).program
     items = [{"a": (Judgment.ok(x),), "b": (Judgment.ok(y),)} for x in (0.0, 0.3, 1.0) for y in (0.0, 0.5, 1.0)]
-    table = Table.from_cells(program, "pointwise", [(i, None, {k: [(j.status, j.value) for j in v]
+    table = table_from_cells(program, "pointwise", [(i, None, {k: [(j.status, j.value) for j in v]
                                                               for k, v in it.items()}) for i, it in enumerate(items)])
     ev = Evaluator(program)
     wm = next(n.id for n in program.nodes if n.op == "weighted_mean")
     moved = ev.run(table, params={wm: {"weights": [1.0, 0.0]}}, thresholds=[0.1, 0.2, 0.3, 0.4])
-    from gsrlang.execution.evaluate import with_parameters
+    from gsrlang.semantics.evaluate import with_parameters
 
     rebuilt = with_parameters(program, {wm: {"weights": [1.0, 0.0]}}, [0.1, 0.2, 0.3, 0.4])
     assert moved.predictions() == Evaluator(rebuilt).run(table).predictions()

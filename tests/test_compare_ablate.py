@@ -12,14 +12,15 @@ from runfiles import records
 from gsrlang.analysis.ablate import variants
 from gsrlang.analysis.metrics import pointwise_metrics
 from gsrlang.cli import main
-from gsrlang.execution.evaluate import Evaluator, Table
 from gsrlang.execution.planner import RunConfig
 from gsrlang.execution.replay import replay_records
 from gsrlang.execution.runs import run_file
+from gsrlang.execution.tracetable import table_from_trace
 from gsrlang.files.dataset import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.lang.check.driver import analyze_file
 from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.evaluate import Evaluator
 from gsrlang.trace.read import read_trace
 
 pytest.importorskip("scipy")
@@ -94,7 +95,7 @@ def test_ablation_variants_replay_like_the_interpreter(runs):
     assert "mean at quality (weighted_mean)" in names and "flat mean of all criteria" in names
     assert {f"drop {c.id}" for c in program.criteria} <= set(names)
     trace = str(runs / "overall.trace.jsonl")
-    table = Table.from_trace(program, trace)
+    table = table_from_trace(program, trace)
     for v in variants(program):
         columnar = Evaluator(v.program).run(table).predictions()
         item_at_a_time = [run.readout.score if run.status == "ok" else None
@@ -114,7 +115,7 @@ def test_flat_variant_is_the_equal_weight_mean(runs):
         m = (s["understandability"] + (s["naturalness"] - 1) / 2 + (s["coherence"] - 1) / 2 +
              (s["engagingness"] - 1) / 2 + s["groundedness"]) / 5
         expected.append(math.floor(round(1 + 4 * m, 9) + 0.5))  # the readout: round halves up
-    got = Evaluator(flat).run(Table.from_trace(flat, str(runs / "overall.trace.jsonl"))).predictions()
+    got = Evaluator(flat).run(table_from_trace(flat, str(runs / "overall.trace.jsonl"))).predictions()
     assert got == expected
 
 

@@ -51,16 +51,15 @@ def test_each_operator_is_defined_once_in_the_package():
 
 
 def test_semantics_is_a_leaf_without_io():
-    allowed = {"__future__", "math", "inspect", "itertools", "typing", "attrs", "numpy", "gsrlang.semantics.judgment",
-               "gsrlang.lang.types", "gsrlang.lang.program", "gsrlang.semantics", "gsrlang.semantics.kernels",
-               "gsrlang.lang.catalog", "gsrlang.semantics.values"}
+    allowed = {"__future__", "math", "inspect", "itertools", "typing", "attrs", "numpy", "gsrlang.lang.types",
+               "gsrlang.lang.program", "gsrlang.lang.catalog"}
     for path in (ROOT / "gsrlang/semantics").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for n in ast.walk(tree):
             names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
                 [n.module] if isinstance(n, ast.ImportFrom) else []
             for name in names:
-                assert name in allowed, f"{path.name} imports {name}"
+                assert name in allowed or name.startswith("gsrlang.semantics."), f"{path.name} imports {name}"
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
                 assert n.func.id not in ("open", "print", "input"), path
 

@@ -1,9 +1,9 @@
-"""The trace loader (`Table.from_trace`, gsrlang/execution/tracetable.py) gives the columns of the
+"""The trace loader (`table_from_trace`, gsrlang/execution/tracetable.py) gives the columns of the
 value-by-value reading.
 
 The reference below reads every record in the logical form (`read_trace`), decodes
 each recorded output with `value_from_json` and turns each judgment into a cell
-with `Table.from_cells` (the interpreter's `check_judgments` rules). Generated
+with `table_from_cells` (the interpreter's `check_judgments` rules). Generated
 traces (hypothesis) hold every criterion type, abstained / invalid / skipped
 judgments, nulls, values of the wrong JSON type or outside the range, nodes never
 computed, failed items and items with the wrong number of candidates; each is
@@ -20,13 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsrlang.execution.evaluate import Evaluator, Table
 from gsrlang.execution.planner import RunConfig
 from gsrlang.execution.replay import ReplayError
 from gsrlang.execution.runs import run_file
+from gsrlang.execution.tracetable import table_from_cells, table_from_trace
 from gsrlang.files.dataset import ColumnMap
 from gsrlang.judges.registry import default_registry
 from gsrlang.lang.check.driver import analyze
+from gsrlang.semantics.evaluate import Evaluator, Table
 from gsrlang.semantics.values import RuntimeFailure, value_from_json
 from gsrlang.trace.read import read_trace
 from gsrlang.trace.schema import TraceError
@@ -76,7 +77,7 @@ def reference(program, path: str) -> Table:
                     row.append(("invalid", None))
             judged[cid] = row
         rows.append((item.get("id"), result.get("label"), judged))
-    return Table.from_cells(program, mode or "pointwise", rows)
+    return table_from_cells(program, mode or "pointwise", rows)
 
 
 def assert_same(a: Table, b: Table) -> None:
@@ -170,7 +171,7 @@ def test_the_loader_gives_the_value_by_value_arrays_on_generated_v1_and_v2_trace
     write_v1(v1, v2)
     expected = reference(PROGRAM, str(v2))
     for path in (v2, v1):
-        got = Table.from_trace(PROGRAM, str(path))
+        got = table_from_trace(PROGRAM, str(path))
         assert_same(got, expected)
         assert got.recorded == ({"trace_version": 2, "kind": "run_summary", "items": len(items)}
                                 if path == v2 else None)
@@ -191,14 +192,14 @@ def test_the_loader_equals_the_reference_on_a_recorded_run_and_evaluates_alike(t
     trace = tmp_path / "t.jsonl"
     run_file(PROGRAM, data, ColumnMap(id_field="id", label_field="label"), default_registry(), "pointwise",
              RunConfig(trace=str(trace)))
-    got, expected = Table.from_trace(PROGRAM, str(trace)), reference(PROGRAM, str(trace))
+    got, expected = table_from_trace(PROGRAM, str(trace)), reference(PROGRAM, str(trace))
     assert_same(got, expected)
     for cid in ("so", "o"):  # some abstain, some are invalid (out of range, not a label), some have a value
         c = got.criteria[cid]
         assert c.abstain.any() and c.invalid.any() and not (c.abstain | c.invalid).all()
     assert got.recorded["items"] == 300
     write_v1(tmp_path / "v1.jsonl", trace)
-    assert_same(Table.from_trace(PROGRAM, str(tmp_path / "v1.jsonl")), expected)
+    assert_same(table_from_trace(PROGRAM, str(tmp_path / "v1.jsonl")), expected)
     a, b = Evaluator(PROGRAM).run(got), Evaluator(PROGRAM).run(expected)
     assert a.predictions() == b.predictions() and a.ok.any()
 
@@ -215,17 +216,17 @@ def test_a_trace_of_mixed_modes_another_program_or_malformed_records_is_refused(
     header, rec, _ = (json.loads(x) for x in (tmp_path / "ok.jsonl").read_text().splitlines())
     mixed = _write(tmp_path / "mixed.jsonl", header, rec, {**rec, "mode": "pairwise"})
     with pytest.raises(ReplayError, match="line 3 is a pairwise item, the others pointwise"):
-        Table.from_trace(PROGRAM, mixed)
+        table_from_trace(PROGRAM, mixed)
     other = {**header, "nodes": [{**n, "type": "Bool"} if n["id"] == "s" else n for n in header["nodes"]]}
     with pytest.raises(ReplayError, match="criterion `s` was recorded as `Bool` but is `Score\\[1..3\\]`"):
-        Table.from_trace(PROGRAM, _write(tmp_path / "other.jsonl", other, rec))
+        table_from_trace(PROGRAM, _write(tmp_path / "other.jsonl", other, rec))
     for broken in ({**rec, "out": 7}, {**rec, "j": {"s": [3]}}, {**rec, "result": "x"}):
         with pytest.raises(TraceError, match="line 2 is not a well-formed trace item record"):
-            Table.from_trace(PROGRAM, _write(tmp_path / "bad.jsonl", header, broken))
+            table_from_trace(PROGRAM, _write(tmp_path / "bad.jsonl", header, broken))
     with pytest.raises(TraceError, match="line 2 is not a well-formed trace item record"):  # the logical reader too
         list(read_trace(_write(tmp_path / "bad.jsonl", header, {**rec, "out": 7})))
     with pytest.raises(TraceError, match="names header 0, which no earlier line declares"):
-        Table.from_trace(PROGRAM, _write(tmp_path / "cut.jsonl", rec))
+        table_from_trace(PROGRAM, _write(tmp_path / "cut.jsonl", rec))
 
 
 @pytest.mark.parametrize("command", ["replay", "ablate", "tune"])

@@ -10,7 +10,7 @@ import pytest
 from gsrlang.analysis.rewrite import HEADER_PREFIX
 from gsrlang.analysis.tune import FitSettings, cross_validate, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.execution.evaluate import Table
+from gsrlang.execution.tracetable import table_from_cells
 from gsrlang.lang.check.driver import analyze, analyze_file
 
 pytest.importorskip("scipy")
@@ -36,7 +36,7 @@ def synthetic(n: int, seed: int = 1):
 
 
 def table_of(program, rows):
-    return Table.from_cells(program, "pointwise", [(r["id"], r.get("label"), {"a": [("ok", r["a"])],
+    return table_from_cells(program, "pointwise", [(r["id"], r.get("label"), {"a": [("ok", r["a"])],
                                                                              "b": [("ok", r["b"])]}) for r in rows])
 
 
@@ -173,7 +173,7 @@ def test_predictions_use_the_exact_readout():
     ks = knobs(program)
     table = table_of(program, synthetic(30))
     preds = predict(program, ks, [k.start for k in ks], table)
-    from gsrlang.execution.evaluate import Evaluator
+    from gsrlang.semantics.evaluate import Evaluator
 
     assert preds == Evaluator(program).run(table).predictions()
 

@@ -11,8 +11,8 @@ import pytest
 from gsrlang.analysis.metrics import pointwise_metrics
 from gsrlang.analysis.rewrite import tuned_name
 from gsrlang.cli import main
-from gsrlang.execution.evaluate import Table
 from gsrlang.execution.labels import label_reader
+from gsrlang.execution.tracetable import table_from_cells, table_from_data
 from gsrlang.files.needs import column_map
 from gsrlang.judges.registry import default_registry
 from gsrlang.lang.check.driver import analyze, analyze_file
@@ -185,7 +185,7 @@ def _synthetic_table(program, path: Path, groups: int, per: int, seed: int):
                 names.append(f"g{g}")
                 f.write(json.dumps(row) + "\n")
     cols = column_map(program, "pointwise", id_field="id", label_field="label")
-    table = Table.from_data(program, path, cols, default_registry(), "pointwise",
+    table = table_from_data(program, path, cols, default_registry(), "pointwise",
                             label_reader(program, "pointwise", cols))
     return table, names
 
@@ -235,7 +235,7 @@ def test_baselines_fit_a_linear_label():
     for i in range(n):
         values = {"x": [("ok", float(x[i]))], **{f"c{j}": [("ok", float(rng.uniform()))] for j in range(K)}}
         cells.append((str(i), float(np.floor(1 + 4 * x[i] + 0.5)), values))
-    table = Table.from_cells(program, "pointwise", cells)
+    table = table_from_cells(program, "pointwise", cells)
     golds = list(table.labels)
     fold = (np.arange(n) % 5).tolist()
     models = baseline_predictions(program, table, golds, fold)
@@ -259,7 +259,7 @@ def test_jobs_give_the_same_predictions_and_progress_counts(tmp_path):
     program = analyze_file(str(TUNABLE)).program
     data = _annotations(tmp_path)
     cols = column_map(program, "pointwise", id_field="id", label_field="scores.overall")
-    table = Table.from_data(program, data, cols, default_registry(), "pointwise",
+    table = table_from_data(program, data, cols, default_registry(), "pointwise",
                             label_reader(program, "pointwise", cols))
     groups = [json.loads(line)["conversation"] for line in data.read_text().splitlines()]
     settings = FitSettings(shrink=0.1, maxiter=10, popsize=5)

@@ -9,10 +9,11 @@ import pytest
 
 from gsrlang.analysis.tune import FitSettings, Space, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.execution.tracetable import table_from_cells
 from gsrlang.lang.check.driver import analyze, analyze_file
 from gsrlang.lang.jsonform import JsonFormError, json_to_source, program_to_json
 from gsrlang.lang.syntax.formatter import format_source
+from gsrlang.semantics.evaluate import Evaluator
 
 LEVELS = """rubric levels "a level's value is learned"
 task pointwise { scale = 1..5  quantize = none }
@@ -45,7 +46,7 @@ def synthetic(n: int, seed: int = 0):
 
 
 def table_of(p, rows):
-    return Table.from_cells(p, "pointwise", [
+    return table_from_cells(p, "pointwise", [
         (r["id"], r["label"], {"q": [("abstain", None) if r["q"] is None else ("ok", r["q"])],
                                "c": [("ok", r["c"])]}) for r in rows])
 

@@ -9,8 +9,9 @@ import pytest
 
 from gsrlang.analysis.tune import FitSettings, cross_validate, fit, knobs, predict
 from gsrlang.cli import main
-from gsrlang.execution.evaluate import Evaluator, Table
+from gsrlang.execution.tracetable import table_from_cells
 from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.semantics.evaluate import Evaluator
 
 pytest.importorskip("scipy")
 
@@ -40,7 +41,7 @@ def synthetic_pairs(n: int, seed: int = 1):
 
 
 def table_of(program, rows):
-    return Table.from_cells(program, "pairwise", [
+    return table_from_cells(program, "pairwise", [
         (r["id"], r.get("label"), {"a": [("ok", r["a"]["A"]), ("ok", r["a"]["B"])],
                                    "b": [("ok", r["b"]["A"]), ("ok", r["b"]["B"])]}) for r in rows])
 

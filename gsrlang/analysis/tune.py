@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from gsrlang.analysis.metrics import pairwise_metrics, pointwise_metrics
-from gsrlang.execution.evaluate import Evaluator, Table, with_parameters
+from gsrlang.semantics.evaluate import Evaluator, Table, with_parameters
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.span import Span
 

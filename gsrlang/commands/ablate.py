@@ -44,7 +44,8 @@ def run(args) -> int:
     from gsrlang.analysis.ablate import variants
     from gsrlang.analysis.stats import paired_report
     from gsrlang.commands.run import load_program
-    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.execution.tracetable import table_from_trace
+    from gsrlang.semantics.evaluate import Evaluator
     from gsrlang.execution.replay import ReplayError
     from gsrlang.files.dataset import DataError
 
@@ -54,7 +55,7 @@ def run(args) -> int:
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
     try:
-        table = Table.from_trace(program, args.trace, f"`{args.program}`")
+        table = table_from_trace(program, args.trace, f"`{args.program}`")
         from gsrlang.commands.common import repeated_ids_warning
 
         warning = repeated_ids_warning("gsr ablate", table.ids, args.trace, "each is counted")

@@ -113,7 +113,7 @@ def add_column_arguments(p) -> None:
 def load_table(program, args, mode: str, label: str, path: str | None = None):
     """The columnar table of the items (from --trace or --data, or `path` of the same kind); usage errors for what
     cannot be read."""
-    from gsrlang.execution.evaluate import Table
+    from gsrlang.execution.tracetable import table_from_data, table_from_trace
     from gsrlang.execution.labels import label_reader
     from gsrlang.execution.replay import ReplayError
     from gsrlang.files.dataset import DataError
@@ -122,7 +122,7 @@ def load_table(program, args, mode: str, label: str, path: str | None = None):
 
     try:
         if args.trace:
-            return Table.from_trace(program, path or args.trace, label)
+            return table_from_trace(program, path or args.trace, label)
         if not args.label_field:
             raise UsageError("--data needs --label-field (the human label to learn from)")
         responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
@@ -137,7 +137,7 @@ def load_table(program, args, mode: str, label: str, path: str | None = None):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
-            return Table.from_data(program, path or args.data, columns, default_registry(), mode,
+            return table_from_data(program, path or args.data, columns, default_registry(), mode,
                                    label_reader(program, mode, columns))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -421,7 +421,7 @@ def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | N
     """Print the tuned and untuned program's agreement on the held-out items; the header's line for it."""
     from gsrlang.analysis.stats import paired_report
     from gsrlang.analysis.tune import labelled_index, predict
-    from gsrlang.execution.evaluate import Evaluator
+    from gsrlang.semantics.evaluate import Evaluator
 
     index = labelled_index(holdout)
     if not len(index):

@@ -6,7 +6,7 @@ cost of a run is the CPU spent around the judgments: one coroutine, one set of
 same work a chunk (`CHUNK` items) at a time: each criterion is judged over the
 chunk in one call (`judge_many`, see gsrlang.judges.base), the graph is evaluated
 by the columnar evaluator (every node column equal to the
-interpreter's bit for bit; gsrlang.execution.evaluate), and the result lines and
+interpreter's bit for bit; gsrlang.semantics.evaluate), and the result lines and
 trace records are assembled from the columns.
 
 What the columns do not vouch for goes through the interpreter itself
@@ -34,7 +34,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from gsrlang.execution.evaluate import Evaluator, NodeValues, Table
+from gsrlang.semantics.evaluate import Evaluator, Table
+from gsrlang.semantics.kernels import NodeValues
 from gsrlang.execution.executor import call_judge, check_judgments, failed_run, finish, wrong_count
 from gsrlang.files.dataset import ItemError
 from gsrlang.lang.syntax.parser import gc_paused

@@ -417,11 +417,12 @@ def replay_columnar(trace_path: str | Path, program: CheckedProgram, program_lab
     pairs of `replay_file(..., verify=False)` with no results or trace to write, in a fraction of the time.
 
     Raises TraceError / ReplayError as `replay_file` does."""
-    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.execution.tracetable import table_from_trace
+    from gsrlang.semantics.evaluate import Evaluator
 
     summary = RunSummary(program.name, program.content_hash, "")
     t0 = time.perf_counter()
-    table = Table.from_trace(program, str(trace_path), program_label)
+    table = table_from_trace(program, str(trace_path), program_label)
     summary.recorded = table.recorded
     evaluation = Evaluator(program).run(table)
     summary.mode = table.mode

@@ -1,4 +1,9 @@
-"""A trace file straight into criterion columns: what `Table.from_trace` (tune, ablate, what-if replay) reads.
+"""Tables of criterion values for the columnar evaluator (gsrlang.semantics.evaluate), made from outside.
+
+`table_from_trace` reads a trace file straight into criterion columns (tune, ablate,
+what-if replay); `table_from_data` judges a data file's items with a program's inline
+judges; `table_from_cells` tabulates raw judgments (status, value) by the one judgment
+decoder's rules (gsrlang.trace.decode). The evaluator itself does no I/O.
 
 `read_trace` gives every record in the logical (version 1) form: a dict per node,
 per judgment, per item. Columnar evaluation needs none of that: only the
@@ -22,16 +27,23 @@ refuses a trace whose criteria cannot feed the program as `gsr replay --program`
 
 from __future__ import annotations
 
+import asyncio
 from itertools import repeat
 from operator import itemgetter
+from typing import Iterable
 
+import attrs
 import numpy as np
 
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.types import JType
-from gsrlang.trace.decode import SPECIAL, json_column, judged_column
+from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.evaluate import Table
+from gsrlang.semantics.kernels import NodeValues
+from gsrlang.semantics.values import ABSTAIN
+from gsrlang.trace.decode import INVALID, SPECIAL, cells_column, json_column, judged_column, judgment_cell
 
-__all__ = ["Criterion", "load_trace"]
+__all__ = ["Criterion", "table_from_cells", "table_from_data", "table_from_trace"]
 
 _UNSET = object()
 
@@ -47,7 +59,7 @@ class Criterion:
 
     def column(self, rows: int, void_items: list, m: int, decoded: tuple | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The finished arrays (values, abstain, invalid), as `columnar.Table.from_cells` would make them
+        """The finished arrays (values, abstain, invalid), as `table_from_cells` would make them
         (`decoded`: `json_column` of the values where the caller has it, which this changes in place)."""
         void = None
         if self.void or void_items:
@@ -74,12 +86,13 @@ class _Positions:
         return tuple(out[i] if i < len(out) else None for i in self.where)
 
 
-def load_trace(program: CheckedProgram, path: str, program_label: str = "the program"):
-    """(mode, ids, {criterion id: (values, abstain, invalid)}, failed, labels, label errors, run summary or None,
-    per item the count of its program criteria's skipped judgments) of a trace.
+def table_from_trace(program: CheckedProgram, path: str, program_label: str = "the program") -> Table:
+    """The recorded criterion outputs of a trace (version 1 or 2), for `program`, read straight into columns.
 
-    Raises ReplayError when the trace's criteria cannot feed `program` (as `gsr replay
-    --program` refuses them) or its items mix modes, TraceError on a malformed file."""
+    The trace's criteria must feed the program (same names and types), as for `gsr replay
+    --program`: raises ReplayError otherwise (or when its items mix modes), TraceError on a
+    malformed file. The table's `recorded` is the trace's run summary record (None if it has
+    none), its `skipped` per item the count of its program criteria's skipped judgments."""
     from gsrlang.execution.replay import ReplayError, compatibility_problems
     from gsrlang.trace.read import logical_record, read_records
     from gsrlang.trace.schema import MALFORMED, is_summary, malformed
@@ -180,5 +193,61 @@ def load_trace(program: CheckedProgram, path: str, program_label: str = "the pro
         at = [row // m for row, status in c.status if status == "skipped"]
         if at:
             skipped += np.bincount(np.asarray(at, np.int64), minlength=len(failed))
-    return ("pointwise" if mode is _UNSET else mode or "pointwise", ids, columns, np.array(failed, bool), labels,
-            label_errors, summary, skipped)
+    return Table("pointwise" if mode is _UNSET else mode or "pointwise", ids,
+                 {k: NodeValues(*arrays) for k, arrays in columns.items()}, np.array(failed, bool), labels,
+                 label_errors, summary, skipped)
+
+
+def table_from_cells(program: CheckedProgram, mode: str, entries: Iterable[tuple]) -> Table:
+    """From (id, label, {criterion id: [(status, value) per candidate]} or None for a failed item)."""
+    m = 1 if mode == "pointwise" else 2
+    crit_nodes = program.criteria
+    cells: dict = {n.id: [] for n in crit_nodes}
+    ids, labels, failed = [], [], []
+    for item_id, label, judged in entries:
+        ids.append(item_id)
+        labels.append(label)
+        failed.append(judged is None)
+        for n in crit_nodes:
+            row = judged.get(n.id) if judged is not None else None
+            if row is None or len(row) != m:
+                cells[n.id].extend([INVALID] * m)
+            else:
+                cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
+    return Table(mode, ids, {n.id: cells_column(n.type, cells[n.id]) for n in crit_nodes},
+                 np.array(failed, bool), labels)
+
+
+def table_from_data(program: CheckedProgram, data, columns, registry, mode: str, labels=None) -> Table:
+    """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
+
+    `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
+    from gsrlang.execution.executor import all_inline, judge_item
+    from gsrlang.files.dataset import ItemError, read_items
+
+    plan = Plan(program)
+    if not all_inline(plan, registry):
+        raise ValueError("columnar evaluation from data needs criteria that only read the data "
+                         "(human(), rule.*): record a trace with `gsr run --trace` for the others")
+    errors = 0
+    need = 1 if mode == "pointwise" else 2
+
+    async def go():
+        nonlocal errors
+        out = []
+        for entry in read_items(data, columns):
+            if isinstance(entry, ItemError):
+                out.append((entry.id, None, None))
+                continue
+            label, problem = labels(entry) if labels else (None, None)
+            errors += problem is not None
+            if len(entry.candidates) != need:
+                out.append((entry.id, label, None))
+                continue
+            judged = await judge_item(plan, entry, registry)
+            out.append((entry.id, label, {k: [(j.status, ABSTAIN if j.status == "abstained" else j.value)
+                                              for j in v] for k, v in judged.items()}))
+        await registry.aclose()
+        return out
+
+    return attrs.evolve(table_from_cells(program, mode, asyncio.run(go())), label_errors=errors)

@@ -146,7 +146,8 @@ def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, 
     suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
 
     # evaluate: the criteria's columns from their recorded outputs and judgment statuses
-    from gsrlang.execution.evaluate import Evaluator, NodeValues, Table
+    from gsrlang.semantics.evaluate import Evaluator, Table
+    from gsrlang.semantics.kernels import NodeValues
 
     positions = {node["id"]: i for i, node in enumerate(static)}
     types = list(map(set, map(partial(map, type), flats)))  # per node, the types of its recorded outputs

@@ -2,7 +2,7 @@
 
 The item-by-item replay rebuilds every item from its record and recomposes it
 under the other program with the interpreter (about 80 us an item). Here the
-trace's criteria are read into columns (`Table.from_trace`) and the whole graph is
+trace's criteria are read into columns (`table_from_trace`) and the whole graph is
 evaluated by the columnar evaluator (every node column the
 interpreter's bit for bit); then one more pass over the records writes each
 item's result line:
@@ -48,12 +48,13 @@ __all__ = ["recompose_columnar"]
 def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: str, out: str) -> RunSummary | None:
     """`replay_file(trace, program, verify=False, out=out)`'s summary and results file, or None (nothing
     written) when the trace's criteria cannot be read into columns for `program`."""
-    from gsrlang.execution.evaluate import Evaluator, Table
+    from gsrlang.execution.tracetable import table_from_trace
+    from gsrlang.semantics.evaluate import Evaluator
 
     t0 = time.perf_counter()
     with gc_paused():  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
         try:
-            table = Table.from_trace(program, trace_path, program_label)
+            table = table_from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
         evaluation = Evaluator(program).run(table)

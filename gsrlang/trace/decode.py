@@ -12,7 +12,7 @@ The rules, written once (a scalar form for one judgment, column forms for many):
   judgment with any other status reads as `ok`.
 
 `judgment_cell` is the scalar form: the item interpreter (`executor.check_judgment`)
-and the columnar evaluator's tables of cells (`columnar.Table.from_cells`) use it.
+and the columnar evaluator's tables of cells (`execution.tracetable.table_from_cells`) use it.
 `plain_column` reads one criterion's judgments over a chunk into a column, marking the
 cells that are not a plain value of the type (the columnar run sends those items to
 the interpreter). `recorded_judgment` turns a trace's judgment back into a Judgment for

@@ -4,13 +4,14 @@ The item-at-a-time interpreter (`gsrlang.semantics.compose` + `readout`) is the
 reference; this module computes the same thing for a whole column of items, so
 that tuning, ablation and what-if replay can try thousands of parameter sets
 over recorded judgments in milliseconds. It reads the same checked `Program` and
-the same `Plan` (ports, slot order, bound parameters), and never calls a judge:
-the criterion values come from a trace (`Table.from_trace`, through the trace
-module's reader) or from the judgments of inline judges (`human()`, `rule.*`)
-over a data file (`Table.from_data`).
+the same `Plan` (ports, slot order, bound parameters), and never calls a judge.
+It does no I/O: a `Table` of criterion values is made elsewhere, from a trace
+(`table_from_trace`), from the judgments of inline judges (`human()`, `rule.*`)
+over a data file (`table_from_data`) or from raw judgments (`table_from_cells`),
+all in gsrlang.execution.tracetable.
 
 Layout: a pointwise item is one row, a pairwise item two (candidate-minor), so a
-column has R = N x m rows. Every node gives a `Column`: its values (float64 for a
+column has R = N x m rows. Every node gives a `NodeValues`: its values (float64 for a
 Score, bool for a Bool, int32 level codes for an Ordinal / Nominal), an
 `abstain` mask and an `invalid` mask. A row is invalid when a judgment was
 invalid, when an operator failed for it (a reducer with nothing left to reduce,
@@ -28,8 +29,7 @@ is gsrlang.semantics.readout's, the one every path uses (`read_columns`).
 
 from __future__ import annotations
 
-import asyncio
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import attrs
 import numpy as np
@@ -40,10 +40,8 @@ from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.kernels import NodeValues
 from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.settle import Possibles, settle, unfit
-from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
-from gsrlang.trace.decode import INVALID, cells_column, judgment_cell
 
-__all__ = ["NodeValues", "Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+__all__ = ["Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
 SINK_TOLERANCE = 1e-12
 
@@ -59,7 +57,7 @@ class Table:
 
     mode: str
     ids: list
-    criteria: dict  # criterion id -> Column
+    criteria: dict  # criterion id -> NodeValues
     failed: np.ndarray  # per item: the data row never became an item (no judgments)
     labels: list
     label_errors: int = 0
@@ -81,79 +79,6 @@ class Table:
         return Table(self.mode, [self.ids[i] for i in index], crit, self.failed[index],
                      [self.labels[i] for i in index], self.label_errors)
 
-    @classmethod
-    def from_cells(cls, program: CheckedProgram, mode: str, entries: Iterable[tuple]) -> "Table":
-        """From (id, label, {criterion id: [(status, value) per candidate]} or None for a failed item)."""
-        m = 1 if mode == "pointwise" else 2
-        crit_nodes = program.criteria
-        cells: dict = {n.id: [] for n in crit_nodes}
-        ids, labels, failed = [], [], []
-        for item_id, label, judged in entries:
-            ids.append(item_id)
-            labels.append(label)
-            failed.append(judged is None)
-            for n in crit_nodes:
-                row = judged.get(n.id) if judged is not None else None
-                if row is None or len(row) != m:
-                    cells[n.id].extend([INVALID] * m)
-                else:
-                    cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
-        return cls(mode, ids, {n.id: cells_column(n.type, cells[n.id]) for n in crit_nodes},
-                   np.array(failed, bool), labels)
-
-    @classmethod
-    def from_trace(cls, program: CheckedProgram, path: str, program_label: str = "the program") -> "Table":
-        """The recorded criterion outputs of a trace (version 1 or 2), for `program`.
-
-        Read straight into columns (`gsrlang.execution.tracetable`), with the trace
-        module's record reader and checks. The trace's criteria must feed the program
-        (same names and types), as for `gsr replay --program`; raises ReplayError
-        otherwise, TraceError on a bad file. `recorded` is the trace's run summary.
-        """
-        from gsrlang.execution.tracetable import load_trace
-
-        mode, ids, criteria, failed, labels, label_errors, summary, skipped = load_trace(program, path,
-                                                                                        program_label)
-        return cls(mode, ids, {k: NodeValues(*arrays) for k, arrays in criteria.items()}, failed, labels, label_errors,
-                   summary, skipped)
-
-    @classmethod
-    def from_data(cls, program: CheckedProgram, data, columns, registry, mode: str, labels=None) -> "Table":
-        """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
-
-        `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
-        from gsrlang.execution.executor import all_inline, judge_item
-        from gsrlang.files.dataset import ItemError, read_items
-
-        plan = Plan(program)
-        if not all_inline(plan, registry):
-            raise ValueError("columnar evaluation from data needs criteria that only read the data "
-                             "(human(), rule.*): record a trace with `gsr run --trace` for the others")
-        errors = 0
-        need = 1 if mode == "pointwise" else 2
-
-        async def go():
-            nonlocal errors
-            out = []
-            for entry in read_items(data, columns):
-                if isinstance(entry, ItemError):
-                    out.append((entry.id, None, None))
-                    continue
-                label, problem = labels(entry) if labels else (None, None)
-                errors += problem is not None
-                if len(entry.candidates) != need:
-                    out.append((entry.id, label, None))
-                    continue
-                judged = await judge_item(plan, entry, registry)
-                out.append((entry.id, label, {k: [(j.status, ABSTAIN if j.status == "abstained" else j.value)
-                                                  for j in v] for k, v in judged.items()}))
-            await registry.aclose()
-            return out
-
-        table = cls.from_cells(program, mode, asyncio.run(go()))
-        table.label_errors = errors
-        return table
-
 
 # ---- evaluation ----------------------------------------------------------------------------------------------------
 @attrs.frozen
@@ -161,7 +86,7 @@ class Evaluation:
     """The outcome over N items: per node columns, the sink, each item's status and native result."""
 
     mode: str
-    nodes: dict  # node id -> Column
+    nodes: dict  # node id -> NodeValues
     sink: np.ndarray  # (N, m) the sink's Score per candidate (0 where invalid)
     ok: np.ndarray  # per item: has a valid result
     failed: np.ndarray  # per item: the data row never became an item
