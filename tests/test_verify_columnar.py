@@ -57,19 +57,25 @@ def altered(path: Path, tmp_path: Path, alter, picks) -> tuple:
     return program, trace, chosen
 
 
-def assert_same_report(program, trace: Path) -> None:
+def assert_same_report(program, trace: Path, may_refuse: bool = False) -> None:
     """Same summary fields and the same results file (`--out`), byte for byte, or the same refusal (a record
-    whose parts do not fit each other)."""
+    whose parts do not fit each other: the column path refuses the whole trace, None, and the item path says
+    what is wrong). `may_refuse`: the trace holds records the columns cannot take (`REFUSED`)."""
     fast_out, slow_out = trace.with_name("fast.jsonl"), trace.with_name("slow.jsonl")
     try:
         slow = replay_file(str(trace), program, True, ReplayConfig(out=str(slow_out)))
     except ReplayError as exc:
-        with pytest.raises(ReplayError) as fast:
-            verify_columnar(str(trace), program, out=str(fast_out))
-        assert str(fast.value) == str(exc)
+        try:
+            fast = verify_columnar(str(trace), program, out=str(fast_out))
+        except ReplayError as error:
+            assert str(error) == str(exc)
+        else:
+            assert fast is None and not fast_out.exists()
         return
     fast = verify_columnar(str(trace), program, out=str(fast_out))
-    assert fast is not None
+    if fast is None:
+        assert may_refuse and not fast_out.exists()
+        return
     for field in FIELDS:
         assert getattr(fast, field) == getattr(slow, field), field
     assert fast_out.read_bytes() == slow_out.read_bytes()
@@ -212,6 +218,9 @@ def _reordered_result(rec, m):
     rec["result"] = dict(reversed(r.items()))
 
 
+# the records that the columns cannot take: a trace holding one is verified item by item, as a whole
+REFUSED = {_candidates, _item_not_a_dict, _short_output, _judgments_missing, _judgment_not_a_dict}
+
 ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
                _abstained, _unsettled, _failed, _duplicate, _candidates, _extra_key, _label_error,
                _empty_label_error, _no_item_line, _item_not_a_dict, _short_output, _judgments_missing,
@@ -222,7 +231,7 @@ ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_
 @pytest.mark.parametrize("path", _examples_without_a_model()[:4], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_altered_traces_give_the_same_report(path, alter, tmp_path):
     program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
-    assert_same_report(program, trace)
+    assert_same_report(program, trace, alter in REFUSED)
     if alter in (_node_bit, _int_output, _sink, _result_id, _no_reason):
         assert verify_columnar(str(trace), program).differences == 3
 
@@ -262,7 +271,7 @@ def test_any_mix_of_alterations_gives_the_same_report(changes, which, tmp_path_f
     tmp = tmp_path_factory.mktemp("mix")
     program, trace = _recorded(path, tmp)
     alter_records(trace, default_mode(program), changes)
-    assert_same_report(program, trace)
+    assert_same_report(program, trace, any(alter in REFUSED for alter, _ in changes))
 
 
 def alter_records(trace: Path, mode: str, changes) -> None:
@@ -384,4 +393,59 @@ def test_a_trace_verified_a_few_items_at_a_time_gives_the_same_report(chunk, alt
     monkeypatch.setattr(verify, "CHUNK", chunk)
     path = _examples_without_a_model()[0]
     program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
+    assert_same_report(program, trace)
+
+
+SETTLING = """
+rubric settling "Invalid judgments: some settled by a fired cap, others leave the item invalid"
+task pointwise { scale = 1..5  quantize = round }
+criterion quality: Score[1..3] = human(field: "quality")
+criterion polite: Bool? = human(field: "polite")
+criterion long: Bool = rule.word_count(above: 4)
+node body = weighted_mean(items: [scale(quality), normalize(default(polite, value: false))], weights: [0.8, 0.2])
+node capped = cap(base: body, trigger: long, at: 0.0)
+sink capped
+"""
+
+
+def test_no_item_is_replayed_item_by_item(tmp_path, monkeypatch):
+    """Recorded invalid items (invalid judgments, unsettled values), items settled over an invalid judgment,
+    failed rows and items whose recorded values differ are all decided from the columns: the item path is
+    never asked to replay one, and the report and results file are still its own."""
+    import gsrlang.execution.replay as replay
+    from gsrlang.lang.check.driver import analyze
+
+    source = tmp_path / "settling.gsr"
+    source.write_text(SETTLING, encoding="utf-8")
+    program = analyze(SETTLING, path=str(source)).program
+    qualities = [2.5, 7, "x", None, 1.5, 3, 7, None, 2.0, 1.0, 2.25, "y"]
+    with (tmp_path / "items.jsonl").open("w", encoding="utf-8") as f:
+        for k, q in enumerate(qualities):
+            words = "a b c d e f" if k % 3 == 0 else "a b"
+            f.write(json.dumps({"id": f"q{k}", "input": "?", "response": words, "quality": q,
+                                "polite": [True, None, False][k % 3], "label": 1 + k % 5}) + "\n")
+        f.write("not json\n")  # a failed row
+    trace = tmp_path / "t.jsonl"
+    run_file(program, tmp_path / "items.jsonl", ColumnMap(label_field="label"), default_registry(), "pointwise",
+             RunConfig(trace=str(trace)))
+    alter_records(trace, "pointwise", [(_node_bit, 0), (_sink, 4), (_score, 5), (_label_error, 8),
+                                       (_invalid_judgment, 9), (_negative_zero, 10)])
+    replayed = []
+
+    def counted(name):
+        item_path = getattr(replay, name)
+
+        def count(plan, records, *rest):
+            records = list(records) if name == "replay_records" else records
+            replayed.append(name)
+            return item_path(plan, records, *rest)
+        return count
+
+    slow = replay_file(str(trace), program, True)
+    assert slow.invalid and slow.failed and slow.differences and slow.ok
+    for name in ("replay_records", "rebuild"):
+        monkeypatch.setattr(replay, name, counted(name))
+    assert verify_columnar(str(trace), program) is not None
+    assert replayed == []
+    monkeypatch.undo()
     assert_same_report(program, trace)

@@ -33,8 +33,8 @@ from gsrlang.trace.read import logical_record
 from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
 from gsrlang.trace.write import node_static
 
-__all__ = ["Difference", "ReplayError", "carried", "compatibility_problems", "first_difference", "rebuild",
-           "replay_records", "replay_records_each", "same"]
+__all__ = ["Difference", "ReplayError", "carried", "carried_run", "compatibility_problems", "first_difference",
+           "rebuild", "replay_records", "replay_records_each", "same", "stored_difference"]
 
 
 class ReplayError(Exception):
@@ -127,7 +127,7 @@ def unused_criteria(program: CheckedProgram, record: dict) -> list[str]:
 
 
 # ---- recomputation -----------------------------------------------------------------------------------------------
-def _failed(record: dict) -> ItemRun:
+def carried_run(record: dict) -> ItemRun:
     """A record with no nodes, carried over: a failed row, or (per-item programs) an item run under no program."""
     item, result = record.get("item") or {}, record.get("result") or {}
     status = "invalid" if record.get("status") == "invalid" else "failed"
@@ -146,7 +146,7 @@ def rebuild(plan: Plan, record) -> ItemRun:
     if type(record) is Stored:
         return _rebuild_stored(plan, record)
     if record.get("status") == "failed" or not record.get("nodes"):
-        return _failed(record)  # nothing to recompute
+        return carried_run(record)  # nothing to recompute
     item = record["item"]
     by_id = {n["id"]: n for n in record["nodes"]}
 
@@ -222,7 +222,7 @@ def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
     rec = stored.rec
     out = rec.get("out")
     if rec.get("status") == "failed" or out is None or not stored.header["nodes"]:
-        return _failed(stored.logical())
+        return carried_run(stored.logical())
     item = rec["item"]
     positions = stored.positions()
     marks = rec.get("j") or {}
@@ -236,7 +236,7 @@ def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
     return _recompute(plan, rec.get("mode"), item, rec.get("result") or {}, recorded)
 
 
-def _stored_difference(static: list[dict], getters: list, line: int, stored: Stored, run: ItemRun,
+def stored_difference(static: list[dict], getters: list, line: int, stored: Stored, run: ItemRun,
                        result: dict) -> Difference | None:
     """`first_difference` for a version 2 record: the header's structure (once per header), then every
     node's values and unsettled flags, then the result line (the readout is implied by it)."""
@@ -420,7 +420,7 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
         if not verify:
             difference = None
         elif type(record) is Stored:
-            difference = _stored_difference(static, getters, line, record, run, result)
+            difference = stored_difference(static, getters, line, record, run, result)
         else:
             difference = first_difference(plan, static, line, record, run, result, getters)
         yield line, record, run, result, difference
@@ -442,7 +442,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
         header = record.get("program") or {}
         source = {"name": header.get("name"), "hash": header.get("hash"), "path": header.get("path")}
         if carried(record):
-            run = _failed(record)
+            run = carried_run(record)
             static = NotRun(header.get("path"), header.get("index"), header.get("name"), header.get("hash"))
             result = result_line(run, None, source)
             difference = first_difference(None, [], line, record, run, result)  # the result line only

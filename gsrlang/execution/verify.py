@@ -4,23 +4,30 @@ The item-at-a-time replay (`gsrlang.execution.replay`) recomputes every item wit
 interpreter and compares it with its record: exact, and about 80 us an item. This
 path reads the version 2 trace once, keeping per node one flat list of its recorded
 outputs and per item its result line, evaluates the whole trace with the columnar
-evaluator in exact mode (every node column equal to the interpreter's bit for bit),
-and compares recorded and recomputed values a column at a time, types included
-(1 is not 1.0). Every item that is not plainly reproduced goes through the
-item-at-a-time replay, which decides it and describes the difference:
+evaluator in exact mode (every node column equal to the interpreter's bit for bit,
+items with an invalid row settled in one batch), and compares recorded and recomputed
+values a column at a time, types included (1 is not 1.0). An item that is plainly
+reproduced is counted and written from its record. Every other one is decided from
+the evaluation, never replayed (`_Decide`): it gets the run the item path would
+recompute (each node's value, unsettled where the batch settle left it so; its status;
+the reason of an invalid one from the causes settling found, as `executor.reason_of`
+words it; its readout), and from that run its result line (`result_line`), its first
+difference (`replay.stored_difference`, the item path's own comparison) and its
+counts. That covers:
 
-- a record it cannot take in a column (a failed row, unsettled values `u`, outputs
-  of the wrong shape, another mode, candidates that repeat, a result line of
-  another shape);
 - an item with an invalid row in any node column (an invalid or skipped judgment,
-  a failed operator: settling decides those), or without a valid result;
-- an item with any recorded output, score, raw score, sink or winner that differs
-  from the recomputed one.
+  a failed operator), recorded invalid or not, settled or not, with `u` flags or not;
+- an item with any recorded output, score, raw score, sink, winner or result field
+  that differs from the recomputed one (or a -0.0 that `--out` writes as 0.0);
+- a failed row (no outputs), carried over as the item path carries it.
 
-So the report (counts, first difference, the difference count) is the
-item-at-a-time replay's. Traces this path does not take at all (version 1 records,
-a header of another program or structure, a malformed record) return None, and
-the caller replays them item by item, which reports them as it always did.
+What remains is decided for the whole trace, never per row: a record the columns
+cannot take (outputs of the wrong shape, missing or malformed judgments, an item that
+is not an object, candidates that repeat, another mode) makes `verify_columnar` return
+None, as do version 1 records, a header of another program or structure and a
+malformed record; the caller then replays the trace item by item, which reports it as
+it always did. So the report (counts, first difference, the difference count) and the
+results file are the item-at-a-time replay's.
 """
 
 from __future__ import annotations
@@ -35,15 +42,19 @@ from operator import eq, is_, itemgetter, ne
 import attrs
 import numpy as np
 
+from gsrlang.execution.executor import ItemRun, check_judgment, from_possibles, reason_of
+from gsrlang.execution.replay import Stored, carried_run, stored_difference, structure_getters
 from gsrlang.execution.runs import RunSummary
 from gsrlang.execution.tracetable import Criterion
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
-from gsrlang.trace.decode import SPECIAL, json_column
+from gsrlang.semantics.kernels import decode
+from gsrlang.semantics.readout import ReadoutResult, as_read
+from gsrlang.trace.decode import SPECIAL, json_column, recorded_judgment
 from gsrlang.trace.jsonio import loads
 from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import MALFORMED, TraceError, is_summary
+from gsrlang.trace.schema import MALFORMED, TraceError, is_summary, result_line
 from gsrlang.trace.write import node_static
 
 __all__ = ["replay_item", "verify_columnar"]
@@ -61,8 +72,9 @@ class ReadTrace:
     item (id, line, candidates); `results`: per item its result's (id, line, label, sink, score, raw, scale)
     or (id, line, label, sink, winner); `flats`: per node its recorded outputs, flat (m per item); `crits`:
     the criteria (`Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
-    records a column cannot take; `label_errors`: {item: label error}; `records`: per item (line, header, the
-    bytes of its line), for the items replayed item by item."""
+    records a column cannot take; `loose`: the items in the columns whose record is not a plain ok one (its
+    status, `u` flags or result line); `label_errors`: {item: label error}; `records`: per item (line, header, the
+    bytes of its line), for the items decided from the columns (`_Decide`)."""
 
     mode: str
     m: int
@@ -72,6 +84,7 @@ class ReadTrace:
     flats: list
     crits: dict
     odd: dict
+    loose: list
     label_errors: dict
     records: list
 
@@ -104,10 +117,13 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
     spool = tempfile.TemporaryFile("w+", encoding="utf-8") if out is not None else None
     try:
         reader = _Reader(trace_path, program, plan, static)
-        for read in reader.chunks(CHUNK):
-            if summary is None:
-                summary = RunSummary(program.name, program.content_hash, read.mode)
-            _verify_chunk(trace_path, program, program_label, plan, static, read, summary, spool)
+        try:
+            for read in reader.chunks(CHUNK):
+                if summary is None:
+                    summary = RunSummary(program.name, program.content_hash, read.mode)
+                _verify_chunk(program, plan, static, read, summary, spool)
+        except Refused:
+            return None
         if reader.refused or summary is None:
             return None
         summary.recorded = reader.recorded
@@ -130,8 +146,8 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
             spool.close()
 
 
-def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, plan: Plan, static: list, read: tuple,
-                  summary: RunSummary, spool) -> None:
+def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadTrace, summary: RunSummary,
+                  spool) -> None:
     """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
     writing their result lines to `spool` (None: no `--out`)."""
     mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
@@ -141,8 +157,11 @@ def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, 
     iid, iline, cands = map(list, zip(*items))
     rid, rline, labels, sinks, *readout = map(list, zip(*results))
     suspect = np.zeros(n, bool)
+    failed = np.zeros(n, bool)
     if odd:
-        suspect[list(odd)] = True
+        failed[list(odd)] = True
+    suspect[read.loose] = True
+    suspect |= failed
     suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
 
     # evaluate: the criteria's columns from their recorded outputs and judgment statuses
@@ -157,8 +176,9 @@ def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, 
         i = positions[cid]
         crit.values = flats[i]
         values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
-        columns[cid] = NodeValues(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
-    table = Table(mode, [None] * n, columns, np.zeros(n, bool), [None] * n)
+        values = values + 0.0 if values.dtype == np.float64 else values.copy()  # -0.0 is read as 0.0
+        columns[cid] = NodeValues(*crit.column(rows, [], m, (values, null, bad.copy())))
+    table = Table(mode, [None] * n, columns, failed, [None] * n)
     evaluation = Evaluator(program).run(table)
     suspect |= ~evaluation.ok
 
@@ -168,10 +188,95 @@ def _verify_chunk(trace_path: str, program: CheckedProgram, program_label: str, 
         bad = col.invalid | _differs(node.type, flats[i], col, rows, types[i], decoded[i])
         suspect |= bad.reshape(-1, m).any(axis=1)
     suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, spool is not None)
-    slow = _summarize(plan, program_label, records, iid, labels, label_errors, readout[0], suspect, m,
-                      summary)
+    todo = np.flatnonzero(suspect)
+    decided = dict(zip(todo.tolist(), _Decide(plan, static, read, evaluation).items(todo)))
+    _summarize(plan, iid, labels, label_errors, readout[0], decided, m, summary)
     if spool is not None:
-        _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, slow)
+        _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, decided)
+
+
+class Refused(Exception):
+    """The trace holds a record that the columns cannot decide: it is verified item by item, as a whole."""
+
+
+class _Decide:
+    """The items of a chunk that are not plainly reproduced, decided from the evaluation's columns (no item is
+    replayed): each gets the run the item path would recompute for it (`run`: its node values, settled where
+    the batch settle settled them, its status, reason and readout), so that its result line (`result_line`),
+    its first difference (`replay.stored_difference`) and its counts are the item path's."""
+
+    def __init__(self, plan: Plan, static: list, read: ReadTrace, evaluation):
+        self.plan, self.static, self.read, self.ev = plan, static, read, evaluation
+        self.getters = structure_getters(static)
+        self.m = read.m
+        todo, nodes = evaluation.settled or (np.zeros(0, np.int64), [])
+        self.settled = {int(k): p for p, k in enumerate(todo.tolist())}
+        self.settled_values = from_possibles(nodes) if nodes else []
+        self.skipped = np.zeros(len(read.lines), np.int64)
+        for crit in read.crits.values():
+            for row, status in crit.status:
+                if status == "skipped":
+                    self.skipped[row // self.m] += 1
+
+    def items(self, todo):
+        """Per item of `todo`: (trace line, record, run, result line, first difference or None, judgments made,
+        judgments skipped), as `replay_records` would give it (and `RunSummary.count` counts it)."""
+        judged = len(self.plan.criteria) * self.m
+        for k in todo.tolist():
+            line, header, rec = _record(self.read.records[k])
+            stored = Stored(header, rec)
+            try:
+                if k in self.read.odd:
+                    if rec.get("status") != "failed" and rec.get("out") is not None:
+                        raise Refused
+                    run, made, skipped = carried_run(stored.logical()), 0, 0
+                else:
+                    run = self.run(k, rec, stored)
+                    skipped = int(self.skipped[k])
+                    made = judged - skipped
+                result = result_line(run, self.plan.program)
+                difference = stored_difference(self.static, self.getters, line, stored, run, result)
+            except MALFORMED:
+                raise Refused from None
+            yield line, rec, run, result, difference, made, skipped
+
+    def run(self, k: int, rec: dict, stored: Stored) -> ItemRun:
+        plan, ev, m = self.plan, self.ev, self.m
+        item, result = rec["item"], rec.get("result") or {}
+        candidates = tuple(item["candidates"])
+        if len(set(candidates)) != m or not all(type(c) is str for c in candidates):
+            raise Refused  # the item path's readout refuses candidates that repeat
+        p = self.settled.get(k)
+        if p is not None:
+            values = tuple(v[p * m:p * m + m] for v in self.settled_values)
+        else:
+            rows = slice(k * m, k * m + m)
+            values = tuple(tuple(decode(node.type, ev.nodes[node.id].values[rows], ev.nodes[node.id].abstain[rows]))
+                           for node in plan.nodes)
+        fields = (item.get("id"), item.get("line", 0), ev.mode, candidates)
+        labelled = dict(label=result.get("label"), label_error=result.get("label_error"))
+        if ev.ok[k]:
+            sink = dict(zip(candidates, ev.sink[k].tolist()))
+            if ev.mode == "pointwise":
+                ((raw, score),) = as_read(plan.program.readout.pointwise, ev.raw[k:k + 1], ev.score[k:k + 1], None)
+                readout = ReadoutResult("pointwise", "ok", sink, None, raw, score)
+            else:
+                readout = ReadoutResult("pairwise", "ok", sink, None, winner=ev.winner[k])
+            return ItemRun(*fields, "ok", None, values, readout=readout, **labelled)
+        causes = ev.causes.get(k)
+        if not causes:
+            raise Refused
+        out, marks, where = rec["out"], rec.get("j") or {}, stored.positions()
+
+        def criterion_cause(node, c, at):
+            outputs, js = out[where[node.id]] or [None] * m, marks.get(node.id) or [{}] * m
+            j, cause = check_judgment(node, recorded_judgment(js[c], outputs[c], node.type.kind == "score"), at)
+            return cause if j.status in ("invalid", "skipped") else None
+
+        reason = reason_of(plan, causes, candidates, criterion_cause)
+        if reason is None:
+            raise Refused
+        return ItemRun(*fields, "invalid", reason, values, **labelled)
 
 
 class _Reader:
@@ -186,7 +291,7 @@ class _Reader:
     def chunks(self, size: int):
         records = read_records(self.path)
         state = {"mode": None, "last": _FIRST, "headers": set()}
-        with open(self.path, "rb") as raw:  # the same lines again, kept as text for the few replayed item by item
+        with open(self.path, "rb") as raw:  # the same lines again, kept as text for the few decided one by one
             state["raw"] = _Lines(raw)
             while True:
                 try:
@@ -248,6 +353,7 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
     items: list = []
     results: list = []
     odd: dict = {}
+    loose: list = []
     label_errors: dict = {}
     kept: list = []
     text = state["raw"].line
@@ -286,17 +392,11 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             state["fixed"] = m, shape, source, fields, keys, placeholder
         k = len(lines)
         lines.append(line)
-        try:
-            r, out = rec["result"], rec["out"]
-            if rec["status"] != "ok" or rec["mode"] != mode or "u" in rec or len(out) != n_nodes \
-                    or list(map(len, out)) != shape or r["status"] != "ok" or r["mode"] != mode \
-                    or r["program"] != source or r["reason"] is not None:
+        try:  # the parts the columns are made of: outputs of the program's shape, the criteria's judgments
+            out = rec["out"]
+            if rec["status"] == "failed" or rec["mode"] != mode or len(out) != n_nodes \
+                    or list(map(len, out)) != shape or len(rec["item"]["candidates"]) != m:
                 raise TypeError
-            entry = item_fields(rec["item"]), fields(r)  # with the four above, every key it must have
-            if len(r) != keys:
-                if len(r) != keys + 1 or not r["label_error"]:
-                    raise TypeError
-                label_errors[k] = r["label_error"]
             # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
             js = rec["j"]
             if js.keys() != cids:
@@ -315,6 +415,20 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             odd[k] = (line, header, rec)
             entry = placeholder
             out = [[None] * m] * n_nodes
+        else:
+            try:  # a plain record: what its result line must hold to be written again as it is
+                r = rec["result"]
+                entry = item_fields(rec["item"]), fields(r)  # with the five below, every key it must have
+                if rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
+                        or r["program"] != source or r["reason"] is not None:
+                    raise TypeError
+                if len(r) != keys:
+                    if len(r) != keys + 1 or not r["label_error"]:
+                        raise TypeError
+                    label_errors[k] = r["label_error"]
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+                loose.append(k)  # in the columns, but its result line is compared and written from them
+                entry = placeholder
         for _ in map(list.extend, flats, out):
             pass
         items.append(entry[0])
@@ -322,7 +436,7 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
         kept.append((line, header, text(line)))
         if len(lines) == size:
             break
-    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, label_errors, kept)
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, kept)
 
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:
@@ -432,17 +546,11 @@ def negative_zeros(values: np.ndarray) -> np.ndarray:
     return (values == 0) & np.signbit(values)
 
 
-def _summarize(plan, program_label, records, ids, labels, label_errors, preds, suspect, m, summary):
-    """Count a chunk's items into `summary` as `replay_file` does: suspect items replayed item by item, in trace
-    order, the others counted as reproduced. Returns {item: replayed} of the suspect ones."""
-    from gsrlang.execution.replay import Stored, replay_records
-
-    todo = np.flatnonzero(suspect)
-    picked = (_record(records[k]) for k in todo)
-    replayed = replay_records(plan, ((line, Stored(header, rec)) for line, header, rec in picked), True, program_label)
-    slow = {int(k): r for k, r in zip(todo, replayed)}
+def _summarize(plan, ids, labels, label_errors, preds, decided: dict, m, summary):
+    """Count a chunk's items into `summary` as `replay_file` does, in trace order: the items `decided` from the
+    columns ({item: what `_Decide.items` gives}) as their runs say, the others as reproduced."""
     judged = len(plan.criteria) * m
-    distinct = set(ids) if not slow else ()
+    distinct = set(ids) if not decided else ()
     if len(distinct) == len(ids) and summary.count_distinct_ids(distinct):  # all reproduced, no id twice
         summary.items += len(ids)
         summary.ok += len(ids)
@@ -456,16 +564,17 @@ def _summarize(plan, program_label, records, ids, labels, label_errors, preds, s
             summary.preds.extend(preds)
         summary.golds.extend(golds)
         summary.labelled += len(golds)
-        return slow
+        return
     for k, item_id in enumerate(ids):
-        got = slow.get(k)
+        got = decided.get(k)
         if got is not None:
-            _, _, run, line, difference = got
+            _, _, run, line, difference, made, skipped = got
             summary.count(run, line, True)
+            summary.judgments += made
+            summary.skipped += skipped
             summary.count_difference(difference)
             continue
         count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
-    return slow
 
 
 def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int,
@@ -489,11 +598,11 @@ def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, ju
 
 
 def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,
-                   readout, slow: dict) -> None:
-    """`--out`: a chunk's result lines, in trace order, as `replay_file` writes them. An item replayed item by
-    item gets that replay's line; the line of any other is its recorded one, equal to the recomputed line value
-    for value and type for type (floats bit for bit: -0.0 went item by item), so it is built from the recorded
-    values in the order `result_line` writes its keys."""
+                   readout, decided: dict) -> None:
+    """`--out`: a chunk's result lines, in trace order, as `replay_file` writes them. An item decided from the
+    columns (`_Decide`) gets the line of its run; the line of any other is its recorded one, equal to the
+    recomputed line value for value and type for type (floats bit for bit: a -0.0 is decided from the
+    columns), so it is built from the recorded values in the order `result_line` writes its keys."""
     from gsrlang.trace.schema import dumps, ok_line
 
     source = {"name": program.name, "hash": program.content_hash}
@@ -501,7 +610,7 @@ def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands
     scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
     write = handle.write
     for k, item_id in enumerate(ids):
-        got = slow.get(k)
+        got = decided.get(k)
         if got is not None:
             write(dumps(got[3]) + "\n")
             continue

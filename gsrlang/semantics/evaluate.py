@@ -97,6 +97,9 @@ class Evaluation:
     # text) where the text is "" for a criterion (its judgment's reason is in the trace, not the table) and
     # ": <problem>" for an operator (`executor.reason_of` names the node and the candidate)
     causes: dict = attrs.field(factory=dict)
+    # the batch settle's (items, per node `Possibles` of their rows), for a consumer that needs every node's
+    # value of an item that was settled (the verifying replay compares them with the record); empty if none was
+    settled: list = attrs.field(factory=list)
 
     def predictions(self) -> list:
         """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""
@@ -225,6 +228,7 @@ class Evaluator:
         params = params or {}
         settle(plan, nodes, m, lambda *_: "",
                lambda step: step.with_params(params[step.node.id]) if params.get(step.node.id) else step.kwargs)
+        ev.settled[:] = todo, nodes
         sink = nodes[plan.sink_index]
         s = sink.values.astype(np.float64)
         with np.errstate(invalid="ignore"):
