@@ -63,10 +63,11 @@ def read_error(path: str, message: str) -> Diagnostic:
 
 
 class DiagnosticPrinter:
-    """Accumulates (sources, diagnostics) per file and prints them in the chosen format."""
+    """Accumulates (sources, diagnostics) per file and prints them in the chosen format, on standard output
+    or (`to_stderr`, for a command whose standard output is its result) standard error."""
 
-    def __init__(self, fmt: str, color: bool, version: str):
-        self.fmt, self.color, self.version = fmt, color, version
+    def __init__(self, fmt: str, color: bool, version: str, to_stderr: bool = False):
+        self.fmt, self.color, self.version, self.to_stderr = fmt, color, version, to_stderr
         self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
         self.errors = self.warnings = 0
         self.printed_files = 0
@@ -94,6 +95,10 @@ class DiagnosticPrinter:
         if self.fmt not in ("json", "sarif"):
             print(f"gsr: {path}: {message}\n{INTERNAL_HELP}", file=sys.stderr)
 
+    @property
+    def out(self):
+        return sys.stderr if self.to_stderr else sys.stdout
+
     def add(self, path: str, text: str | None, diagnostics: Sequence[Diagnostic]) -> None:
         sources = Sources(SourceText(path, text)) if text is not None else Sources(main_path=path)
         self.errors += sum(d.is_error for d in diagnostics)
@@ -102,10 +107,10 @@ class DiagnosticPrinter:
             render = {"full": lambda ds, s: render_full(ds, s, self.color), "concise": render_concise,
                       "github": render_github}[self.fmt]
             if self.fmt == "full" and self.printed_files:
-                sys.stdout.write("\n")  # a blank line between files, as between diagnostics
+                self.out.write("\n")  # a blank line between files, as between diagnostics
             self.printed_files += 1
-            sys.stdout.write(render(diagnostics, sources))
-            sys.stdout.flush()
+            self.out.write(render(diagnostics, sources))
+            self.out.flush()
         else:
             self.batches.append((sources, diagnostics))
 
@@ -121,7 +126,7 @@ class DiagnosticPrinter:
                 raise
             self.internal.append((None, f"internal error while writing the report: {type(exc).__name__}: {exc}"))
             text = render([])
-        sys.stdout.write(text)
+        self.out.write(text)
 
 
 def write_output(path: str | None, text: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -43,7 +42,7 @@ def run(args) -> int:
 
     path = args.program
     check_outputs([("PROGRAM", path)], [("-o", args.output)])
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__)
+    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
     if not Path(path).is_file():
         problem = f"no such file: `{path}`" if not Path(path).exists() else f"`{path}` is not a file"
         return _fail(printer, path, None, [read_error(path, problem)])
@@ -58,17 +57,12 @@ def run(args) -> int:
               file=sys.stderr)
         return 1
     if analysis.diagnostics:  # warnings
-        _report(printer, path, analysis.text, analysis.diagnostics)
+        printer.add(path, analysis.text, analysis.diagnostics)
     text = json.dumps(program_to_json(analysis.program), indent=2, ensure_ascii=False) + "\n"
     write_output(args.output, text)
     return 0
 
 
-def _report(printer, path, text, diagnostics) -> None:
-    with contextlib.redirect_stdout(sys.stderr):
-        printer.add(path, text, diagnostics)
-
-
 def _fail(printer, path, text, diagnostics) -> int:
-    _report(printer, path, text, diagnostics)
+    printer.add(path, text, diagnostics)
     return 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import sys
 from pathlib import Path
@@ -52,13 +51,13 @@ def run(args) -> int:
 
     if "-" in args.paths and len(args.paths) > 1:
         raise UsageError("`-` (standard input) cannot be combined with other paths")
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__)
+    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
     if args.paths == ["-"]:
         return _run_stdin(args, printer)
     changed = unchanged = failed = unsafe = 0
     for path, problem in collect_files(args.paths):
         if problem:
-            _report(printer, path, None, [read_error(path, problem)])
+            printer.add(path, None, [read_error(path, problem)])
             failed += 1
             continue
         try:
@@ -106,15 +105,15 @@ def _format_file(path: str, args, printer) -> bool | None:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        _report(printer, path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
+        printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
         return None
     text, problem = decode_source(data)
     if problem:
-        _report(printer, path, None, [problem])
+        printer.add(path, None, [problem])
         return None
     result = parse(text)
     if result.diagnostics:
-        _report(printer, path, text, result.diagnostics)
+        printer.add(path, text, result.diagnostics)
         return None
     formatted = _formatted(result.module, text, path)
     original = data.decode("utf-8")  # the file as it is (decode_source blanks out a byte-order mark)
@@ -128,7 +127,7 @@ def _format_file(path: str, args, printer) -> bool | None:
         try:
             write_atomic(path, formatted, newline="")
         except OSError as exc:
-            _report(printer, path, None, [read_error(path, f"cannot write `{path}`: {exc.strerror}")])
+            printer.add(path, None, [read_error(path, f"cannot write `{path}`: {exc.strerror}")])
             return None
     return True
 
@@ -139,11 +138,11 @@ def _run_stdin(args, printer) -> int:
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     text, problem = decode_source(data)
     if problem:
-        _report(printer, "<stdin>", None, [problem])
+        printer.add("<stdin>", None, [problem])
         return 1
     result = parse(text)
     if result.diagnostics:
-        _report(printer, "<stdin>", text, result.diagnostics)
+        printer.add("<stdin>", text, result.diagnostics)
         return 1
     try:
         formatted = _formatted(result.module, text, "<stdin>")
@@ -154,11 +153,6 @@ def _run_stdin(args, printer) -> int:
     elif not args.check:
         sys.stdout.write(formatted)
     return 1 if args.check and formatted != text else 0
-
-
-def _report(printer: DiagnosticPrinter, path: str, text, diagnostics) -> None:
-    with contextlib.redirect_stdout(sys.stderr):
-        printer.add(path, text, diagnostics)
 
 
 def _diff(before: str, after: str, path: str) -> str:

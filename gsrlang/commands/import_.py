@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -69,10 +68,9 @@ def run(args) -> int:
         return 1
     shown = args.output or (Path(name).stem + ".gsr" if args.document != "-" else "<generated>.gsr")
     analysis = analyze(source, None)
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__)
+    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
     if analysis.diagnostics:
-        with contextlib.redirect_stdout(sys.stderr):
-            printer.add(shown, source, analysis.diagnostics)
+        printer.add(shown, source, analysis.diagnostics)
     if analysis.program is None:
         print(f"gsr import: the program in `{name}` does not check (diagnostics above are against the "
               "generated source)", file=sys.stderr)

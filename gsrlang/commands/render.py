@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -71,10 +70,10 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"cannot read `{args.program}`: {exc.strerror}") from exc
     if analysis.program is None:
-        printer = DiagnosticPrinter(args.format, use_color(args.color, sys.stderr), __version__)
-        with contextlib.redirect_stdout(sys.stderr):  # diagnostics never mix with DOT on stdout
-            printer.add(args.program, analysis.text, analysis.diagnostics)
-            printer.finish()
+        # diagnostics never mix with DOT on stdout
+        printer = DiagnosticPrinter(args.format, use_color(args.color, sys.stderr), __version__, to_stderr=True)
+        printer.add(args.program, analysis.text, analysis.diagnostics)
+        printer.finish()
         print(f"gsr render: `{args.program}` has errors; nothing drawn", file=sys.stderr)
         return 1
 

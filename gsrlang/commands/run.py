@@ -138,12 +138,8 @@ def load_program(path: str):
     except OSError as exc:
         raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
     if analysis.program is None:
-        printer = DiagnosticPrinter("full", use_color("auto", sys.stderr), __version__)
-        out, sys.stdout = sys.stdout, sys.stderr
-        try:
-            printer.add(path, analysis.text, analysis.errors)
-        finally:
-            sys.stdout = out
+        printer = DiagnosticPrinter("full", use_color("auto", sys.stderr), __version__, to_stderr=True)
+        printer.add(path, analysis.text, analysis.errors)
         print(f"gsr: `{path}` has {len(analysis.errors)} error{'s' if len(analysis.errors) != 1 else ''}; "
               "fix them first (`gsr check`)", file=sys.stderr)
         return None

@@ -40,6 +40,7 @@ from gsrlang.files.jsonl import (  # the one JSON Lines reader, and the limits e
 from gsrlang.files.jsonl import decode_line as _decode
 from gsrlang.files.jsonl import deeper_than as _deeper_than
 from gsrlang.files.jsonl import finite_float as _finite_float
+from gsrlang.files.jsonl import json_type as _kind
 from gsrlang.files.jsonl import number_problem as _number_problem
 from gsrlang.files.jsonl import physical_lines as _physical_lines
 from gsrlang.files.jsonl import too_long as _too_long
@@ -222,23 +223,6 @@ class ColumnMap:
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def _kind(value: object) -> str:
-    """The JSON name of a value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__
 
 
 def _list_keys(mapping: Mapping) -> str:

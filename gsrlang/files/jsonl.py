@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
 
@@ -25,14 +26,25 @@ try:  # pragma: no cover - which branch runs depends on the install
 except ImportError:  # pragma: no cover
     orjson = None
 
-__all__ = ["MAX_ROW_BYTES", "MAX_ROW_DEPTH", "describe_json_error", "jsonl_lines", "parse_json", "read_jsonl"]
+__all__ = ["MAX_ROW_BYTES", "MAX_ROW_DEPTH", "describe_json_error", "json_type", "jsonl_lines", "parse_json",
+           "read_jsonl"]
 
 #: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
 MAX_ROW_BYTES = 64 * 2**20
 #: Arrays and objects nested deeper than this in one row make it a failed row (no rubric reads so deep).
 MAX_ROW_DEPTH = 100
 
-_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+_JSON_TYPES = ((type(None), "null"), (bool, "boolean"), ((int, float), "number"), (str, "string"),
+               (Mapping, "object"), ((list, tuple), "array"))
+
+
+def json_type(value: object, article: bool = True) -> str:
+    """The JSON name of a value's type, for messages: `an object`, `a number`, `null` (`object` without the
+    article); a value JSON has no name for gives its Python type's."""
+    for types, name in _JSON_TYPES:
+        if isinstance(value, types):
+            return name if not article or name == "null" else f"{'an' if name[0] in 'ao' else 'a'} {name}"
+    return type(value).__name__
 
 
 def decode_line(raw: bytes, line: int) -> tuple[str, str | None]:
@@ -186,8 +198,7 @@ def read_jsonl(path: str | Path, error: type[Exception] = ValueError, what: str 
             if problem is not None:
                 raise error(f"{path}: line {line}: {problem}")
             if not isinstance(value, dict):
-                raise error(f"{path}: line {line}: expected {what}, got a JSON "
-                            f"{_JSON_TYPES.get(type(value), 'value')}")
+                raise error(f"{path}: line {line}: expected {what}, got a JSON {json_type(value, article=False)}")
             yield line, value
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None

@@ -32,6 +32,7 @@ import math
 import re
 from typing import Any
 
+from gsrlang.files.jsonl import json_type as _jtype
 from gsrlang.lang.catalog import REQUIRED, Catalog, default_catalog
 from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.program import JSON_FORMAT_VERSION, CheckedProgram, json_value
@@ -145,22 +146,6 @@ def _is_number(v) -> bool:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _jtype(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if _is_number(v):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
 
 
 def _at(path: str, key) -> str:

@@ -11,6 +11,7 @@ are the ones its command line named (the program, the judgment cache, the trace)
 
 from __future__ import annotations
 
+import functools
 import hmac
 import math
 import time
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from gsrlang.files.jsonl import json_type
 from gsrlang.serve.group import NORMALIZE, normalize, round_robin, win_rates
 
 __all__ = ["Options", "RequestError", "build_app"]
@@ -52,9 +54,7 @@ class RequestError(Exception):
 
 
 # ---- reading requests --------------------------------------------------------------------------------------
-def _type_name(v) -> str:
-    return "null" if v is None else {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
-        type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
+_type_name = functools.partial(json_type, article=False)  # `got object`
 
 
 def text_field(value, field: str, *, completion: bool, optional: bool = False) -> str | None:
