@@ -91,6 +91,7 @@ async def _throughput(base_url: str, items: int, concurrency: int) -> tuple[floa
     from gsrlang.judges.llm.judge import LLMJudge
     from gsrlang.judges.registry import default_registry
     from gsrlang.execution.executor import run_items
+    from gsrlang.execution.planner import CallLimit
 
     prog = program(HELPSTEER)
     settings = JudgeSettings(default=JudgeConfig(model="bench", base_url=base_url, concurrency=concurrency,
@@ -101,7 +102,7 @@ async def _throughput(base_url: str, items: int, concurrency: int) -> tuple[floa
               for i in range(items))
     t0 = time.perf_counter()
     n = 0
-    async for run in run_items(prog, stream, registry, "pointwise", concurrency=concurrency):
+    async for run in run_items(prog, stream, registry, "pointwise", CallLimit(concurrency)):
         n += run.status == "ok"
     elapsed = time.perf_counter() - t0
     usage = judge.usage()

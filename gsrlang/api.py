@@ -115,9 +115,10 @@ class Judges:
     `temperature`, `concurrency`, `seed`, ...), then the environment (GSR_MODEL, OPENAI_BASE_URL,
     OPENAI_API_KEY), then the nearest gsr.toml, exactly as `gsr run` builds it; `llm=` gives your own.
     `cache`: the judgment cache file (SQLite), or None for none (the default, unlike `gsr run`).
-    `concurrency`: judge calls in flight across a batch (default 8), this object's limiter (the executor's
-    semaphore, as in `gsr run`); given, it is also the model judge's `concurrency` setting, which would
-    otherwise stay at gsr.toml's or 8 (see gsrlang.judges.llm.judge.LLMJudge for what each bound is).
+    `concurrency`: judge calls in flight across every call on these judges (default 8), their one
+    `CallLimit` (gsrlang.execution.planner), held around each judge call as in `gsr run`; given, it is
+    also the model judge's `concurrency` setting, which would otherwise stay at gsr.toml's or 8 (see
+    gsrlang.judges.llm.judge.LLMJudge for what each bound is).
     """
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, *,
@@ -133,7 +134,7 @@ class Judges:
         self._registry = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._limiter: asyncio.Semaphore | None = None
+        self._limit = None  # the CallLimit of the judges' loop, made with it
         self._lock = threading.Lock()
         self._checked: set[str] = set()
 
@@ -191,7 +192,9 @@ class Judges:
 
                 def serve():
                     asyncio.set_event_loop(loop)
-                    self._limiter = asyncio.Semaphore(self.concurrency)
+                    from gsrlang.execution.planner import CallLimit
+
+                    self._limit = CallLimit(self.concurrency)
                     ready.set()
                     loop.run_forever()
 
@@ -202,16 +205,16 @@ class Judges:
             return self._loop
 
     def run(self, coro_fn):
-        """Run `coro_fn(limiter)` on the judges' loop and wait for it (from synchronous code)."""
+        """Run `coro_fn(limit)` on the judges' loop and wait for it (from synchronous code)."""
         loop = self._start()
         if _running_loop() is loop:
             raise RuntimeError("Judges.run called from a judge: await the coroutine instead")
-        return asyncio.run_coroutine_threadsafe(coro_fn(self._limiter), loop).result()
+        return asyncio.run_coroutine_threadsafe(coro_fn(self._limit), loop).result()
 
     async def arun(self, coro_fn):
-        """Run `coro_fn(limiter)` on the judges' loop and await it from any event loop."""
+        """Run `coro_fn(limit)` on the judges' loop and await it from any event loop."""
         loop = self._start()
-        future = asyncio.run_coroutine_threadsafe(coro_fn(self._limiter), loop)
+        future = asyncio.run_coroutine_threadsafe(coro_fn(self._limit), loop)
         return await asyncio.wrap_future(future)
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from gsrlang.execution.executor import execute, run_items
+from gsrlang.execution.planner import CallLimit
 from gsrlang.files.dataset import Candidate, Item, ItemError
 from gsrlang.judges.registry import JudgeRegistry, default_registry
 from gsrlang.lang.check.driver import analyze
@@ -163,7 +164,7 @@ async def test_run_items_keeps_input_order_and_bounds_concurrency():
         items.append(item({}, "a", "b", item_id=str(k)))
         if k % 17 == 0:
             items.append(ItemError(None, 1000 + k, f"line {1000 + k}: truncated JSON"))
-    runs = [r async for r in run_items(program(LLM), items, default_registry(judge), concurrency=4)]
+    runs = [r async for r in run_items(program(LLM), items, default_registry(judge), None, CallLimit(4))]
     assert len(runs) == len(items)
     ids = [r.id for r in runs if r.status != "failed"]
     assert ids == [str(k) for k in range(60)]
@@ -173,7 +174,7 @@ async def test_run_items_keeps_input_order_and_bounds_concurrency():
 
 async def test_run_items_with_inline_judges():
     items = [item({"natural": 1 + k % 3, "relevant": 2}, item_id=str(k)) for k in range(30)]
-    runs = [r async for r in run_items(program(POINTWISE), items, default_registry())]
+    runs = [r async for r in run_items(program(POINTWISE), items, default_registry(), None, CallLimit(8))]
     assert [r.id for r in runs] == [str(k) for k in range(30)]
     assert all(r.status == "ok" for r in runs)
 

@@ -287,11 +287,15 @@ async def test_a_failed_call_is_an_invalid_judgment_not_a_crash(server):
 
 async def test_a_judge_that_fails_every_call_is_stopped_and_reported(server):
     server.require_key = "sk-some-other-key"  # every call: 401
+    from gsrlang.execution.executor import call_judge
+    from gsrlang.execution.planner import CallLimit
+
     judge = make_judge(server)
-    results = await asyncio.gather(*(judge.judge(node("clear"), item(f"t{i}", id=str(i)), Candidate("A", f"t{i}"))
-                                     for i in range(30)))
+    limit = CallLimit(judge.settings.default.concurrency)  # the run's one bound, as the executor holds it
+    results = await asyncio.gather(*(call_judge(judge, node("clear"), item(f"t{i}", id=str(i)),
+                                                Candidate("A", f"t{i}"), limit) for i in range(30)))
     assert all(r.status == "invalid" for r in results)
-    assert len(server.requests) < 30  # stopped after the 401s instead of sending every call
+    assert len(server.requests) < 30  # the calls still queued fail at once, uncalled, after the 401s
     report = "\n".join(judge.report())
     assert "EVERY call failed" in report and "stopped calling it" in report and "check the API key" in report
     assert judge.failed_every_call

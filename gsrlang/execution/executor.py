@@ -2,12 +2,13 @@
 
 `execute(program, item, registry)` evaluates one item:
 
-1. the criteria are judged, concurrently (judge calls are bounded by a semaphore
-   shared by the whole run; judges marked `inline`, which do no I/O, are simply
-   awaited in turn). With short-circuit judging (the default) this happens in
-   rounds, cheap judges and gate triggers first, and a judgment that can no longer
-   change the result line is not asked for but recorded as `skipped` with the reason
-   (`judge_lazily`); `short_circuit=False` judges everything;
+1. the criteria are judged, concurrently (judge calls are bounded by the run's one
+   `CallLimit`, gsrlang.execution.planner, held around each call; judges marked
+   `inline`, which do no I/O, are simply awaited in turn). With short-circuit judging
+   (the default) this happens in rounds, cheap judges and gate triggers first, and a
+   judgment that can no longer change the result line is not asked for but recorded
+   as `skipped` with the reason (`judge_lazily`); `short_circuit=False` judges
+   everything;
 2. every judgment is checked against its criterion's declared type (an answer that
    does not fit, or an abstention where the type has no `?`, makes it invalid);
 3. the operators run in the program's topological order (`Plan.compose`),
@@ -37,6 +38,7 @@ from typing import AsyncIterator, Callable, Iterable, Sequence
 import attrs
 import numpy as np
 
+from gsrlang.execution.planner import CallLimit
 from gsrlang.files.dataset import Item, ItemError
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import CompositionError, Plan
@@ -264,7 +266,7 @@ def moot_reason(plan: Plan, blocker) -> str:
     return f"moot: {node.op} `{node.id}` is {shown} whatever it is"
 
 
-async def call_judge(judge, node, item, candidate, limiter: asyncio.Semaphore | None) -> Judgment:
+async def call_judge(judge, node, item, candidate, limiter: CallLimit | None) -> Judgment:
     try:
         if limiter is None:
             result = await judge.judge(node, item, candidate)
@@ -329,7 +331,7 @@ async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -
     return results
 
 
-async def judge_item(plan: Plan, item: Item, registry, limiter: asyncio.Semaphore | None = None) -> dict:
+async def judge_item(plan: Plan, item: Item, registry, limiter: CallLimit | None = None) -> dict:
     """{criterion id: (Judgment per candidate)}: every criterion, every candidate (the hot path of runs with
     inline judges only, so it stays a plain loop)."""
     results: dict[str, object] = {}
@@ -445,7 +447,7 @@ def _value_of(node, j: Judgment, i: int, c: int, where):
 
 
 async def execute(program: CheckedProgram | Plan, item: Item, registry, mode: str | None = None,
-                  limiter: asyncio.Semaphore | None = None, labels: LabelReader | None = None,
+                  limiter: CallLimit | None = None, labels: LabelReader | None = None,
                   short_circuit: bool = True, schedule: "Schedule | None" = None) -> ItemRun:
     """Evaluate one item. Never raises for a problem with the item or its judgments.
 
@@ -486,19 +488,17 @@ def all_inline(plan: Plan, registry) -> bool:
     return all(getattr(registry.judge_for(node), "inline", False) for _, node in plan.criteria)
 
 
-def run_items(program: CheckedProgram | Plan, items: Iterable[Item | ItemError], registry, mode: str | None = None,
-              concurrency: int = 8, labels: LabelReader | None = None,
-              window: int | None = None, short_circuit: bool = True) -> AsyncIterator[ItemRun]:
+def run_items(program: CheckedProgram | Plan, items: Iterable[Item | ItemError], registry, mode: str | None,
+              limit: CallLimit, labels: LabelReader | None = None, window: int | None = None,
+              short_circuit: bool = True) -> AsyncIterator[ItemRun]:
     """Evaluate a stream of items, yielding one ItemRun per entry, in input order.
 
-    At most `concurrency` judge calls run at once, and at most `window` items
-    (default 2 x concurrency) are in flight, so memory does not grow with the input.
-    A data row that could not become an item comes out as a failed ItemRun.
+    `limit`: the run's one bound on judge calls in flight (made where the run is planned); at most
+    `window` items (default `limit.window`, twice the calls) are in flight, so memory does not grow
+    with the input. A data row that could not become an item comes out as a failed ItemRun.
     """
     plan = program if isinstance(program, Plan) else Plan(program)
     mode = mode or default_mode(plan.program)
-    concurrency = max(1, int(concurrency))
-    limiter = asyncio.Semaphore(concurrency)
     inline = all_inline(plan, registry)
 
     async def start(entry):
@@ -506,13 +506,13 @@ def run_items(program: CheckedProgram | Plan, items: Iterable[Item | ItemError],
             return failed_run(entry, mode)
         if inline:  # nothing to wait for: no task per item
             return await execute(plan, entry, registry, mode, None, labels, short_circuit)
-        return asyncio.ensure_future(execute(plan, entry, registry, mode, limiter, labels, short_circuit))
+        return asyncio.ensure_future(execute(plan, entry, registry, mode, limit, labels, short_circuit))
 
-    return _in_order(items, start, window or 2 * concurrency)  # closing it cancels what is still in flight
+    return _in_order(items, start, window or limit.window)  # closing it cancels what is still in flight
 
 
 def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | ItemError], registry, mode: str,
-                   concurrency: int = 8, window: int | None = None,
+                   limit: CallLimit, window: int | None = None,
                    short_circuit: bool = True) -> AsyncIterator[tuple[ItemRun, object]]:
     """Evaluate a stream of items, each under its own program: (ItemRun, ref) per entry, in input order.
 
@@ -521,13 +521,11 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
     not, when `plan` is None), `labels` (a LabelReader, or None) and `inline` (every
     judge of the plan is inline). An item without a plan comes out invalid with the
     problem as its reason; a data row that could not become an item comes out failed,
-    with ref None. Concurrency, window and order are as for `run_items`.
+    with ref None. The limit, window and order are as for `run_items`.
     """
-    concurrency = max(1, int(concurrency))
-    limiter = asyncio.Semaphore(concurrency)
 
     async def pair(ref, item):
-        return await execute(ref.plan, item, registry, mode, limiter, ref.labels, short_circuit), ref
+        return await execute(ref.plan, item, registry, mode, limit, ref.labels, short_circuit), ref
 
     async def start(entry):
         if isinstance(entry, ItemError):
@@ -541,7 +539,7 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
             return await execute(ref.plan, entry, registry, mode, None, ref.labels, short_circuit), ref
         return asyncio.ensure_future(pair(ref, entry))
 
-    return _in_order(items, start, window or 2 * concurrency)
+    return _in_order(items, start, window or limit.window)
 
 
 async def _in_order(entries: Iterable, start, window: int) -> AsyncIterator:

@@ -8,7 +8,11 @@ write or compare; what differs is decided here, and nowhere else:
 * **judging**: none (a trace), online, or through a provider's Batch API;
 * **evaluation**: column by column, a chunk of items at a time (every judge answers a column and
   none judges jointly; replay: nothing to write item by item) or item by item;
-* **sinks**: results, a trace, a verify or what-if comparison, one item's decision path (--show).
+* **sinks**: results, a trace, a verify or what-if comparison, one item's decision path (--show);
+* **judge calls in flight**: one `CallLimit`, made where the run is planned (`run_file`,
+  `run_index_file`, a Ray actor, the API's `Judges`) and held by the executor around every
+  judge call; nothing else bounds the calls (the model client's adaptive window bounds its
+  HTTP requests: the server's rate limit, lowered on 429s).
 
 The configuration is built once by the command (gsrlang.commands.config, from its flags, the
 environment and gsr.toml) and passed down as these attrs classes; nothing below the commands
@@ -17,12 +21,27 @@ reads a flag or, for the path, an environment variable.
 
 from __future__ import annotations
 
+import asyncio
+
 import attrs
 
-__all__ = ["COLUMNS", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "replay_route",
+__all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "replay_route",
            "run_route"]
 
 COLUMNS, ITEMS = "columns", "items"  # the two ways of evaluating: a chunk of items at a time, or one by one
+
+
+class CallLimit(asyncio.Semaphore):
+    """The one bound on a run's judge calls in flight (its `concurrency`), shared by every item of the run
+    (and by every call of an API `Judges`). `window`: the items in flight by default, twice the calls."""
+
+    def __init__(self, concurrency: int):
+        self.concurrency = max(1, int(concurrency))
+        super().__init__(self.concurrency)
+
+    @property
+    def window(self) -> int:
+        return 2 * self.concurrency
 
 
 @attrs.frozen(kw_only=True)

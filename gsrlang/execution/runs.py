@@ -26,7 +26,7 @@ from gsrlang.execution.executor import ItemRun, run_items, run_items_each
 from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
 from gsrlang.execution.labels import label_reader
 from gsrlang.execution.peritem import compile_id
-from gsrlang.execution.planner import COLUMNS, ReplayConfig, RunConfig, run_route
+from gsrlang.execution.planner import COLUMNS, CallLimit, ReplayConfig, RunConfig, run_route
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
 from gsrlang.files.dataset import ColumnMap, Item, read_items
 from gsrlang.files.safeio import check_outputs
@@ -273,7 +273,7 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
     item by item (gsrlang.execution.planner decides). `batcher`: the model calls go through a provider's Batch API
     (gsrlang.judges.llm.batch; the trace's run summary says how)."""
     path = config.program_path if config.program_path is not None else program.path
-    out, trace, concurrency = config.out, config.trace, config.concurrency
+    out, trace = config.out, config.trace
     _guard([("the data file", data), ("the program", path)], out, trace)
     items = read_items(data, columns)
     if config.limit is not None:
@@ -291,8 +291,8 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
         if route.evaluate == COLUMNS:
             batches = ColumnRunner(plan, registry, mode, labels, static).batches(items)
         else:
-            batches = _singles(run_items(plan, items, registry, mode, concurrency=concurrency, labels=labels,
-                                         short_circuit=config.short_circuit, window=config.window), static)
+            batches = _singles(run_items(plan, items, registry, mode, CallLimit(config.concurrency), labels,
+                                         config.window, config.short_circuit), static)
 
         def info() -> dict:
             extra = {"batch": batcher.summary()} if batcher is not None else {}
@@ -341,8 +341,9 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, con
 
     async def go():
         async def stream():
-            async for run, ref in run_items_each(programs.resolve, items, registry, mode, config.concurrency,
-                                                  short_circuit=config.short_circuit, window=config.window):
+            async for run, ref in run_items_each(programs.resolve, items, registry, mode,
+                                                  CallLimit(config.concurrency), config.window,
+                                                  config.short_circuit):
                 yield ((run, ref.static if ref is not None else failed_row, None, None),)
 
         def info() -> dict:

@@ -140,7 +140,7 @@ class _BlockRunner:
 
     def _setup(self, setup) -> None:
         from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
-        from gsrlang.execution.planner import COLUMNS, run_route
+        from gsrlang.execution.planner import COLUMNS, CallLimit, run_route
         from gsrlang.semantics.compose import Plan
         from gsrlang.trace.write import Static
 
@@ -155,6 +155,7 @@ class _BlockRunner:
         route = run_route(job.config, columns_possible=columnar_judges(self.plan, self.registry))
         self.columns = ColumnRunner(self.plan, self.registry, job.mode, self.labels, self.static) \
             if route.evaluate == COLUMNS else None
+        self.limit = CallLimit(job.concurrency)  # this actor's judge calls in flight
         self.job = job
 
     def pid(self) -> int:
@@ -182,7 +183,7 @@ class _BlockRunner:
                     record["p"] = 0
                     traces.append(dumps_line(record))
         else:
-            async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.job.concurrency,
+            async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.limit,
                                             self.labels, short_circuit=self.job.short_circuit):
                 line = result_line(item_run, self.job.program)
                 results.append(dumps(line))

@@ -314,12 +314,11 @@ class LLMJudge:
     """Judges ``llm`` criteria through OpenAI-compatible servers (see the module docstring).
 
     Who bounds what: the run's ``concurrency`` (judge calls in flight, the resolved default model's
-    setting) is the executor's one semaphore (gsrlang.execution.executor.run_items), which also fixes the
-    order calls start in, and so the trace's bytes. The gate per client here (`_gate`) is a different
-    setting where a role's model sets its own ``concurrency``, bounds the units an ensemble's one judge call
-    fans out to, fails the calls still queued at once when the judge stops (a fatal error, the deadline,
-    the budget), and is lifted for a Batch API run. The client's adaptive window (lowered on 429s) bounds
-    HTTP requests: the server's rate limit."""
+    setting) is the run's one `CallLimit` (gsrlang.execution.planner), held by the executor around each
+    judge call, which also fixes the order calls start in, and so the trace's bytes; a call that gets
+    its turn after the judge stopped (a fatal error, the deadline, the budget) fails at once, uncalled.
+    Each client's adaptive window (at most its model's ``concurrency``, lowered on 429s) bounds its HTTP
+    requests, an ensemble's or a joint call's fan-out included: the server's rate limit."""
 
     inline = False
 
@@ -363,12 +362,12 @@ class LLMJudge:
         self.pool = pool or ClientPool(settings, cache, **client_kwargs)
         self.stats = _Stats()
         self._roles: dict[str, _RoleStats] = {}
-        self._gates: dict[int, asyncio.Semaphore] = {}
         self._closed_usage = Usage()
         self._closed_modes: dict[str, str] = {}
         self._closed_adapted: dict[str, list[str]] = {}
         self._by_judge: dict[str, dict] = {}
         self._by_criterion: dict[str, dict] = {}
+        self._declared: dict[str, int] = {}  # criterion id -> its place in the programs checked (usage's order)
         self._prices: dict = {}
         self.price_overrides = price_overrides
         self.batch_pricing = False  # gsr run --batch (and its --dry-run): calls cost the Batch API's price
@@ -384,6 +383,9 @@ class LLMJudge:
 
     # ---------------------------------------------------------------- interface
     def validate(self, node: Node) -> str | None:
+        """Why this judge cannot answer `node` (None: it can); the registry asks in program order, which is the
+        order of usage's `by_criterion`."""
+        self._declared.setdefault(node.id, len(self._declared))
         spec = node.criterion
         if spec is None:
             return f"`{node.id}` is not a criterion"
@@ -480,8 +482,14 @@ class LLMJudge:
             "structured": self.structured_modes(),
             "adapted": self.adaptations(),
             "by_judge": {k: _rounded(v) for k, v in sorted(self._by_judge.items())},
-            "by_criterion": {k: _rounded(v) for k, v in self._by_criterion.items()},
+            "by_criterion": {k: _rounded(self._by_criterion[k]) for k in self._criteria_order()},
         }
+
+    def _criteria_order(self) -> list[str]:
+        """The criteria with calls, in the order of the programs checked (then by name): never the order their
+        first answers came back in, which is the server's timing."""
+        last = len(self._declared)
+        return sorted(self._by_criterion, key=lambda k: (self._declared.get(k, last), k))
 
     def adaptations(self) -> dict[str, list[str]]:
         """{"MODEL at ORIGIN": ["temperature dropped (...)", ...]}: the refused parameters adapted for each
@@ -779,16 +787,6 @@ class LLMJudge:
         return self.stopped_by_budget is not None and any(
             _not_bought(j.provenance) for row in run.judgments.values() for j in row)
 
-    def _gate(self, client: LLMClient) -> asyncio.Semaphore:
-        """Calls in flight per client (the client's own bound, taken before the call so that
-        queued calls can be failed at once when the judge has been stopped)."""
-        gate = self._gates.get(id(client))
-        if gate is None:
-            # a batch run parks every call until its batch is answered: no bound (HTTP stays bounded by the client)
-            bound = client.config.concurrency if client.batcher is None else 1 << 30
-            gate = self._gates[id(client)] = asyncio.Semaphore(bound)
-        return gate
-
     def _role_stats(self, role: str) -> _RoleStats:
         rs = self._roles.get(role)
         if rs is None:
@@ -832,30 +830,28 @@ class LLMJudge:
         all_cached = True
         hits = 0  # calls of this unit answered from the call cache
         last_results: list[dict] | None = None
-        gate = self._gate(client)
         for attempt in range(self.max_reasks + 1):
             before = client.usage.http_requests
             problem = None
             try:
-                async with gate:
-                    if rs.dead:  # checked once a slot is free, so queued calls see an earlier fatal error
-                        stats.call_failures += 1
-                        rs.failures += 1
-                        return self._failed(n_out, f"not called: {rs.dead}", spec, out)
-                    if self.past_deadline():
-                        stats.past_deadline += 1
-                        return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
-                                                   "had passed", spec, out)
-                    reserved = self._reserve(client, request) if self.budget_usd is not None else 0.0
-                    if reserved is None:
-                        out.not_bought = True
-                        return self._failed(n_out, f"not bought: {self.stopped_by_budget}", spec, out)
-                    out.calls += 1
-                    stats.calls += 1
-                    try:
-                        result = await client.complete(request)
-                    finally:
-                        self._reserved -= reserved
+                if rs.dead:  # checked once the run's limit lets the call start: queued calls see an earlier fatal error
+                    stats.call_failures += 1
+                    rs.failures += 1
+                    return self._failed(n_out, f"not called: {rs.dead}", spec, out)
+                if self.past_deadline():
+                    stats.past_deadline += 1
+                    return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
+                                               "had passed", spec, out)
+                reserved = self._reserve(client, request) if self.budget_usd is not None else 0.0
+                if reserved is None:
+                    out.not_bought = True
+                    return self._failed(n_out, f"not bought: {self.stopped_by_budget}", spec, out)
+                out.calls += 1
+                stats.calls += 1
+                try:
+                    result = await client.complete(request)
+                finally:
+                    self._reserved -= reserved
             except JudgeCallError as exc:
                 out.requests += client.usage.http_requests - before
                 stats.call_failures += 1
