@@ -266,3 +266,59 @@ def test_gsr_columnar_run_0_takes_the_item_path(tmp_path, monkeypatch):
     assert columnar_wanted({"GSR_COLUMNAR_RUN": "1"}) and not columnar_wanted({"GSR_COLUMNAR_RUN": " 0 "})
     monkeypatch.delenv("GSR_COLUMNAR_RUN")
     assert columnar_wanted()
+
+
+GATED = r"""
+rubric g "A cap over an invalid base, a reducer that can fail, both tasks"
+task pointwise { scale = 1..5  quantize = round }
+task pairwise { epsilon = 0.05  on_tie = tie }
+criterion q: Score[0..3]? = human(field: "q")
+criterion extra: Score[0..3]? = human(field: "extra")
+criterion bad: Bool = human(field: "bad")
+node body = mean(items: [scale(q), scale(extra)], on_abstain: skip)
+sink cap(base: body, trigger: bad, at: 0.0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["pointwise", "pairwise"])
+def test_items_the_columns_leave_invalid_are_written_from_the_evaluation(mode, monkeypatch):
+    """Invalid, skipped and unfit judgments, -0.0, a failed reducer and (pairwise) repeated candidate ids: each
+    item's result line, trace record, status, reason and counts are the item path's, and no item is finished
+    by the interpreter (`on_item` reads none of its values)."""
+    from gsrlang.execution.executor import execute
+    from gsrlang.trace.jsonio import dumps_line
+    from gsrlang.trace.schema import result_line
+    from gsrlang.trace.write import Static, item_record
+
+    program = analyze(GATED).program
+    plan = Plan(program)
+    pools = {"q": [Judgment.ok(2.0), Judgment.invalid("no answer", "garbage"), Judgment.ok(7.0), Judgment.ok(-0.0),
+                   Judgment.abstained("cannot tell"), Judgment.ok(1), Judgment(None, "skipped", "moot")],
+             "extra": [Judgment.abstained("n/a"), Judgment.ok(3.0), Judgment.ok(-0.0), Judgment.invalid("timeout")],
+             "bad": [Judgment.ok(False), Judgment.ok(True), Judgment.invalid("no answer"), Judgment.ok("yes"),
+                    Judgment.abstained("unsure")]}
+    answers, items = {}, []
+    for k in range(40):
+        ids = ("A", "A") if mode == "pairwise" and k % 6 == 5 else ("A", "B")
+        cands = tuple(Candidate(cid, f"text {k}") for cid in ids[:1 if mode == "pointwise" else 2])
+        items.append(Item(f"i{k}", k + 1, "q", cands, None, None, {"k": k}))
+        for c, cid in enumerate(ids):
+            for n, (name, pool) in enumerate(pools.items()):
+                answers[(k, name, cid)] = pool[(k // (1 + n) + c * 3) % len(pool)]
+    registry = JudgeRegistry({kind: TableJudge(answers) for kind in ("llm", "rule", "human", "verifier")})
+    static = Static(plan, None)
+    finished = []
+    real = columnrun.finish
+    monkeypatch.setattr(columnrun, "finish", lambda *a, **k: finished.append(a) or real(*a, **k))
+    got = asyncio.run(columnrun.ColumnRunner(plan, registry, mode, None, static).run(items))
+    assert finished == []
+    statuses = set()
+    for item, (run, line, record) in zip(items, got):
+        want = asyncio.run(execute(plan, item, registry, mode))
+        statuses.add((want.status, want.reason.split(":")[0] if want.reason else None))
+        assert (run.status, run.reason, run.judgment_counts()) == (want.status, want.reason, want.judgment_counts())
+        assert line == result_line(want, program)
+        record["p"] = 0
+        assert dumps_line(record) == dumps_line(item_record(want, static, 0))
+    assert {s for s, _ in statuses} == {"ok", "invalid"} and len(statuses) > 3
+    assert ("invalid", "readout" if mode == "pairwise" else "node `body`") in statuses

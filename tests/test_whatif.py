@@ -163,3 +163,54 @@ def test_items_settled_over_a_skipped_judgment_count_it_as_skipped(criterion, tm
     slow = replay_file(str(trace), analyze_file(str(other)).program, False, ReplayConfig(program_label="P"))
     assert slow.ok and slow.skipped
     assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
+
+
+ZERO_SINK = """
+rubric zero "A recorded -0.0 straight to the sink"
+task pointwise { scale = 1..5  quantize = round }
+criterion understandable: Score = human(field: "u")
+criterion natural: Score[1..3] = human(field: "n")
+sink min(items: [understandable, scale(natural)])
+"""
+
+
+@pytest.mark.parametrize("which", ["topical_chat/overall.gsr", "llmbar/rules_only.gsr"])
+def test_no_item_is_replayed_item_by_item(which, tmp_path, monkeypatch):
+    """Failed rows, items left invalid over a judgment the recorded run skipped (the summary counts what the
+    program needs), a recorded Score of -0.0 and the sink it makes, and (pairwise) repeated candidate ids: all
+    written from the evaluation, the item path's file and summary, with no item replayed item by item."""
+    import gsrlang.execution.whatif as whatif
+    from gsrlang.lang.check.driver import analyze
+
+    recorded = next(p for p, _ in _pairs() if str(p).endswith(which))
+    program, trace = _record(recorded, tmp_path)
+    other = analyze(ZERO_SINK).program if default_mode(program) == "pointwise" else program
+    lines, k = [], 0
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        if json.loads(line).get("kind") == "header":
+            position = [n["id"] for n in json.loads(line)["nodes"]].index(other.criteria[0].id)
+        elif line.startswith('{"p"'):
+            rec, k = json.loads(line), k + 1
+            if k % 7 == 0:
+                rec["status"] = "failed"
+            elif k % 5 == 0 and rec.get("j"):
+                rec["j"][other.criteria[0].id][0] = {"status": "skipped", "reason": "short-circuit"}
+            elif k % 5 == 1 and len(rec["item"]["candidates"]) == 2:
+                rec["item"]["candidates"] = ["A", "A"]
+            elif k % 5 == 2 and rec.get("out") and rec["out"][position][0] == 0:
+                rec["out"][position][0] = -0.0
+            line = json.dumps(rec)
+        lines.append(line)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    replayed = []
+    item_path = whatif.replay_records
+    monkeypatch.setattr(whatif, "replay_records", lambda plan, records, *rest: item_path(
+        plan, replayed.extend(records) or records, *rest))
+    assert_same_file(other, trace, tmp_path)
+    assert replayed == []
+    slow = replay_file(str(trace), other, False, ReplayConfig(program_label="P"))
+    assert slow.failed and slow.invalid
+    if other is program:
+        assert '"reason": "readout: candidate ids repeat: A, A"' in (tmp_path / "fast.jsonl").read_text("utf-8")
+    else:
+        assert slow.needs and '-0.0' in trace.read_text("utf-8")

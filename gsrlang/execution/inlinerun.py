@@ -9,21 +9,23 @@ by the columnar evaluator (every node column equal to the
 interpreter's bit for bit; gsrlang.semantics.evaluate), and the result lines and
 trace records are assembled from the columns.
 
-What the columns do not vouch for goes through the interpreter itself
-(`executor.check_judgments` + `finish`, with the judgments already made): an item
-with a judgment that is not a plain value of its type (invalid, an abstention the
-type cannot take, a value that does not fit, -0.0), an item that is not valid in
-the columns (an operator failed, the sink abstained or is not settled), an item
-whose candidate ids repeat, a row that did not become an item, an item with the
-wrong number of candidates. The readout of the others is the evaluation's (the one
-readout, gsrlang.semantics.readout, exact for a column too). So every result
-line and trace record is the item-at-a-time path's, byte for byte (proved over
-generated programs and judgments in tests/test_columnrun.py); only the run
-summary's wall time differs.
+Every item the columns evaluate is written from the evaluation: a judgment that is not a
+value of its type (invalid, skipped, an abstention the type cannot take, an answer that
+does not fit) is an invalid cell, read by `judgment_cell`'s rules as the interpreter's
+`check_judgment` reads it (-0.0 as 0.0); the evaluator settles the items with such cells
+or a failed operator in one batch, and an item it leaves invalid gets the item path's
+reason from the causes settling found (`executor.reason_of`) and, in its trace record,
+settling's node values (null and flagged in `u` where open). Candidate ids that repeat
+make the readout refuse the sink (`readout.read`'s reason). Only a row that did not
+become an item, or one with the wrong number of candidates, is written as a failed run.
+The readout of the valid items is the evaluation's (the one readout,
+gsrlang.semantics.readout, exact for a column too). So every result line and trace
+record is the item-at-a-time path's, byte for byte (proved over generated programs and
+judgments in tests/test_columnrun.py); only the run summary's wall time differs.
 
-`on_item` callbacks get, for the items the columns settled, a `ColumnRun`: it has
-an ItemRun's fields, and builds its `values`, `judgments` and `readout` (by the
-interpreter) when one of them is first read.
+`on_item` callbacks get a `ColumnRun` per item: it has an ItemRun's fields, and builds
+its `values`, `judgments` and `readout` (by the interpreter) only when one of them is
+first read (`gsr run` reads none).
 """
 
 from __future__ import annotations
@@ -34,17 +36,17 @@ from operator import attrgetter
 
 import numpy as np
 
-from gsrlang.semantics.evaluate import Evaluator, Table
-from gsrlang.semantics.kernels import NodeValues
-from gsrlang.execution.executor import call_judge, check_judgments, failed_run, finish, wrong_count
+from gsrlang.execution.executor import call_judge, check_judgment, check_judgments, failed_run, finish, reason_of, \
+    wrong_count
 from gsrlang.files.dataset import ItemError
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.evaluate import Evaluator, Table
 from gsrlang.semantics.judgment import Judgment
-from gsrlang.semantics.readout import as_read
-from gsrlang.semantics.values import RuntimeFailure
+from gsrlang.semantics.kernels import NodeValues, decode
+from gsrlang.semantics.readout import as_read, read
 from gsrlang.trace.decode import plain_column
-from gsrlang.trace.schema import jsonable, judgment_v2, ok_line, result_line
+from gsrlang.trace.schema import invalid_line, jsonable, judgment_v2, ok_line, result_line
 from gsrlang.trace.write import record_v2
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
@@ -68,19 +70,20 @@ def columnar_judges(plan: Plan, registry) -> bool:
 
 
 class ColumnRun:
-    """An item the columns settled, as `on_item` sees it: an ItemRun's fields; `values`, `judgments`,
-    `readout` and `failed_node` are the interpreter's, made when first read."""
+    """An item as `on_item` sees it: an ItemRun's fields; `values`, `judgments`, `readout` and `failed_node`
+    are the interpreter's, made when first read (the written line and record never read them)."""
 
     __slots__ = ("id", "line", "mode", "candidates", "status", "reason", "label", "label_error", "_judged", "_k",
-                 "_run", "_plan")
+                 "_skipped", "_run", "_plan")
 
-    def __init__(self, plan: Plan, item, mode: str, candidates: tuple, label, label_error, judged: list, k: int):
+    def __init__(self, plan: Plan, item, mode: str, candidates: tuple, label, label_error, judged: list, k: int,
+                 status: str = "ok", reason: str | None = None, skipped: int = 0):
         self.id, self.line, self.mode, self.candidates = item.id, item.line, mode, candidates
-        self.status, self.reason, self.label, self.label_error = "ok", None, label, label_error
-        self._plan, self._judged, self._k, self._run = plan, judged, k, None
+        self.status, self.reason, self.label, self.label_error = status, reason, label, label_error
+        self._plan, self._judged, self._k, self._skipped, self._run = plan, judged, k, skipped, None
 
     def judgment_counts(self) -> tuple[int, int]:
-        return len(self._judged) * len(self.candidates), 0
+        return len(self._judged) * len(self.candidates) - self._skipped, self._skipped
 
     def __getattr__(self, name):  # values, judgments, readout, failed_node: the interpreter's ItemRun
         if name.startswith("_"):
@@ -96,7 +99,7 @@ class ColumnRun:
 
 class _Judged:
     """One criterion's judgments over a chunk: per candidate, the Judgments, and the column the evaluator
-    takes (the cells the interpreter must settle are marked `suspect`)."""
+    takes (`judgment_cell`'s rules: invalid where a judgment is invalid, skipped or does not fit)."""
 
     def __init__(self, node, per_candidate: list[list[Judgment]]):
         self.node = node
@@ -107,12 +110,49 @@ class _Judged:
         kind = t.kind
         values = np.zeros(n * m, np.float64 if kind == "score" else bool if kind == "bool" else np.int32)
         abstain = np.zeros(n * m, bool)
-        suspect = np.zeros(n * m, bool)
-        # per candidate: the node's output per item (None where it abstained or is suspect)
-        self.outputs = [plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, suspect, c, m)
+        invalid = np.zeros(n * m, bool)
+        # per candidate: the node's output per item (None where it abstained or is invalid)
+        self.outputs = [plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, invalid, c, m)
                         for c, js in enumerate(per_candidate)]
-        self.column = NodeValues(values, abstain, np.zeros(n * m, bool))
-        self.suspect = suspect.reshape(n, m).any(axis=1) if suspect.any() else None
+        self.column = NodeValues(values, abstain, invalid)
+        # the judgments made invalid by their check (an answer that does not fit), as the item path records
+        # them: {(item, candidate): Judgment}; and per item, the judgments the judge said it skipped
+        self.checked: dict = {}
+        self.skipped = None
+        for r in np.flatnonzero(invalid).tolist():
+            k, c = divmod(r, m)
+            j = per_candidate[c][k]
+            if j.status == "skipped":
+                if self.skipped is None:
+                    self.skipped = np.zeros(n, np.int64)
+                self.skipped[k] += 1
+            elif j.status != "invalid":
+                self.checked[k, c] = check_judgment(node, j, "")[0]
+
+    def v2(self) -> list[list[dict]]:
+        """Per candidate, per item: the judgments as a version 2 trace record holds them (`trace.judgment_v2`),
+        each distinct object once."""
+        seen: dict = {}
+        checked = self.checked
+        out = []
+        for c, js in enumerate(self.rows):
+            got = []
+            for k, j in enumerate(js):
+                if checked and (k, c) in checked:
+                    got.append(judgment_v2(checked[k, c]))
+                    continue
+                d = seen.get(id(j))
+                if d is None:
+                    d = seen[id(j)] = judgment_v2(j)
+                got.append(d)
+            out.append(got)
+        return out
+
+
+def _criterion_cause(judged: list, k: int):
+    """`executor.reason_of`'s criterion cause for item `k`: `check_judgment`'s text for its judgment."""
+    by_id = {crit.node.id: crit for crit in judged}
+    return lambda node, c, where: check_judgment(node, by_id[node.id].rows[c][k], where)[1]
 
 
 def _per_item(columns: list[list]) -> list[list]:
@@ -120,21 +160,6 @@ def _per_item(columns: list[list]) -> list[list]:
     if len(columns) == 1:
         return [[x] for x in columns[0]]
     return list(map(list, zip(*columns)))
-
-
-def _v2(rows: list[list[Judgment]]) -> list[list[dict]]:
-    """Judgments as a version 2 trace record holds them (`trace.judgment_v2`), each distinct object once."""
-    seen: dict = {}
-    out = []
-    for js in rows:
-        got = []
-        for j in js:
-            d = seen.get(id(j))
-            if d is None:
-                d = seen[id(j)] = judgment_v2(j)
-            got.append(d)
-        out.append(got)
-    return out
 
 
 class ColumnRunner:
@@ -152,6 +177,7 @@ class ColumnRunner:
         self.pointwise = program.readout.pointwise if mode == "pointwise" else None
         self.pairwise = program.readout.pairwise if mode == "pairwise" else None
         self.consts = {i: [jsonable(v)] * self.m for i, v in plan.consts}
+        self.scale = [self.pointwise.lo, self.pointwise.hi] if self.pointwise is not None else None
 
     async def batches(self, entries):
         """The runs of a stream of entries (Item or ItemError), `CHUNK` at a time: lists of (run, static, result
@@ -206,47 +232,51 @@ class ColumnRunner:
         return [await call_judge(judge, node, item, item.candidates[c], None) for item in items]
 
     async def _chunk(self, items: list, labelled: list, cands: list) -> list[tuple]:
-        plan, m, n = self.plan, self.m, len(items)
+        plan, mode, m, n = self.plan, self.mode, self.m, len(items)
         judged = []  # a loop, not a nested comprehension: Python 3.10 refuses an await inside an inner one
         for node, judge in self.judges:
             judged.append(_Judged(node, [await self._judge(node, judge, items, c) for c in range(m)]))
-        suspect = np.fromiter((len(set(c)) != m for c in cands), bool, n)
-        for crit in judged:
-            if crit.suspect is not None:
-                suspect |= crit.suspect
-        table = Table(self.mode, [None] * n, {crit.node.id: crit.column for crit in judged}, suspect, [None] * n)
+        table = Table(mode, [None] * n, {crit.node.id: crit.column for crit in judged}, np.zeros(n, bool),
+                      [None] * n)
         try:
             ev = self.evaluator.run(table)
-        except RuntimeFailure:  # an operator without a columnar implementation: the interpreter settles all
-            fast, outputs = np.zeros(n, bool), None
-        else:
-            bad = ev.nodes[plan.program.sink].abstain.copy()
-            for col in ev.nodes.values():
-                bad |= col.invalid
-            fast = ev.ok & ~suspect & ~bad.reshape(n, m).any(axis=1)
-            outputs = self._outputs(ev, judged, n)
         finally:
             self.evaluator.forget()  # a chunk's columns are not needed again
+        outs = list(zip(*map(_per_item, self._outputs(ev, judged, n))))  # per item: per node, its candidates'
+        unknown = [None] * n
+        if ev.settled:  # the items settling went over: their node values are settling's
+            for k, out, u in self._settled(ev):
+                outs[k], unknown[k] = out, u
+        ok = ev.ok.tolist()
+        sinks = ev.sink.tolist()
+        reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
         ids = [crit.node.id for crit in judged]
+        js = [dict(zip(ids, row)) for row in zip(*(_per_item(crit.v2()) for crit in judged))]
+        skips = sum(crit.skipped for crit in judged if crit.skipped is not None)
+        skips = skips.tolist() if type(skips) is np.ndarray else None
+        if m > 1:
+            unique = np.fromiter((len(set(c)) == m for c in cands), bool, n)
+            ok = (ev.ok & unique).tolist()
         done = []
-        if outputs is not None:
-            sinks = list(zip(*outputs[plan.sink_index]))
-            outs = list(zip(*map(_per_item, outputs)))  # per item: per node, the candidates' outputs
-            reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
-            js = [dict(zip(ids, row)) for row in zip(*(_per_item(_v2(crit.rows)) for crit in judged))]
         for k, item in enumerate(items):
             label, label_error = labelled[k]
             candidates = cands[k]
-            if not fast[k]:
-                judgments = {crit.node.id: tuple(row[k] for row in crit.rows) for crit in judged}
-                values, checked, reason = check_judgments(plan, judgments, candidates)
-                run = finish(plan, self.mode, item.id, item.line, candidates, values, checked, reason, label,
-                             label_error)
-                done.append((run, result_line(run, plan.program, self.static.source), None))
-                continue
-            run = ColumnRun(plan, item, self.mode, candidates, label, label_error, judged, k)
-            line = self._line(item, candidates, sinks[k], label, label_error, reads[k])
-            record = record_v2(None, self.mode, item.id, item.line, candidates, "ok", line, outs[k], None, js[k])
+            if ok[k]:
+                status, reason = "ok", None
+                line = self._line(item, candidates, sinks[k], label, label_error, reads[k])
+            elif ev.ok[k]:  # candidate ids that repeat: the readout refuses the sink
+                status = "invalid"
+                r = read(plan.program.readout, mode, candidates, dict(zip(candidates, sinks[k])))
+                reason = f"readout: {r.reason}"
+                line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale,
+                                    r.sink)
+            else:  # left invalid: the reason is the item path's, from the causes settling found
+                status = "invalid"
+                reason = reason_of(plan, ev.causes[k], candidates, _criterion_cause(judged, k))
+                line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale)
+            run = ColumnRun(plan, item, mode, candidates, label, label_error, judged, k, status, reason,
+                            skips[k] if skips is not None else 0)
+            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k], js[k])
             done.append((run, line, record))
         return done
 
@@ -274,10 +304,29 @@ class ColumnRunner:
                 out.append([values[c::m] for c in range(m)])
         return out
 
+    def _settled(self, ev):
+        """(item, its outputs per node, its `u` flags or None) of each item settling went over: what
+        `executor.finish` leaves in its values (settled, or not: null, and flagged)."""
+        todo, nodes = ev.settled
+        m = self.m
+        columns = []
+        for p in nodes:
+            values = [jsonable(v) for v in decode(p.type, p.values, p.abstain)]
+            open_ = p.open.tolist() if p.open.any() else None
+            if open_ is not None:
+                values = [None if o else v for v, o in zip(values, open_)]
+            columns.append((values, open_))
+        for pos, k in enumerate(todo.tolist()):
+            a, b = pos * m, pos * m + m
+            out = [values[a:b] for values, _ in columns]
+            flags = {str(i): open_[a:b] for i, (_, open_) in enumerate(columns) if open_ is not None
+                     and any(open_[a:b])}
+            yield k, out, flags or None
+
     def _line(self, item, candidates: tuple, sink: list, label, label_error, read) -> dict:
         """The result line of a valid item (what `trace.result_line` writes for it), with its readout."""
         sinks = dict(zip(candidates, sink))
         if self.pointwise is not None:
             return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, read[1], read[0],
-                           [self.pointwise.lo, self.pointwise.hi])
+                           self.scale)
         return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, winner=read)

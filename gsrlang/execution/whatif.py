@@ -9,15 +9,19 @@ item's result line:
 
 - an item with a valid result in the columns gets the line `result_line` writes
   for it, assembled from its record (id, line, candidates, label) and the sink's
-  column and its readout (the one readout, gsrlang.semantics.readout);
+  column and its readout (the one readout, gsrlang.semantics.readout; candidate ids
+  that repeat make it refuse the sink);
 - an item the columns leave invalid, with the causes settling found (`Evaluation.causes`),
   gets the invalid line, its reason the item path's sentence (`executor.reason_of`: an
   operator's cause from the batch settle, a criterion's from its recorded judgment by
-  `check_judgment`, the item path's own reading of one cell);
-- every other item is replayed item by item, which gives its line: a failed one, one with a
-  skipped judgment (its summary counts what the program needs), candidates that repeat, a
-  criterion output or a sink of -0.0 (equal to 0.0, but written otherwise), a record of an
-  unexpected shape.
+  `check_judgment`, the item path's own reading of one cell); where the recorded run
+  skipped a judgment, the summary counts what the program needs of it (`settle.liveness`
+  over settling's rows of the item, `Evaluation.settled`);
+- a failed row (or an item run under no program) is carried over, as the item path carries it.
+
+A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it. Only a record of an
+unexpected shape (candidates that are not `m` strings, parts that do not fit each other) is
+replayed item by item, which says what is wrong with it.
 
 So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). A
 trace the columns cannot read at all returns None before anything is written, and
@@ -28,19 +32,23 @@ from __future__ import annotations
 
 import time
 
+import attrs
 import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
-from gsrlang.execution.replay import ReplayError, Stored, replay_records
+from gsrlang.execution.replay import ReplayError, Stored, carried_run, replay_records
 from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
-from gsrlang.execution.verify import count_valid, negative_zeros
+from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.kernels import NodeValues
 from gsrlang.semantics.readout import as_read
+from gsrlang.semantics.readout import read as read_one
+from gsrlang.semantics.settle import liveness
 from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, ok_line
+from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, ok_line, result_line
 
 __all__ = ["recompose_columnar"]
 
@@ -57,7 +65,7 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
             table = table_from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
-        evaluation = Evaluator(program).run(table)
+        evaluation = Evaluator(program).run(_zeros_read_as_zero(table))
         summary = RunSummary(program.name, program.content_hash, table.mode)
         summary.recorded = table.recorded
         _write(trace_path, program, program_label, out, table, evaluation, summary)
@@ -65,23 +73,14 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
     return summary
 
 
-def _fast_rows(table, evaluation) -> tuple[list, list]:
-    """Per item, whether its line can be assembled from the columns (see the module docstring): (valid ones,
-    invalid ones with causes)."""
-    plain = ~table.failed
-    m = table.m
-    for column in table.criteria.values():
-        if column.values.dtype == np.float64:
-            plain &= ~negative_zeros(column.values).reshape(-1, m).any(axis=1)
-    invalid = plain & ~evaluation.ok
-    if evaluation.causes:
-        caused = np.zeros(len(plain), bool)
-        caused[list(evaluation.causes)] = True
-        invalid &= caused
-    else:
-        invalid[:] = False
-    fast = plain & evaluation.ok & ~negative_zeros(evaluation.sink).any(axis=1)
-    return fast.tolist(), invalid.tolist()
+def _zeros_read_as_zero(table):
+    """The table with a recorded Score of -0.0 read as 0.0, as `check_judgment` reads a judgment."""
+    criteria = {}
+    for key, c in table.criteria.items():
+        if c.values.dtype == np.float64 and ((c.values == 0) & np.signbit(c.values)).any():
+            c = NodeValues(c.values + 0.0, c.abstain, c.invalid)  # -0.0 + 0.0 is 0.0
+        criteria[key] = c
+    return attrs.evolve(table, criteria=criteria)
 
 
 def _write(trace_path, program: CheckedProgram, program_label: str, out: str, table, evaluation, summary) -> None:
@@ -89,9 +88,8 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
     mode, m = table.mode, table.m
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
-    pairwise = program.readout.pairwise if mode == "pairwise" else None
     scale = [pointwise.lo, pointwise.hi] if pointwise is not None else None
-    fast, invalid = _fast_rows(table, evaluation)
+    ok, failed = evaluation.ok.tolist(), table.failed.tolist()
     sinks = evaluation.sink.tolist()
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
@@ -99,33 +97,41 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
     handle = open_output(out)
     try:
         write = handle.write
-        k = 0
+        k = -1
         for line_no, header, rec in read_records(trace_path):
             if header is None and is_summary(rec):
                 continue
-            item, result = rec.get("item"), rec.get("result")
-            line = None
-            if type(item) is dict and type(result) is dict:
-                if fast[k]:
-                    line = _line(item, result, sinks[k], reads[k], m, mode, source, pointwise, scale)
-                elif invalid[k]:
-                    line = _invalid(plan, header, rec, item, result, evaluation.causes[k], m, mode, source, scale)
-                    if line is not None:
-                        k += 1
-                        count_valid(summary, line["id"], line["label"], None, "label_error" in line, judged, False)
-                        write(dumps(line) + "\n")
-                        continue
             k += 1
-            if line is None:  # item by item
+            item, result = rec.get("item"), rec.get("result")
+            if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
+                run = carried_run(rec)
+                line = result_line(run, program)
+                summary.count(run, line, True)
+                write(dumps(line) + "\n")
+                continue
+            line = None
+            skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
+            candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
+            if candidates is not None:
+                if ok[k]:
+                    line = _line(item, result, candidates, sinks[k], reads[k], program, mode, source, pointwise,
+                                 scale)
+                else:
+                    line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
+                                    source, scale)
+            if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
                 record = Stored(header, rec) if header is not None else rec
                 for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
                     summary.count(run, line, True)
                     summary.count_needs(plan, run)
                     write(dumps(line) + "\n")
                 continue
-            pred = line["score"] if pointwise is not None else line["winner"]
-            skips = skipped[k - 1] if skipped is not None else 0  # settled although the recorded run skipped some
-            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged - skips, True, skips)
+            valid = line["status"] == "ok"
+            pred = None if not valid else line["score"] if pointwise is not None else line["winner"]
+            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged - skips, valid, skips)
+            if skips and not valid:  # what the program needs of what the recorded run skipped
+                for criterion in _needed(plan, evaluation, k, m, rec, header):
+                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
             write(dumps(line) + "\n")
         write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
     finally:
@@ -133,42 +139,45 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
             handle.close()
 
 
-def _line(item: dict, result: dict, sink: list, read, m: int, mode: str, source: dict, pointwise,
-          scale) -> dict | None:
-    """The result line `result_line` writes for a valid item (None where its candidates cannot have one)."""
-    candidates = _candidates(item, m)
-    if candidates is None:
-        return None
-    parts = (item.get("id"), item.get("line", 0), mode, source, dict(zip(candidates, sink)), result.get("label"),
-             result.get("label_error"))
+def _line(item: dict, result: dict, candidates: list, sink: list, read, program, mode: str, source: dict,
+          pointwise, scale) -> dict:
+    """The result line `result_line` writes for an item valid in the columns (the readout refuses a sink whose
+    candidate ids repeat)."""
+    parts = (item.get("id"), item.get("line", 0), mode, source)
+    label, label_error = result.get("label"), result.get("label_error")
+    if len(set(candidates)) != len(candidates):
+        r = read_one(program.readout, mode, candidates, dict(zip(candidates, sink)))
+        return invalid_line(*parts, label, label_error, f"readout: {r.reason}", scale, r.sink)
     if pointwise is not None:
-        return ok_line(*parts, read[1], read[0], scale)
-    return ok_line(*parts, winner=read)
+        return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, read[1], read[0], scale)
+    return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, winner=read)
 
 
 def _candidates(item: dict, m: int):
     candidates = item.get("candidates")
-    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates) \
-            or len(set(candidates)) != m:
+    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates):
         return None
     return candidates
 
 
-def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, causes, m: int, mode: str, source: dict,
-             scale) -> dict | None:
-    """The result line of an item the columns leave invalid, with the item path's reason; None where the item
-    path must say it (a skipped judgment, a record of an unexpected shape)."""
-    candidates = _candidates(item, m)
-    if candidates is None:
+def _recorded(header, rec: dict):
+    """(criterion id) -> its recorded (outputs, judgments) in a version 2 (`header`) or version 1 record."""
+    if header is not None:
+        out, marks = rec.get("out"), rec.get("j") or {}
+        positions = Stored(header, rec).positions()
+        return lambda cid: (out[positions[cid]], marks.get(cid))
+    by_id = {n["id"]: n for n in rec["nodes"]}
+    return lambda cid: (by_id[cid].get("output"), by_id[cid].get("judgments"))
+
+
+def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates: list, causes, m: int, mode: str,
+             source: dict, scale) -> dict | None:
+    """The result line of an item the columns leave invalid, with the item path's reason (a judgment's from
+    `check_judgment` of the recorded one); None for a record of an unexpected shape."""
+    if not causes:
         return None
     try:
-        if header is not None:
-            out, marks = rec.get("out"), rec.get("j") or {}
-            positions = Stored(header, rec).positions()
-            recorded = lambda cid: (out[positions[cid]], marks.get(cid))  # noqa: E731
-        else:
-            by_id = {n["id"]: n for n in rec["nodes"]}
-            recorded = lambda cid: (by_id[cid].get("output"), by_id[cid].get("judgments"))  # noqa: E731
+        recorded = _recorded(header, rec)
         cells = {}
         for _, node in plan.criteria:
             outputs, js = recorded(node.id)
@@ -176,15 +185,34 @@ def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, causes, m:
             js = js or [{}] * m
             score = node.type.kind == "score"
             for c in range(m):
-                j, v = check_judgment(node, recorded_judgment(js[c], outputs[c], score), "")
-                if j.status == "skipped":
-                    return None
-                cells[node.id, c] = v if j.status == "invalid" else None
-        cells_of = lambda node, c, where: None if cells[node.id, c] is None else where + cells[node.id, c]  # noqa: E731
-        reason = reason_of(plan, causes, candidates, cells_of)
+                j = recorded_judgment(js[c], outputs[c], score)
+                cells[node.id, c] = j
+        cause = lambda node, c, where: check_judgment(node, cells[node.id, c], where)[1]  # noqa: E731
+        reason = reason_of(plan, causes, candidates, cause)
     except MALFORMED:
-        return None
-    if reason is None:
         return None
     return invalid_line(item.get("id"), item.get("line", 0), mode, source, result.get("label"),
                         result.get("label_error"), reason, scale)
+
+
+def _needed(plan: Plan, evaluation, k: int, m: int, rec: dict, header) -> list[str]:
+    """`replay.needed_judgments` of item `k` from the evaluation: the criteria with a judgment the recorded run
+    skipped that can still change its sink (`settle.liveness` over settling's rows of the item)."""
+    todo, nodes = evaluation.settled  # (an item with a skipped judgment is among them: it is invalid in the columns)
+    at = int(np.searchsorted(todo, k)) * m
+    lives: dict = {}
+    out = []
+    try:
+        recorded = _recorded(header, rec)
+        for i, node in plan.criteria:
+            js = recorded(node.id)[1] or [{}] * m
+            for c in range(m):
+                if js[c].get("status") == "skipped":
+                    if c not in lives:
+                        lives[c] = liveness(plan, nodes, at + c)[0]
+                    if i in lives[c]:
+                        out.append(node.id)
+                        break
+    except MALFORMED:
+        return []
+    return out

@@ -13,9 +13,8 @@ The rules, written once (a scalar form for one judgment, column forms for many):
 
 `judgment_cell` is the scalar form: the item interpreter (`executor.check_judgment`)
 and the columnar evaluator's tables of cells (`execution.tracetable.table_from_cells`) use it.
-`plain_column` reads one criterion's judgments over a chunk into a column, marking the
-cells that are not a plain value of the type (the columnar run sends those items to
-the interpreter). `recorded_judgment` turns a trace's judgment back into a Judgment for
+`plain_column` reads one criterion's judgments over a chunk into a column (the columnar
+run's). `recorded_judgment` turns a trace's judgment back into a Judgment for
 replay. `json_column` and `judged_column` read recorded (JSON) values and
 their judgment statuses into a column: the trace loaders (`execution/tracetable.py`,
 `execution/verify.py`) use them. tests/test_traceload.py and tests/test_columnrun.py
@@ -109,17 +108,16 @@ def _all_plain(t: JType, values: list) -> bool:
 
 
 def plain_column(t: JType, statuses: list, values: list, into: np.ndarray, abstain: np.ndarray,
-                 odd: np.ndarray, start: int = 0, step: int = 1) -> list:
+                 invalid: np.ndarray, start: int = 0, step: int = 1) -> list:
     """One criterion's judgments (their statuses and values) for one candidate, into the rows
-    `start::step` of a column (`into`: the type's encoding, `abstain`), by `judgment_cell`'s rules.
-    Rows whose judgment is not a plain value of the type (invalid, or decoded into another value, as
-    -0.0 is) are marked in `odd` and left 0. Gives the outputs a trace records (None where not a value)."""
+    `start::step` of a column (`into`: the type's encoding, `abstain`, `invalid`), by `judgment_cell`'s
+    rules (an invalid row is left 0). Gives the criterion's values as the item path holds them (the
+    cells: -0.0 read as 0.0; None where it abstained or is invalid), what a trace records."""
     n = len(values)
     code = {label: i for i, label in enumerate(t.labels)} if t.kind not in _PLAIN else None
     if statuses.count("ok") == n and _all_plain(t, values):  # the common case: every value fits
         into[start::step] = [code[v] for v in values] if code is not None else values
         return values
-    plain = _PLAIN.get(t.kind, str)
     out = []
     for k, (status, v) in enumerate(zip(statuses, values)):
         cell, _ = judgment_cell(t, status, v)
@@ -127,12 +125,13 @@ def plain_column(t: JType, statuses: list, values: list, into: np.ndarray, absta
         if cell is ABSTAIN:
             abstain[row] = True
             out.append(None)
-        elif cell is INVALID or cell is not v or type(v) is not plain:
-            odd[row] = True
+        elif cell is INVALID:
+            invalid[row] = True
             out.append(None)
-        else:
-            into[row] = code[v] if code is not None else v
-            out.append(v)
+        else:  # encoded as `kernels.encode` encodes the item path's cell
+            into[row] = (code.get(cell, 0) if type(cell) is str else 0) if code is not None else \
+                cell is True if t.kind == "bool" else cell
+            out.append(cell)
     return out
 
 

@@ -191,9 +191,12 @@ def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, labe
 
 
 def invalid_line(item_id, line: int, mode: str, source: dict, label, label_error, reason: str,
-                 scale=None) -> dict:
-    """The line `result_line` writes for an item left invalid before its readout (no sink), from its parts."""
-    return _parts_line(item_id, line, "invalid", mode, source, None, None, scale, None, None, label, label_error,
+                 scale=None, sink: dict | None = None) -> dict:
+    """The line `result_line` writes for an invalid item, from its parts: left invalid before its readout (no
+    `sink`), or with the sink its readout refused."""
+    if sink is not None:
+        sink = {c: jsonable(v) for c, v in sink.items()}
+    return _parts_line(item_id, line, "invalid", mode, source, None, None, scale, None, sink, label, label_error,
                        reason)
 
 
