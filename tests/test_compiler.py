@@ -367,7 +367,7 @@ async def test_constrain_json_sketch_form_and_the_checker_decides():
 async def test_constrain_json_project_form():
     from gsrlang.compiler import jsonmode
 
-    if jsonmode._project_form() is None:
+    if jsonmode._project_schema() is None:
         pytest.skip("the project's JSON form (gsrlang/lang/jsonform.py, docs/program.schema.json) is not installed")
     import gsrlang.lang.jsonform as jsonform
     doc = jsonform.program_to_json(analyze(GOOD).program)

@@ -28,7 +28,6 @@ from gsrlang.compiler.spec import CompileSpec, Contract, SpecError
 from gsrlang.files.dataset import DataError, ItemError, MissingFieldError, Row, get_path, read_rows
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 1
 
 # Column names that hold what a compile must never see: candidate responses and gold labels.
 _REFUSED = re.compile(

@@ -7,8 +7,8 @@ here, and the checker decides as for any other answer.
 Two JSON forms are supported:
 
 * the project's declarative JSON form (what `gsr export --json` writes), through
-  `gsrlang.lang.jsonform.json_to_source` under `docs/program.schema.json`, whenever both are
-  installed (`form="auto"`, the default, or `"project"`);
+  `gsrlang.lang.jsonform.json_to_source` under `docs/program.schema.json`, whenever the schema is
+  installed (a source checkout; `form="auto"`, the default, or `"project"`);
 * otherwise, or with `form="sketch"`, a small form of this module's own (`SKETCH_SCHEMA`): the program's
   declarations as JSON objects, with types, procedures and operator expressions written
   as `.gsr` text. Its task declaration is not asked for: it is the spec's contract
@@ -82,51 +82,45 @@ request and is added for you; give `thresholds` only when the contract says
 """
 
 
-def _project_form():
-    """(json_to_source, JsonFormError, schema) from the project's JSON form, or None while it is not installed."""
-    try:
-        from gsrlang.lang.jsonform import JsonFormError, json_to_source  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+def _project_schema() -> dict | None:
+    """The project JSON form's schema, docs/program.schema.json, or None where it is not installed (a wheel
+    ships no docs but language.md)."""
     from gsrlang.lang.resources import data_dir
 
     try:
-        path = data_dir("docs") / "program.schema.json"
-        schema = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, OSError, ValueError):
+        return json.loads((data_dir("docs") / "program.schema.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
-    return json_to_source, JsonFormError, schema
 
 
-def request_parts(catalog: Catalog, spec, form: str = "auto") -> tuple[dict, str, None, str]:
-    """(schema, schema name, extra body, note appended to the system message).
+def request_parts(form: str = "auto") -> tuple[dict, str, str]:
+    """(schema, schema name, note appended to the system message).
 
     `form` is "project" (the declarative JSON form), "sketch", or "auto" (the project's when installed).
     """
-    project = _project_form() if form in ("auto", "project") else None
-    if form == "project" and project is None:
+    schema = _project_schema() if form in ("auto", "project") else None
+    if form == "project" and schema is None:
         raise ValueError("the project's JSON form (gsrlang.lang.jsonform, docs/program.schema.json) is not installed")
-    if project is not None:
+    if schema is not None:
         note = ("In this session, answer with the program's declarative JSON form (the JSON that "
                 "`gsr export --json` writes: format, version, name, description, nodes in topological order, "
                 "sink, readout) instead of source, conforming to the JSON Schema given (this overrides rule 1). "
                 "Its readout carries the task contract.\n")
-        return project[2], "gsr_program", None, note
-    return SKETCH_SCHEMA, "gsr_program_sketch", None, _SKETCH_NOTE
+        return schema, "gsr_program", note
+    return SKETCH_SCHEMA, "gsr_program_sketch", _SKETCH_NOTE
 
 
 def to_program(data: Any, spec, catalog: Catalog | None = None, form: str = "auto") -> tuple[str | None, str | None]:
     """(.gsr source, None), or (None, why the JSON is not a program)."""
     if not isinstance(data, dict):
         return None, "the JSON answer is not an object"
-    project = _project_form() if form in ("auto", "project") else None
-    if project is not None:
-        json_to_source, json_form_error, _ = project
+    if form in ("auto", "project") and _project_schema() is not None:
+        from gsrlang.lang.jsonform import JsonFormError, json_to_source
+
         try:
             return json_to_source({"format": "gsr-program", "version": 1, **data}, catalog), None
-        except json_form_error as exc:
-            errors = "; ".join(getattr(exc, "errors", None) or [str(exc)])
-            return None, f"the JSON answer is not a program: {errors}"
+        except JsonFormError as exc:
+            return None, f"the JSON answer is not a program: {'; '.join(exc.errors)}"
     try:
         return sketch_to_source(data, spec), None
     except (KeyError, TypeError, ValueError) as exc:

@@ -330,12 +330,6 @@ def provenance_header(spec: CompileSpec, *, model: str, repairs: int, date: str)
 
 
 # ---- the loop ------------------------------------------------------------------------------------------
-def _json_form():
-    from gsrlang.compiler import jsonmode
-
-    return jsonmode
-
-
 async def compile_rubric(
     spec: CompileSpec,
     client: LLMClient,
@@ -385,12 +379,13 @@ async def compile_rubric(
         if hit is not None:
             return hit
 
+    extra = None
     if constrain == "json":
-        jsonmode = _json_form()
-        schema, schema_name, extra, system_note = jsonmode.request_parts(catalog, spec, json_form)
+        from gsrlang.compiler import jsonmode
+
+        schema, schema_name, system_note = jsonmode.request_parts(json_form)
     else:
         schema, schema_name, system_note = None, "program", ""
-        extra = None
         if constrain == "grammar":
             from gsrlang.compiler.grammar import grammar_extra_body
 

@@ -31,7 +31,6 @@ __all__ = ["acompute_score", "compute_score", "compute_score_batch"]
 _CLIENTS: dict = {}
 _LOCK = threading.Lock()
 PROMPT_KEYS = ("prompt", "question", "problem")
-OWN = ("url", "token_env", "prompt_key", "timeout")
 REQUEST = ("deadline_s", "on_deadline", "default_reward", "failure_value", "scale")
 
 

@@ -50,7 +50,7 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from gsrlang.lang.types import JType
+from gsrlang.lang.types import JType, number_of
 from gsrlang.semantics.judgment import ABSTAIN
 
 from .jsonparse import clip
@@ -313,7 +313,7 @@ class AnswerSpec:
             raise OutsideType(f'"{CANNOT_ASSESS}" is not allowed for this criterion; answer with '
                               f"{self.allowed_text()}")
         if t.kind == "score":
-            x = _number(raw)
+            x = number_of(raw)
             if x is None or not math.isfinite(x):
                 raise OutsideType(f"{_short(raw)} is not a number; answer with {self.allowed_text()}")
             if not t.lo <= x <= t.hi:
@@ -363,19 +363,6 @@ class AnswerSpec:
         label = ("true" if verdict else "false") if isinstance(verdict, bool) else str(verdict)
         o = next((o for o in self.options if o.label == label), None)
         return f"{o.letter} ({o.shown})" if o else label
-
-
-def _number(raw) -> float | None:
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, (int, float)):
-        return float(raw)
-    if isinstance(raw, str):
-        try:
-            return float(raw.strip())
-        except ValueError:
-            return None
-    return None
 
 
 def _short(value, limit: int = 80) -> str:

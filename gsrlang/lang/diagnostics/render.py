@@ -7,7 +7,7 @@ offsets at this edge only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from gsrlang.files.printable import visible
 from gsrlang.lang.diagnostics.codes import CODES
@@ -271,6 +271,3 @@ def render_github(diagnostics: Sequence[Diagnostic], sources: Sources) -> str:
         msg = d.message + (f" (help: {d.help})" if d.help else "")
         lines.append(f"::{kind} {props}::{_gh_escape(msg)}")
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-Renderer = Callable[[Sequence[Diagnostic], Sources], str]
