@@ -59,6 +59,7 @@ def test_limits_are_problems_not_crashes(tmp_path, monkeypatch):
     '{"nan": NaN, "inf": -Infinity}', '{"lone": "\\ud800", "pair": "\\ud83d\\ude00"}', '{"z": -0.0, "i": -0}',
     '{"a": 1, "b": 2, "a": 3}', '{"f": 0.30000000000000004, "g": 5e-324, "h": 1e-400, "e": 1.7976931348623157e308}',
     '{"deep": ' + "[" * 101 + "]" * 101 + "}", '{"x": 1e309}', '{"a": "x\ty"}', '{"a": 1}\x0b',
+    '{"café": [12345678901234567890123], "w": "１２３４５６７８９０１２３４５６７８９０"}',
 ])
 def test_a_line_reads_as_the_standard_library_reads_it(text):
     """orjson reads most lines first: the value (types, float bits, key order) or the problem is json's."""
@@ -89,3 +90,5 @@ def test_a_line_reads_as_the_standard_library_reads_it(text):
     assert same(got, want)
     if text.startswith('{"big"'):
         assert type(json.loads(text)["big"]) is int
+    if text.startswith('{"café"'):  # 19 digits in a row, beside characters of more than one byte
+        assert type(got["café"][0]) is int

@@ -133,19 +133,15 @@ class _Judged:
         """Per candidate, per item: the judgments as a version 2 trace record holds them (`trace.judgment_v2`),
         each distinct object once."""
         seen: dict = {}
-        checked = self.checked
         out = []
-        for c, js in enumerate(self.rows):
-            got = []
-            for k, j in enumerate(js):
-                if checked and (k, c) in checked:
-                    got.append(judgment_v2(checked[k, c]))
-                    continue
-                d = seen.get(id(j))
-                if d is None:
-                    d = seen[id(j)] = judgment_v2(j)
-                got.append(d)
-            out.append(got)
+        for js in self.rows:
+            keys = list(map(id, js))
+            for key, j in dict(zip(keys, js)).items():  # the distinct objects
+                if key not in seen:
+                    seen[key] = judgment_v2(j)
+            out.append(list(map(seen.__getitem__, keys)))
+        for (k, c), j in self.checked.items():
+            out[c][k] = judgment_v2(j)
         return out
 
 
@@ -199,7 +195,7 @@ class ColumnRunner:
                     gc.collect()
 
     async def run(self, entries: list) -> list[tuple]:
-        plan, mode, labels = self.plan, self.mode, self.labels
+        plan, mode, labels, m = self.plan, self.mode, self.labels, self.m
         done: list = [None] * len(entries)
         items, where, labelled, cands = [], [], [], []
         for k, entry in enumerate(entries):
@@ -207,10 +203,10 @@ class ColumnRunner:
                 run = failed_run(entry, mode)
                 done[k] = (run, result_line(run, plan.program, self.static.source), None)
                 continue
-            candidates = tuple(c.id for c in entry.candidates)
+            candidates = tuple([c.id for c in entry.candidates])
             label, label_error = labels(entry) if labels else (None, None)
-            wrong = wrong_count(entry, mode, candidates, label, label_error)
-            if wrong is not None:
+            if len(candidates) != m:
+                wrong = wrong_count(entry, mode, candidates, label, label_error)
                 done[k] = (wrong, result_line(wrong, plan.program, self.static.source), None)
                 continue
             items.append(entry)
@@ -251,7 +247,7 @@ class ColumnRunner:
         sinks = ev.sink.tolist()
         reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
         ids = [crit.node.id for crit in judged]
-        js = [dict(zip(ids, row)) for row in zip(*(_per_item(crit.v2()) for crit in judged))]
+        js = list(map(dict, map(zip, itertools.repeat(ids), zip(*[_per_item(crit.v2()) for crit in judged]))))
         skips = sum(crit.skipped for crit in judged if crit.skipped is not None)
         skips = skips.tolist() if type(skips) is np.ndarray else None
         if m > 1:

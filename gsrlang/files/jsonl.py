@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
@@ -88,8 +87,16 @@ def finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_float=finite_float)
-# 19 digits in a row: perhaps an integer beyond 64 bits, which orjson would read as a float (json keeps it an int)
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
+# 19 digits in a row: perhaps an integer beyond 64 bits, which orjson would read as a float (json keeps it an int).
+# Found in the text's UTF-8 bytes with every ASCII digit made "0" and every other byte a space (no byte of a
+# multibyte character is a digit): a few times faster than a regular expression's search, as much as orjson's read
+_DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
+def _long_digits(text: str) -> bool:
+    """Whether `text` holds 19 ASCII digits in a row."""
+    return _LONG_DIGITS in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO)
 
 
 def number_problem(error: ValueError) -> str:
@@ -106,7 +113,7 @@ def parse_json(text: str) -> tuple[object, str | None]:
     as the standard library (floats correctly rounded both); what it refuses (NaN and Infinity, lone
     surrogates, a number out of range, anything invalid) and every line with 19 digits in a row go to `json`,
     which reads them as before or says what is wrong."""
-    if orjson is not None and _LONG_DIGITS.search(text) is None and not text.startswith("\ufeff"):
+    if orjson is not None and not _long_digits(text) and not text.startswith("\ufeff"):
         try:
             value = orjson.loads(text)
         except orjson.JSONDecodeError:
