@@ -94,11 +94,11 @@ class Result:
         return TraceView.of_record(self.trace).judged()
 
 
-def _result(run, static) -> Result:
+def _result(run, static, line: dict | None = None) -> Result:
     from gsrlang.trace.schema import result_line
     from gsrlang.trace.write import trace_record
 
-    line = result_line(run, static.program, static.source)
+    line = line if line is not None else result_line(run, static.program, static.source)
     record = trace_record(run, None, static=static)
     sink = line.get("sink") or {}
     value = sink.get("A") if line["status"] == "ok" else None
@@ -269,6 +269,7 @@ class Program:
         self.path = path
         self._plan = Plan(checked)
         self._static = Static(self._plan, path)
+        self._runners: dict = {}  # mode -> (registry, its ColumnRunner)
 
     name = property(lambda self: self.checked.name)
     hash = property(lambda self: self.checked.content_hash)
@@ -320,11 +321,40 @@ class Program:
 
         return bool(program_needs(self.checked).responses)
 
-    async def _execute(self, mode, item, registry, limiter) -> Result:
-        from gsrlang.execution.executor import execute
+    async def _execute(self, mode, item, registry, limit) -> Result:
+        return (await self._execute_all([(mode, item)], registry, limit))[0]
 
-        run = await execute(self._plan, item, registry, mode, limiter)
-        return _result(run, self._static)
+    async def _execute_all(self, items, registry, limit) -> list[Result]:
+        """Score (mode, item) pairs, in order, the way a run of this program goes: the planner's route
+        (gsrlang.execution.planner), column by column where every judge answers a column at once, else
+        item by item under the judges' one limit on calls in flight (None: judges that all answer inline)."""
+        from gsrlang.execution.executor import run_items
+        from gsrlang.execution.inlinerun import columnar_judges
+        from gsrlang.execution.planner import COLUMNS, RunConfig, run_route
+
+        route = run_route(RunConfig(), columns_possible=columnar_judges(self._plan, registry), given=len(items))
+        out: list = [None] * len(items)
+        for mode in dict.fromkeys(m for m, _ in items):  # a program with both tasks: each task's items apart
+            where = [k for k, (m, _) in enumerate(items) if m == mode]
+            entries = [items[k][1] for k in where]
+            if route.evaluate == COLUMNS:
+                done = await self._columns(mode, registry).run(entries)
+                results = [_result(run, self._static, line) for run, line, _ in done]
+            else:
+                results = [_result(run, self._static) async for run in
+                           run_items(self._plan, entries, registry, mode, limit, window=max(1, len(entries)))]
+            for k, result in zip(where, results):
+                out[k] = result
+        return out
+
+    def _columns(self, mode: str, registry):
+        """The column path's runner of `mode` with these judges (made once: it holds the compiled evaluator)."""
+        from gsrlang.execution.inlinerun import ColumnRunner
+
+        made = self._runners.get(mode)
+        if made is None or made[0] is not registry:
+            made = self._runners[mode] = (registry, ColumnRunner(self._plan, registry, mode, None, self._static))
+        return made[1]
 
     def score(self, input: str = "", response: str | None = None, reference: str | None = None, *,
               responses: Sequence[str] | None = None, record: Mapping | None = None, judges: Judges | None = None,
@@ -338,7 +368,7 @@ class Program:
         judges = judges or default_judges()
         mode, item = self.item(input, response, reference, responses=responses, record=record, id=id, mode=mode)
         registry = judges.check(self.checked)
-        return judges.run(lambda limiter: self._execute(mode, item, registry, limiter))
+        return judges.run(lambda limit: self._execute(mode, item, registry, limit))
 
     async def ascore(self, input: str = "", response: str | None = None, reference: str | None = None, *,
                      responses: Sequence[str] | None = None, record: Mapping | None = None,
@@ -347,7 +377,7 @@ class Program:
         judges = judges or default_judges()
         mode, item = self.item(input, response, reference, responses=responses, record=record, id=id, mode=mode)
         registry = judges.check(self.checked)
-        return await judges.arun(lambda limiter: self._execute(mode, item, registry, limiter))
+        return await judges.arun(lambda limit: self._execute(mode, item, registry, limit))
 
     def _batch(self, rows: Iterable[Mapping], mode: str | None):
         out = []
@@ -365,9 +395,6 @@ class Program:
                 raise InputError(f"batch row {i}: {exc}") from None
         return out
 
-    async def _execute_all(self, items, registry, limiter) -> list[Result]:
-        return list(await asyncio.gather(*(self._execute(mode, item, registry, limiter) for mode, item in items)))
-
     def score_batch(self, rows: Iterable[Mapping], *, judges: Judges | None = None,
                     mode: str | None = None) -> list[Result]:
         """Score many items concurrently (at most `judges.concurrency` judge calls in flight), in order.
@@ -377,7 +404,7 @@ class Program:
         judges = judges or default_judges()
         items = self._batch(rows, mode)
         registry = judges.check(self.checked)
-        return judges.run(lambda limiter: self._execute_all(items, registry, limiter))
+        return judges.run(lambda limit: self._execute_all(items, registry, limit))
 
     async def ascore_batch(self, rows: Iterable[Mapping], *, judges: Judges | None = None,
                            mode: str | None = None) -> list[Result]:
@@ -385,7 +412,7 @@ class Program:
         judges = judges or default_judges()
         items = self._batch(rows, mode)
         registry = judges.check(self.checked)
-        return await judges.arun(lambda limiter: self._execute_all(items, registry, limiter))
+        return await judges.arun(lambda limit: self._execute_all(items, registry, limit))
 
 
 def _checked(analysis, path: str | None) -> Program:

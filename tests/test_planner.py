@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
     (RunConfig(), {"per_item": True}, ("index", "online", ITEMS)),  # --programs: each item its own program
     (RunConfig(), {"batch": True, "columns_possible": False}, ("data", "batch", ITEMS)),
     (RunConfig(), {"dry_run": True}, ("data", "dry-run", ITEMS)),  # every call counted, item by item
+    (RunConfig(), {"given": 6}, ("items", "online", COLUMNS)),  # the API's score_batch
+    (RunConfig(), {"given": 1}, ("items", "online", ITEMS)),  # its score: one item alone
+    (RunConfig(), {"given": 6, "columns_possible": False}, ("items", "online", ITEMS)),
 ])
 def test_run_routes(config, facts, expected):
     route = run_route(config, **facts)
@@ -116,3 +119,29 @@ def test_replay_takes_the_planned_path(tmp_path, monkeypatch, capsys):
                  "-q"]) in (0, 1)
     assert taken[:2] == [("verify", COLUMNS), ("verify", ITEMS)]
     assert taken[2][0] == "whatif"
+
+
+def test_the_api_takes_the_planned_path(monkeypatch):
+    """`score_batch` of a program of rules goes by columns, `score` (one item) item by item: the same results."""
+    import gsrlang
+    import gsrlang.execution.planner as planner
+
+    taken: list = []
+    _spy(monkeypatch, planner, "run_route", taken)
+    program = gsrlang.loads('rubric r "Rules"\ntask pointwise { scale = 1..5 }\n'
+                            'criterion long: Bool = rule.word_count(above: 3)\n'
+                            'criterion polite: Bool = rule.contains_any(words: ["please", "thanks"])\n'
+                            'node both = weighted_mean(items: [normalize(long), normalize(polite)], weights: [2, 1])\n'
+                            'sink both\n')
+    rows = [{"input": "q", "response": text} for text in ("no", "please answer me now", "thanks", "a b c d e")]
+    with gsrlang.Judges() as judges:
+        many = program.score_batch(rows, judges=judges)
+        each = [program.score(**row, judges=judges) for row in rows]
+    assert taken == [COLUMNS] + [ITEMS] * len(rows)
+    def placeless(result):  # a batch row's id and line are its index; a lone item's are 0
+        def drop(d):
+            return {k: v for k, v in d.items() if k not in ("id", "line")}
+        trace = result.trace
+        return drop(result.line), {**trace, "item": drop(trace["item"]), "result": drop(trace["result"])}
+    assert [placeless(r) for r in many] == [placeless(r) for r in each]
+    assert len({r.score for r in many}) > 1

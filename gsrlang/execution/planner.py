@@ -4,7 +4,8 @@ Every command is the same composition, source -> batches -> judge where needed -
 write or compare; what differs is decided here, and nowhere else:
 
 * **source**: a data file under one program, a data file under per-item programs (a compile
-  index), or a recorded trace (under its own program, an edited one, or each record's own);
+  index), items handed over in memory (the API, `gsr serve`), or a recorded trace (under its own
+  program, an edited one, or each record's own);
 * **judging**: none (a trace), online, or through a provider's Batch API;
 * **evaluation**: column by column, a chunk of items at a time (every judge answers a column and
   none judges jointly; replay: nothing to write item by item) or item by item;
@@ -81,8 +82,9 @@ class ReplayConfig:
 
 @attrs.frozen
 class RunRoute:
-    """A run's path. `source`: "data" (one program) or "index" (per-item programs); `judging`: "online",
-    "batch" (a provider's Batch API) or "dry-run" (no call, the plan only); `evaluate`: COLUMNS or ITEMS."""
+    """A run's path. `source`: "data" (a file, one program), "index" (per-item programs) or "items" (in
+    memory: the API, `gsr serve`); `judging`: "online", "batch" (a provider's Batch API) or "dry-run" (no
+    call, the plan only); `evaluate`: COLUMNS or ITEMS."""
 
     source: str
     judging: str
@@ -110,12 +112,15 @@ class ReplayRoute:
 
 
 def run_route(config: RunConfig, *, per_item: bool = False, batch: bool = False, dry_run: bool = False,
-              columns_possible: bool = True) -> RunRoute:
+              columns_possible: bool = True, given: int | None = None) -> RunRoute:
     """The path of a run. `columns_possible`: every judge of the program answers a column at once and none
-    judges jointly (gsrlang.execution.inlinerun.columnar_judges); a dry run counts every call item by item."""
+    judges jointly (gsrlang.execution.inlinerun.columnar_judges); a dry run counts every call item by item.
+    `given`: the number of items handed over in memory (the API, `gsr serve`) instead of a data file; one
+    alone goes item by item (a chunk's set-up costs more than the interpreter's one row)."""
     judging = "dry-run" if dry_run else "batch" if batch else "online"
-    columns = config.columnar and columns_possible and not per_item and not dry_run
-    return RunRoute("index" if per_item else "data", judging, COLUMNS if columns else ITEMS)
+    columns = config.columnar and columns_possible and not per_item and not dry_run and given != 1
+    source = "index" if per_item else "data" if given is None else "items"
+    return RunRoute(source, judging, COLUMNS if columns else ITEMS)
 
 
 def replay_route(config: ReplayConfig, *, verify: bool, per_item: bool = False, show: bool = False,
