@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from gsrlang.lang.catalog import default_catalog
 from gsrlang.lang.types import BOOL, JType, ordinal
+from gsrlang.semantics import kernels
 from gsrlang.semantics.kernels import KERNELS, decode, encode, exact_sum, kernel
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure
 
@@ -84,6 +85,58 @@ def test_exact_sum_on_cancellations_and_halfway_cases():
             [-0.0, -0.0, -0.0], [1.0, -1.0, 2.0 ** -1074], [3.0, 2.0 ** -52, 2.0 ** -105]]
     for row in rows:
         assert exact_sum(np.array([row])).tobytes() == np.array([math.fsum(row)]).tobytes(), row
+
+
+# Adversarial slots for the vectorised path (17 rows or more): any magnitude (sums kept finite), subnormals,
+# halfway cases, binary and decimal grids (the ties the remainders land on exactly), exact cancellations.
+_wild = st.one_of(st.floats(-1e300, 1e300, allow_nan=False), st.integers(-2 ** 20, 2 ** 20).map(lambda i: i / 1024),
+                  st.integers(-1000, 1000).map(lambda i: i / 1000),
+                  st.sampled_from([0.0, -0.0, 1.0, -1.0, 3.0, 0.1, 0.3, -0.6, 2.0 ** -53, -2.0 ** -53, 2.0 ** -54,
+                                   1 + 2.0 ** -52, 2.0 ** -106, 2.0 ** -1074, -2.0 ** -1022, 1e300, -1e300]))
+
+
+@st.composite
+def _column(draw):
+    k = draw(st.integers(3, 9))
+    rows = draw(st.lists(st.lists(_wild, min_size=k, max_size=k), min_size=17, max_size=60))
+    for row in rows:  # a slot cancelled exactly by another
+        i, j = draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1))
+        if i != j and draw(st.booleans()):
+            row[j] = -row[i]
+    weights = draw(st.none() | st.lists(st.one_of(st.floats(-1e3, 1e3, allow_nan=False),
+                                                  st.sampled_from([0.1, 0.25, -0.5, 2.0 ** -60])),
+                                        min_size=k, max_size=k))
+    return rows, weights
+
+
+@settings(max_examples=300, deadline=None)
+@given(_column())
+def test_exact_sum_of_a_column_is_fsum_bit_for_bit(column):
+    rows, weights = column
+    x = np.array(rows, np.float64)
+    products = x if weights is None else x * np.array(weights)
+    expected = np.array([math.fsum(r) for r in products.tolist()])
+    for layout in (np.asfortranarray, np.ascontiguousarray):
+        assert exact_sum(layout(x), weights).tobytes() == expected.tobytes(), (rows, weights)
+
+
+def test_exact_sum_proves_tuning_columns_without_falling_back(monkeypatch):
+    """Decimal and quarter-step scores, booleans and zero rows, times positive or signed weights, over three
+    blocks: every row is proven by the offset sum (ties included); a near-tie with a tiny remainder is not."""
+    fell = []
+    fallback = kernels._two_sum_sum
+    monkeypatch.setattr(kernels, "_two_sum_sum", lambda y: fell.append(len(y)) or fallback(y))
+    rng = np.random.default_rng(9)
+    n = 40_000
+    for x in (rng.random((n, 4)).round(3), rng.integers(0, 5, (n, 5)) / 4, rng.integers(0, 2, (n, 3)) * 1.0):
+        x[rng.random(n) < 0.2] = 0.0
+        for w in (rng.random(x.shape[1]).round(3), rng.random(x.shape[1]) - 0.5):
+            expected = np.array([math.fsum(r) for r in (x * w).tolist()])
+            assert exact_sum(x, w.tolist()).tobytes() == expected.tobytes()
+    assert fell == []
+    x = np.tile([1.0, 2.0 ** -53, 2.0 ** -200], (20, 1))  # just above a tie: 1 + 2^-52
+    assert exact_sum(x).tolist() == [1 + 2.0 ** -52] * 20
+    assert fell == [20]
 
 
 # ---- kernels over one row equal the oracle -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ default applies, `failed` None when no row failed; the reason of a failed row is
 Determinism: every sum of three or more slots is `math.fsum`'s, correctly rounded
 (`exact_sum`: error-free transformations, and fsum itself on the rare rows where
 they cannot prove the rounding); two slots need one IEEE addition, which already is.
+A weighted sum's products are rounded first, then summed exactly.
 Products are taken left to right in slot order. So the item path (a batch of one
 row) and a column of a million rows give the same bits.
 """
@@ -206,25 +207,104 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
 
 
 # ---- exact sums ---------------------------------------------------------------------------------------------------
-def exact_sum(x: np.ndarray) -> np.ndarray:
-    """Each row's sum along the slots, as `math.fsum` gives it (correctly rounded); a fresh array.
+_BLOCK = 16384  # rows per block of `exact_sum`: the passes over a block stay in the CPU's cache
 
-    One or two slots: the IEEE sum already is. Three or more: the naive sum with every
-    rounding error kept exactly (Knuth's TwoSum), the errors summed, and the two
-    added; where the bound on what that last step may have lost cannot rule out
-    another rounding (and where anything is not finite), the row takes fsum itself."""
+
+def exact_sum(x: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
+    """Each row's sum along the slots (each slot times its weight first, the product rounded, when `weights`
+    are given), as `math.fsum` gives it (correctly rounded); a fresh array.
+
+    One or two slots: the IEEE sum already is. Three or more, a block of rows at a time
+    (the products made there): `_offset_sum` proves nearly every row's rounding in four
+    passes a slot; the rows it cannot take `_two_sum_sum`, and the few rows that cannot
+    prove either take fsum itself."""
     rows, k = x.shape
+    if weights is not None and (k <= 2 or rows <= 16):
+        x, weights = x * np.asarray(weights, np.float64), None
     if k == 0:
         return np.zeros(rows)
     if k == 1:
         return x[:, 0] + 0.0
     if k == 2:
         return x[:, 0] + x[:, 1] + 0.0
-    s = x[:, 0].copy()
     if rows <= 16:  # a few rows (the item path): fsum itself costs less than the passes below
         return np.array([math.fsum(r) for r in x.tolist()], np.float64) + 0.0
+    w = [1.0] * k if weights is None else [float(v) for v in weights]
+    cols = [x[:, j] for j in range(k)]
     with np.errstate(all="ignore"):
-        return _exact_sum(x, s, rows, k)
+        # |each product| <= top, as rounding is monotone (NaN: every row goes to `_two_sum_sum`)
+        top = max(abs(v) * max(float(c.max()), -float(c.min())) for v, c in zip(w, cols))
+        out = np.empty(rows)
+        scratch = [np.empty(min(rows, _BLOCK)) for _ in range(5)]
+        doubt = []
+        for start in range(0, rows, _BLOCK):
+            stop = min(rows, start + _BLOCK)
+            n = stop - start
+            block = [c[start:stop] for c in cols]
+            doubt.append(_offset_sum(block, None if weights is None else w, top, out[start:stop],
+                                     *(s[:n] for s in scratch)) + start)
+        doubt = np.concatenate(doubt)
+        if len(doubt):
+            y = x[doubt]
+            out[doubt] = _two_sum_sum(y if weights is None else y * np.array(w))
+    return out
+
+
+def _offset_sum(cols: list, w: list | None, top: float, out: np.ndarray, t: np.ndarray, t2: np.ndarray,
+                d: np.ndarray, p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The correctly rounded sum of each row of `cols` (times `w`) into `out`, but for the rows returned
+    (indices), which it cannot prove; every |product| is at most `top`.
+
+    An accumulator t starts at T = 1.5 * 2^m, far above any partial sum (k top <= 2^(m-2)),
+    so t stays in [2^m, 2^(m+1)), on the grid g = 2^(m-52): each slot y goes in as
+    t' = t + y, and d = t' - t (exact: one binade) is y rounded to the grid, y - d its
+    remainder (exact, |y - d| <= g/2). So sum = tau + pi exactly, with tau = t - T (exact)
+    and pi the remainders' sum, which summed plainly (p) is within beta = (k-1) u k g/2
+    of pi (u = 2^-53). With c >= 4 beta, a = fl(p - c) <= pi <= fl(p + c) = b (u |p -+ c|
+    < 3 beta), and rounding is monotone: where fl(tau + a) = fl(tau + b), that is the
+    sum's rounding. The rows where they differ are near a halfway case (mostly exactly on
+    one), an exact zero, or far smaller than `top`; of those, a row whose every nonzero y
+    is at least 2^(m-52+ceil(log2 k)) has remainders on the grid 2^(m-104+ceil(log2 k))
+    whose partial sums (< k g/2) it holds exactly: p is pi, and fl(tau + p) the sum's
+    rounding (ties to even, as fsum's). A `top` of zero: every sum is 0.0; beyond
+    2^+-900 (NaN too): every row is returned. (t, t2, d, p, y: scratch of the block's length.)"""
+    n, k = len(out), len(cols)
+    if top == 0.0:
+        out[:] = 0.0
+        return np.zeros(0, np.intp)
+    if not 2.0 ** -900 < top < 2.0 ** 900:
+        return np.arange(n)
+    m = math.frexp(top)[1] + (k - 1).bit_length() + 2  # top < 2^e: k top < 2^(e + ceil(log2 k)) = 2^(m-2)
+    big = 1.5 * 2.0 ** m
+    c = k * k * 2.0 ** (m - 103)  # k^2 g 2^-51 >= 4 beta
+    for j, col in enumerate(cols):
+        if w is not None:
+            col = np.multiply(col, w[j], out=y)
+        if j == 0:
+            np.add(col, big, out=t)
+            np.subtract(t, big, out=d)
+            np.subtract(col, d, out=p)
+            continue
+        np.add(t, col, out=t2)
+        np.subtract(t2, t, out=d)
+        np.subtract(col, d, out=d)
+        p += d
+        t, t2 = t2, t
+    t -= big
+    np.subtract(p, c, out=out)
+    np.add(p, c, out=d)
+    out += t
+    d += t
+    doubt = np.flatnonzero(out != d)
+    if len(doubt):
+        ys = np.array([col[doubt] for col in cols]).T
+        if w is not None:
+            ys = ys * np.array(w)
+        exact = ((ys == 0.0) | (np.abs(ys) >= 2.0 ** (m - 52 + (k - 1).bit_length()))).all(axis=1)
+        rows = doubt[exact]
+        out[rows] = t[rows] + p[rows]
+        doubt = doubt[~exact]
+    return doubt
 
 
 def _two_sum(a: np.ndarray, b: np.ndarray, t: np.ndarray, bp: np.ndarray, e: np.ndarray) -> None:
@@ -238,9 +318,16 @@ def _two_sum(a: np.ndarray, b: np.ndarray, t: np.ndarray, bp: np.ndarray, e: np.
     e += bp
 
 
-def _exact_sum(x: np.ndarray, s: np.ndarray, rows: int, k: int) -> np.ndarray:
-    # Every pass writes into a buffer made once (fresh arrays for each of the ~14 passes a slot takes cost
-    # as much again, tuning's columns being ~100,000 rows); the first slot's error needs no summing.
+def _two_sum_sum(x: np.ndarray) -> np.ndarray:
+    """Each row's fsum (a fresh array) for the rows `_offset_sum` cannot prove: the naive sum with every
+    rounding error kept exactly (Knuth's TwoSum), the errors summed, and the two added; where the bound on
+    what that last step may have lost cannot rule out another rounding (and where anything is not finite),
+    the row takes fsum itself."""
+    rows, k = x.shape
+    if rows <= 16:
+        return np.array([math.fsum(r) for r in x.tolist()], np.float64) + 0.0
+    # Every pass writes into a buffer made once; the first slot's error needs no summing.
+    s = x[:, 0].copy()
     t, bp, e = np.empty(rows), np.empty(rows), np.empty(rows)
     err = lost = u = None  # the rounding errors of the naive sum, themselves summed with TwoSum; what summing
     for j in range(1, k):  # them lost (magnitudes), so that sum = s + err + (at most lost) exactly
@@ -387,7 +474,7 @@ def weighted_mean(x, counted, *, weights="equal", **_):
     if len(w) != k:
         return Out(np.zeros(rows), None, np.ones(rows, bool))
     if counted is None:  # every slot counts: constant weights
-        total = exact_sum(x * w)
+        total = exact_sum(x, w)
         ws = w.tolist()  # (Python floats: summed several times faster than numpy's)
         positive = math.fsum(v for v in ws if v > 0)
         negative = math.fsum(-v for v in ws if v < 0)
