@@ -132,3 +132,26 @@ def test_a_tampered_version_2_record_is_pointed_at(tmp_path, capsys):
     def restructure(rows):
         rows[0]["nodes"][position]["op"] = "mean"
     assert "recorded `op` differs from the program's" in replay_with(restructure)
+
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner,
+                                                                                             max_size=4), max_leaves=12)
+
+
+def test_a_result_line_is_what_json_dumps_writes():
+    """`schema.dumps` (the results encoder, made once) writes what `json.dumps` with its options writes."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gsrlang.trace.schema import dumps
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.dictionaries(st.text(), _json_values(), max_size=6) | _json_values())
+    def check(obj):
+        assert dumps(obj) == json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+
+    check()
