@@ -36,18 +36,17 @@ from collections import deque
 from typing import AsyncIterator, Callable, Iterable, Sequence
 
 import attrs
-import numpy as np
 
 from gsrlang.execution.planner import CallLimit
 from gsrlang.files.dataset import Item, ItemError
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import CompositionError, Plan
 from gsrlang.semantics.judgment import Judgment
-from gsrlang.semantics.kernels import decode, encode
+from gsrlang.semantics.kernels import INVALID
 from gsrlang.semantics.readout import ReadoutResult, read
-from gsrlang.semantics.settle import Possibles, liveness, settle
-from gsrlang.semantics.values import ABSTAIN, Possible, Unsettled, format_value, unsettled
-from gsrlang.trace.decode import INVALID, judgment_cell
+from gsrlang.semantics.settle import from_possibles, liveness, settle, to_possibles
+from gsrlang.semantics.values import ABSTAIN, Unsettled, format_value, unsettled
+from gsrlang.trace.decode import judgment_cell
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
            "reason_of", "run_items", "run_items_each"]
@@ -210,48 +209,6 @@ def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...
     why = None if result.status == "ok" else f"readout: {result.reason}"
     return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label,
                    label_error, failed)
-
-
-def to_possibles(plan: Plan, values: list, m: int) -> list:
-    """The settling columns of one item's values (per node, a tuple of m values, Unsettled where not known;
-    None for a node not computed yet): the constants are filled in."""
-    nodes: list = [None] * len(values)
-    for i, v in plan.consts:
-        values[i] = (v,) * m
-    for i, cells in enumerate(values):
-        if cells is None:
-            continue
-        t = plan.nodes[i].type
-        col = encode(t, [x if type(x) is not Unsettled else ABSTAIN for x in cells])
-        node = nodes[i] = Possibles(t, col.values, col.abstain & np.array([type(x) is not Unsettled for x in cells]))
-        for r, x in enumerate(cells):
-            if type(x) is Unsettled:
-                p = x.possible
-                if p.values is None:
-                    node.set_possible(r, p.lo, p.hi, 0, p.abstain, x.causes)
-                else:
-                    codes = (int(v) for v in p.values) if t.kind == "bool" else (t.labels.index(v) for v in p.values)
-                    node.set_possible(r, 0.0, 0.0, sum(1 << c for c in codes), p.abstain, x.causes)
-    return nodes
-
-
-def from_possibles(nodes: list) -> list:
-    """One item's values (per node, a tuple of values, Unsettled where open) from its settling columns."""
-    out = []
-    for node in nodes:
-        t = node.type
-        cells = decode(t, node.values, node.abstain)
-        for r in np.flatnonzero(node.open).tolist():
-            may = bool(node.may_abstain[r])
-            if t.kind == "score":
-                possible = Possible(None, float(node.lo[r]), float(node.hi[r]), may)
-            else:
-                bits = int(node.bits[r])
-                levels = (False, True) if t.kind == "bool" else t.labels
-                possible = Possible(frozenset(v for c, v in enumerate(levels) if bits >> c & 1), abstain=may)
-            cells[r] = Unsettled(possible, node.causes[r])
-        out.append(tuple(cells))
-    return out
 
 
 def moot_reason(plan: Plan, blocker) -> str:

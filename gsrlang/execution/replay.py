@@ -470,8 +470,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
 def needed_judgments(plan: Plan, run: ItemRun) -> list[str]:
     """The criteria whose judgments the recorded run skipped (short-circuit) but that `plan` needs for this
     item: those that could change its sink under `plan` (what-if replay tells the user which)."""
-    from gsrlang.execution.executor import to_possibles
-    from gsrlang.semantics.settle import liveness
+    from gsrlang.semantics.settle import liveness, to_possibles
 
     if run.values is None:
         return []

@@ -39,9 +39,9 @@ from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.types import JType
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.evaluate import Table
-from gsrlang.semantics.kernels import NodeValues
+from gsrlang.semantics.kernels import INVALID, NodeValues, encode
 from gsrlang.semantics.values import ABSTAIN
-from gsrlang.trace.decode import INVALID, SPECIAL, cells_column, json_column, judged_column, judgment_cell
+from gsrlang.trace.decode import SPECIAL, json_column, judged_column, judgment_cell
 
 __all__ = ["Criterion", "table_from_cells", "table_from_data", "table_from_trace"]
 
@@ -214,7 +214,7 @@ def table_from_cells(program: CheckedProgram, mode: str, entries: Iterable[tuple
                 cells[n.id].extend([INVALID] * m)
             else:
                 cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
-    return Table(mode, ids, {n.id: cells_column(n.type, cells[n.id]) for n in crit_nodes},
+    return Table(mode, ids, {n.id: encode(n.type, cells[n.id]) for n in crit_nodes},
                  np.array(failed, bool), labels)
 
 

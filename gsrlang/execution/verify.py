@@ -42,7 +42,7 @@ from operator import eq, is_, itemgetter, ne
 import attrs
 import numpy as np
 
-from gsrlang.execution.executor import ItemRun, check_judgment, from_possibles, reason_of
+from gsrlang.execution.executor import ItemRun, check_judgment, reason_of
 from gsrlang.execution.replay import Stored, carried_run, stored_difference, structure_getters
 from gsrlang.execution.runs import RunSummary
 from gsrlang.execution.tracetable import Criterion
@@ -51,6 +51,7 @@ from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.kernels import decode
 from gsrlang.semantics.readout import ReadoutResult, as_read
+from gsrlang.semantics.settle import from_possibles
 from gsrlang.trace.decode import SPECIAL, json_column, recorded_judgment
 from gsrlang.trace.jsonio import loads
 from gsrlang.trace.read import read_records

@@ -37,7 +37,7 @@ import numpy as np
 from gsrlang.lang.program import CheckedProgram, Readout
 from gsrlang.lang.types import JType
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.kernels import NodeValues
+from gsrlang.semantics.kernels import NodeValues, encode
 from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.settle import Possibles, settle, unfit
 
@@ -170,8 +170,7 @@ class Evaluator:
             R = len(memo.zero)
             for i, v in self.plan.consts:
                 node = self.plan.nodes[i]
-                fill = node.type.labels.index(v) if node.type.kind in ("ordinal", "nominal") else v
-                memo.columns[node.id] = NodeValues(np.full(R, fill), memo.zero, memo.zero)
+                memo.columns[node.id] = NodeValues(np.full(R, encode(node.type, (v,)).values[0]), memo.zero, memo.zero)
             if len(self._memos) >= self.KEEP:
                 del self._memos[next(iter(self._memos))]
         self._memos[id(table)] = memo  # most recently used last

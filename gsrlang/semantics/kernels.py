@@ -38,7 +38,10 @@ import numpy as np
 
 from gsrlang.semantics.judgment import ABSTAIN
 
-__all__ = ["NodeValues", "KERNELS", "Kernel", "Out", "clamp", "decode", "encode", "exact_sum", "kernel"]
+__all__ = ["INVALID", "NodeValues", "KERNELS", "Kernel", "Out", "clamp", "decode", "dtype", "encode", "exact_sum",
+           "kernel"]
+
+INVALID = object()  # a cell with no valid value: its judgment was invalid, skipped, or did not fit
 
 
 class NodeValues(NamedTuple):
@@ -49,18 +52,25 @@ class NodeValues(NamedTuple):
     invalid: np.ndarray
 
 
+def dtype(t):
+    """The numpy type of `t`'s encoding: float64 for a Score, bool for a Bool, int32 level codes otherwise."""
+    return np.float64 if t.kind == "score" else bool if t.kind == "bool" else np.int32
+
+
 def encode(t, cells: Sequence) -> NodeValues:
-    """Python values of type `t` (ABSTAIN where abstained) as a Column of its type's encoding (nothing invalid)."""
-    n = len(cells)
+    """Python values of type `t` (ABSTAIN where abstained, INVALID where there is no valid value) as the
+    NodeValues of its type's encoding, 0 where abstained or invalid. The one conversion of values to columns:
+    the item path's, the tables' of judgments (execution/tracetable.py) and settling's."""
     abstain = np.array([c is ABSTAIN for c in cells], bool)
+    invalid = np.array([c is INVALID for c in cells], bool)
     if t.kind == "score":
-        values = np.array([0.0 if c is ABSTAIN else c for c in cells], np.float64)
+        values = np.array([0.0 if c is ABSTAIN or c is INVALID else c for c in cells], np.float64)
     elif t.kind == "bool":
         values = np.array([c is True for c in cells], bool)
     else:
         code = {label: i for i, label in enumerate(t.labels)}
         values = np.array([code.get(c, 0) if type(c) is str else 0 for c in cells], np.int32)
-    return NodeValues(values, abstain, np.zeros(n, bool))
+    return NodeValues(values, abstain, invalid)
 
 
 def decode(t, values: np.ndarray, abstain: np.ndarray | None) -> list:

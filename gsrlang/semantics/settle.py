@@ -29,6 +29,10 @@ operator fails, give the whole of the node's type: a sound over-approximation.
 Signed zeros cannot break this: judged Scores and parameters are read with -0.0 as
 0.0, and no operator makes a -0.0 from non-negative zeros.
 
+The item path holds one item's values as tuples (an `Unsettled` where not known):
+`to_possibles` and `from_possibles` convert them to these columns and back, the one
+place where a set of possible values becomes bits and bits values again.
+
 `liveness` runs the other way, from the sink: an input edge of a row is *dead* when
 the operator's output is settled whatever that input is (the input replaced by all
 of its type); a criterion none of whose paths to the sink is live cannot change the
@@ -42,9 +46,10 @@ from typing import Callable
 
 import numpy as np
 
-from gsrlang.semantics.kernels import NodeValues, decode
+from gsrlang.semantics.kernels import NodeValues, decode, dtype, encode
+from gsrlang.semantics.values import ABSTAIN, Possible, Unsettled
 
-__all__ = ["CORNER_LIMIT", "Possibles", "liveness", "settle", "unfit"]
+__all__ = ["CORNER_LIMIT", "Possibles", "from_possibles", "liveness", "settle", "to_possibles", "unfit"]
 
 CORNER_LIMIT = 512  # operator evaluations per node and row before settling falls back to the whole type
 
@@ -70,7 +75,7 @@ def _top(t) -> tuple:
     """(lo, hi, bits, may_abstain): everything a value of type `t` can be."""
     if t.kind == "score":
         return float(t.lo) + 0.0, float(t.hi) + 0.0, 0, t.optional
-    return 0.0, 0.0, (1 << (2 if t.kind == "bool" else len(t.labels))) - 1, t.optional
+    return 0.0, 0.0, (1 << len(_levels(t))) - 1, t.optional
 
 
 def _corners(t, lo: float, hi: float, bits: int, may_abstain: bool) -> list:
@@ -83,6 +88,11 @@ def _corners(t, lo: float, hi: float, bits: int, may_abstain: bool) -> list:
     if may_abstain:
         out.append((0.0 if t.kind == "score" else False if t.kind == "bool" else 0, True))
     return out
+
+
+def _levels(t) -> tuple:
+    """The values of a Bool or label type in code order: a level's code is its bit in `Possibles.bits`."""
+    return (False, True) if t.kind == "bool" else t.labels
 
 
 class Possibles:
@@ -120,8 +130,7 @@ class Possibles:
 
 def _encoded(t, cells: list) -> NodeValues:
     """Corner cells (value, abstained) of one slot as a kernel's input Column."""
-    dtype = np.float64 if t.kind == "score" else bool if t.kind == "bool" else np.int32
-    values = np.array([v for v, _ in cells], dtype)
+    values = np.array([v for v, _ in cells], dtype(t))
     abstain = np.array([a for _, a in cells], bool)
     return NodeValues(values, abstain, abstain)
 
@@ -210,8 +219,7 @@ def settle(plan, nodes: list, m: int, where: Callable, kwargs_of: Callable | Non
         for s in sources[1:]:
             open_in |= nodes[s].open
         if open_in.all():  # nothing settled to compute: only corners (the item path's usual case when settling)
-            dtype = np.float64 if t.kind == "score" else bool if t.kind == "bool" else np.int32
-            node = nodes[step.index] = Possibles(t, np.zeros(R, dtype), np.zeros(R, bool), open_in.copy())
+            node = nodes[step.index] = Possibles(t, np.zeros(R, dtype(t)), np.zeros(R, bool), open_in.copy())
             bad = ()
         else:
             args = [[nodes[s] for s in srcs] if is_list else nodes[srcs[0]] for is_list, srcs in step.ports]
@@ -248,6 +256,47 @@ def settle(plan, nodes: list, m: int, where: Callable, kwargs_of: Callable | Non
             else:
                 node.set_possible(r, *got[1:], causes)
     return first_failed
+
+
+def to_possibles(plan, values: list, m: int) -> list:
+    """The settling columns of one item's values (per node, a tuple of m values, Unsettled where not known;
+    None for a node not computed yet): the constants are filled in."""
+    nodes: list = [None] * len(values)
+    for i, v in plan.consts:
+        values[i] = (v,) * m
+    for i, cells in enumerate(values):
+        if cells is None:
+            continue
+        t = plan.nodes[i].type
+        col = encode(t, [x if type(x) is not Unsettled else ABSTAIN for x in cells])
+        node = nodes[i] = Possibles(t, col.values, col.abstain & np.array([type(x) is not Unsettled for x in cells]))
+        for r, x in enumerate(cells):
+            if type(x) is Unsettled:
+                p = x.possible
+                if p.values is None:
+                    node.set_possible(r, p.lo, p.hi, 0, p.abstain, x.causes)
+                else:
+                    bits = sum(1 << c for c, v in enumerate(_levels(t)) if v in p.values)
+                    node.set_possible(r, 0.0, 0.0, bits, p.abstain, x.causes)
+    return nodes
+
+
+def from_possibles(nodes: list) -> list:
+    """One item's values (per node, a tuple of values, Unsettled where open) from its settling columns."""
+    out = []
+    for node in nodes:
+        t = node.type
+        cells = decode(t, node.values, node.abstain)
+        for r in np.flatnonzero(node.open).tolist():
+            may = bool(node.may_abstain[r])
+            if t.kind == "score":
+                possible = Possible(None, float(node.lo[r]), float(node.hi[r]), may)
+            else:
+                bits = int(node.bits[r])
+                possible = Possible(frozenset(v for c, v in enumerate(_levels(t)) if bits >> c & 1), abstain=may)
+            cells[r] = Unsettled(possible, node.causes[r])
+        out.append(tuple(cells))
+    return out
 
 
 def liveness(plan, nodes: list, row: int, kwargs_of: Callable | None = None) -> tuple[set, dict]:

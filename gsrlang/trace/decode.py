@@ -12,7 +12,8 @@ The rules, written once (a scalar form for one judgment, column forms for many):
   judgment with any other status reads as `ok`.
 
 `judgment_cell` is the scalar form: the item interpreter (`executor.check_judgment`)
-and the columnar evaluator's tables of cells (`execution.tracetable.table_from_cells`) use it.
+and the columnar evaluator's tables of cells (`execution.tracetable.table_from_cells`,
+then `semantics.kernels.encode`) use it.
 `plain_column` reads one criterion's judgments over a chunk into a column (the columnar
 run's). `recorded_judgment` turns a trace's judgment back into a Judgment for
 replay. `json_column` and `judged_column` read recorded (JSON) values and
@@ -26,19 +27,16 @@ from __future__ import annotations
 import math
 from itertools import repeat
 from operator import is_
-from typing import Sequence
 
 import numpy as np
 
 from gsrlang.lang.types import JType
 from gsrlang.semantics.judgment import Judgment
-from gsrlang.semantics.kernels import NodeValues
+from gsrlang.semantics.kernels import INVALID, dtype
 from gsrlang.semantics.values import ABSTAIN, RuntimeFailure, value_from_json, value_problem
 
-__all__ = ["INVALID", "SPECIAL", "cells_column", "json_column", "judged_column", "judgment_cell", "plain_column",
-           "recorded_judgment"]
+__all__ = ["SPECIAL", "json_column", "judged_column", "judgment_cell", "plain_column", "recorded_judgment"]
 
-INVALID = object()  # a cell with no valid value: the judgment was invalid, skipped, or did not fit
 SPECIAL = ("invalid", "skipped", "abstained")  # the statuses that change a recorded cell (any other reads as ok)
 _PLAIN = {"score": float, "bool": bool}  # the one Python type of a plain value of each kind (labels: str)
 
@@ -78,20 +76,6 @@ def recorded_judgment(d: dict, output, score: bool) -> Judgment:
     elif score and type(output) is int:
         output = float(output)
     return Judgment(output, status, d.get("reason"), d.get("raw"), d.get("provenance") or {})
-
-
-def cells_column(t: JType, cells: Sequence) -> NodeValues:
-    """Cells (values, ABSTAIN, INVALID) of one criterion as a Column of its type's encoding."""
-    invalid = np.fromiter((c is INVALID for c in cells), bool, len(cells))
-    abstain = np.fromiter((c is ABSTAIN for c in cells), bool, len(cells))
-    if t.kind == "score":
-        values = np.fromiter((c if type(c) is float else 0.0 for c in cells), np.float64, len(cells))
-    elif t.kind == "bool":
-        values = np.fromiter((c is True for c in cells), bool, len(cells))
-    else:
-        code = {label: i for i, label in enumerate(t.labels)}
-        values = np.fromiter((code.get(c, 0) if type(c) is str else 0 for c in cells), np.int32, len(cells))
-    return NodeValues(values, abstain, invalid)
 
 
 def _all_plain(t: JType, values: list) -> bool:
@@ -164,8 +148,7 @@ def json_column(t: JType, raw: list, kinds: set | None = None) -> tuple[np.ndarr
 def _json_each(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Value by value (`value_from_json`): for columns with values of unexpected JSON types."""
     n = len(raw)
-    dtype = {"score": np.float64, "bool": bool}.get(t.kind, np.int32)
-    values, absent, bad = np.zeros(n, dtype), np.zeros(n, bool), np.zeros(n, bool)
+    values, absent, bad = np.zeros(n, dtype(t)), np.zeros(n, bool), np.zeros(n, bool)
     loose = t.maybe(True)
     for row, data in enumerate(raw):
         if data is None:
