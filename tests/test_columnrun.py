@@ -32,7 +32,7 @@ from test_columnar import EXAMPLE_DATA, _examples_without_a_model
 from test_properties import SETTINGS, checkable_programs, draw_checked
 from tiers import examples
 
-from gsrlang.execution import inlinerun as columnrun
+from gsrlang.execution import inlinerun
 from gsrlang.execution.executor import default_mode
 from gsrlang.execution.inlinerun import columnar_judges
 from gsrlang.execution.planner import RunConfig
@@ -156,7 +156,7 @@ def test_the_columnar_path_writes_what_the_item_path_writes_on_generated_program
         return JudgeRegistry({kind: judges[-1] for kind in ("llm", "rule", "human", "verifier")})
 
     assert columnar_judges(Plan(program), registry())
-    with tempfile.TemporaryDirectory() as tmp, patch.object(columnrun, "CHUNK", data.draw(st.integers(1, 5))):
+    with tempfile.TemporaryDirectory() as tmp, patch.object(inlinerun, "CHUNK", data.draw(st.integers(1, 5))):
         folder = Path(tmp)
         write_rows(folder / "data.jsonl", rows, pairwise)
         run_both(program, folder / "data.jsonl", columns, registry, mode, folder, limit)
@@ -220,7 +220,7 @@ def test_the_real_judges_give_the_same_files_on_both_paths(data):
         rows.append(row)
     columns = ColumnMap("input", ("a", "b") if pairwise else ("a",), "id", "label")
     assert columnar_judges(Plan(program), default_registry())
-    with tempfile.TemporaryDirectory() as tmp, patch.object(columnrun, "CHUNK", data.draw(st.integers(1, 6))):
+    with tempfile.TemporaryDirectory() as tmp, patch.object(inlinerun, "CHUNK", data.draw(st.integers(1, 6))):
         folder = Path(tmp)
         write_rows(folder / "data.jsonl", rows, pairwise)
         run_both(program, folder / "data.jsonl", columns, default_registry, mode, folder)
@@ -308,9 +308,9 @@ def test_items_the_columns_leave_invalid_are_written_from_the_evaluation(mode, m
     registry = JudgeRegistry({kind: TableJudge(answers) for kind in ("llm", "rule", "human", "verifier")})
     static = Static(plan, None)
     finished = []
-    real = columnrun.finish
-    monkeypatch.setattr(columnrun, "finish", lambda *a, **k: finished.append(a) or real(*a, **k))
-    got = asyncio.run(columnrun.ColumnRunner(plan, registry, mode, None, static).run(items))
+    real = inlinerun.finish
+    monkeypatch.setattr(inlinerun, "finish", lambda *a, **k: finished.append(a) or real(*a, **k))
+    got = asyncio.run(inlinerun.ColumnRunner(plan, registry, mode, None, static).run(items))
     assert finished == []
     statuses = set()
     for item, (run, line, record) in zip(items, got):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from runfiles import records  # noqa: E402
 from shared_datasets import LLMBAR, TOPICAL_CHAT, needs_llmbar, needs_topical_chat  # noqa: E402
 
-from gsrlang.files import dataset as data
+from gsrlang.files import dataset
 from gsrlang.files import jsonl as jsonl_reader
 from gsrlang.files.dataset import (
     Candidate,
@@ -508,8 +508,8 @@ def test_llmbar_natural():
 
 
 @pytest.mark.parametrize("line, reason", [
-    ("[" * 100_000 + "]" * 100_000, f"JSON nested more than {data.MAX_ROW_DEPTH} levels deep"),
-    ('{"input": "q", "response": ' + "[" * 500 + "]" * 500 + "}", f"JSON nested more than {data.MAX_ROW_DEPTH} levels deep"),
+    ("[" * 100_000 + "]" * 100_000, f"JSON nested more than {dataset.MAX_ROW_DEPTH} levels deep"),
+    ('{"input": "q", "response": ' + "[" * 500 + "]" * 500 + "}", f"JSON nested more than {dataset.MAX_ROW_DEPTH} levels deep"),
     ('{"input": "q", "response": "r", "n": ' + "9" * 5000 + "}", "invalid JSON: an integer with more than 4,300 digits"),
     ('{"input": "q", "response": "r", "n": -1.5e400}', "invalid JSON: the number -1.5e400 is out of range"),
 ])
@@ -521,7 +521,7 @@ def test_a_row_beyond_the_limits_is_a_failed_row_and_later_rows_are_read(tmp_pat
 
 
 def test_rows_nested_up_to_the_limit_are_read(tmp_path):
-    value = "[" * (data.MAX_ROW_DEPTH - 1) + "]" * (data.MAX_ROW_DEPTH - 1)
+    value = "[" * (dataset.MAX_ROW_DEPTH - 1) + "]" * (dataset.MAX_ROW_DEPTH - 1)
     (item,) = read_items(write(tmp_path, "d.jsonl", '{"input": "q", "response": "r", "deep": ' + value + "}\n"), POINTWISE)
     assert isinstance(item, Item)
 
@@ -531,7 +531,7 @@ def test_a_json_array_row_nested_too_deeply_is_a_failed_row(tmp_path):
     text = json.dumps(rows).replace('"DEEP"', "[" * 300 + "]" * 300)
     results = list(read_items(write(tmp_path, "d.json", text), POINTWISE))
     assert [type(r) for r in results] == [Item, ItemError]
-    assert results[1].reason == f"item 2: JSON nested more than {data.MAX_ROW_DEPTH} levels deep"
+    assert results[1].reason == f"item 2: JSON nested more than {dataset.MAX_ROW_DEPTH} levels deep"
 
 
 def test_a_json_array_too_deep_to_decode_is_a_data_error(tmp_path):

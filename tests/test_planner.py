@@ -82,11 +82,11 @@ def _spy(monkeypatch, module, name: str, taken: list):
 
 def test_run_takes_the_planned_path(tmp_path, monkeypatch):
     """A program of human fields runs by columns, and item by item with GSR_COLUMNAR_RUN=0: the same bytes."""
-    import gsrlang.execution.runs as batch
+    from gsrlang.execution import runs
     from gsrlang.cli import main
 
     taken: list = []
-    _spy(monkeypatch, batch, "run_route", taken)
+    _spy(monkeypatch, runs, "run_route", taken)
     outs = []
     for flag in ("1", "0"):
         monkeypatch.setenv("GSR_COLUMNAR_RUN", flag)

@@ -154,15 +154,15 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
 def test_ray_actors_take_the_planners_column_path(ray_session, tmp_path, monkeypatch, capsys):
     """A program of human fields: the actors evaluate their blocks on the path the planner chooses from the job's
     config (by columns; item by item with GSR_COLUMNAR_RUN=0), and both write the local engine's bytes."""
-    import gsrlang.execution.runs as batch
+    from gsrlang.execution import runs
 
     root = Path(__file__).resolve().parents[1] / "examples" / "topical_chat"
     cmd = ["run", str(root / "flat.gsr"), "--data", str(root / "data" / "dev.jsonl"), "--input-field", "context",
            "--reference-field", "fact", "--id-field", "id", "--label-field", "scores.overall", "--limit", "30",
            "--no-progress", "-q"]
     taken = []
-    real = batch.run_route
-    monkeypatch.setattr(batch, "run_route", lambda *a, **k: taken.append(real(*a, **k).evaluate) or real(*a, **k))
+    real = runs.run_route
+    monkeypatch.setattr(runs, "run_route", lambda *a, **k: taken.append(real(*a, **k).evaluate) or real(*a, **k))
     assert main([*cmd, "--out", str(tmp_path / "local.jsonl"), "--trace", str(tmp_path / "local.t.jsonl")]) == 0
     outs = {}
     for flag in ("1", "0"):

@@ -1,4 +1,4 @@
-"""Reading an item's gold label, shared by whole-file runs (batch.py) and per-item programs (programs.py)."""
+"""Reading an item's gold label, shared by whole-file runs (runs.py) and per-item programs (peritem.py)."""
 
 from __future__ import annotations
 
