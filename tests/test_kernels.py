@@ -52,8 +52,8 @@ def test_each_operator_is_defined_once_in_the_package():
 
 
 def test_semantics_is_a_leaf_without_io():
-    allowed = {"__future__", "math", "inspect", "itertools", "typing", "attrs", "numpy", "gsrlang.lang.types",
-               "gsrlang.lang.program", "gsrlang.lang.catalog"}
+    allowed = {"__future__", "math", "inspect", "itertools", "typing", "weakref", "attrs", "numpy",
+               "gsrlang.lang.types", "gsrlang.lang.program", "gsrlang.lang.catalog"}
     for path in (ROOT / "gsrlang/semantics").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for n in ast.walk(tree):
@@ -118,6 +118,9 @@ def test_exact_sum_of_a_column_is_fsum_bit_for_bit(column):
     expected = np.array([math.fsum(r) for r in products.tolist()])
     for layout in (np.asfortranarray, np.ascontiguousarray):
         assert exact_sum(layout(x), weights).tobytes() == expected.tobytes(), (rows, weights)
+    columns = [c.copy() for c in x.T]
+    for _ in range(2):  # the second time with the columns' magnitudes known
+        assert exact_sum(columns, weights).tobytes() == expected.tobytes(), (rows, weights)
 
 
 def test_exact_sum_proves_tuning_columns_without_falling_back(monkeypatch):
@@ -137,6 +140,26 @@ def test_exact_sum_proves_tuning_columns_without_falling_back(monkeypatch):
     x = np.tile([1.0, 2.0 ** -53, 2.0 ** -200], (20, 1))  # just above a tie: 1 + 2^-52
     assert exact_sum(x).tolist() == [1 + 2.0 ** -52] * 20
     assert fell == [20]
+
+
+def test_exact_sum_of_columns_seen_before_needs_no_doubt_test(monkeypatch):
+    """Columns passed again (as tuning passes the criteria for every candidate) have known magnitudes: every
+    block is proven exact without the interval test, and a new column is not taken for an old one."""
+    exact = []
+    offset_sum = kernels._offset_sum
+    monkeypatch.setattr(kernels, "_offset_sum", lambda *a: exact.append(a[3]) or offset_sum(*a))
+    rng = np.random.default_rng(4)
+    columns = [rng.random(40_000).round(3) for _ in range(4)]
+    for weights in ([0.4, 0.3, 0.2, 0.1], [0.1, 0.7, 0.05, 0.15]):
+        expected = np.array([math.fsum(r) for r in (np.array(columns).T * weights).tolist()])
+        assert exact_sum(columns, weights).tobytes() == expected.tobytes()
+    assert exact == [False] * 3 + [True] * 3
+    exact.clear()
+    columns[2] = columns[2] * 2.0 ** -60  # a new array: magnitudes unknown, and far below the others'
+    expected = np.array([math.fsum(r) for r in np.array(columns).T.tolist()])
+    assert exact_sum(columns).tobytes() == expected.tobytes()
+    assert exact_sum(columns).tobytes() == expected.tobytes()
+    assert exact == [False] * 6
 
 
 # ---- kernels over one row equal the oracle -----------------------------------------------------------------------

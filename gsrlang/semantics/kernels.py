@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import weakref
 from typing import Callable, NamedTuple, Sequence
 
 import attrs
@@ -45,7 +46,8 @@ INVALID = object()  # a cell with no valid value: its judgment was invalid, skip
 
 
 class NodeValues(NamedTuple):
-    """One node's output over every row: values, and where it abstained or is invalid."""
+    """One node's output over every row: values, and where it abstained or is invalid. Its arrays are never
+    changed in place once made (kernels make fresh ones; `exact_sum` remembers columns' magnitudes)."""
 
     values: np.ndarray
     abstain: np.ndarray
@@ -165,13 +167,15 @@ def _port_names(kind: str, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = False, boolean: bool = False,
-           why: Callable | None = None):
+           columns: bool = False, why: Callable | None = None):
     """Register a kernel under its stdlib name, wrapped with what its kind shares.
 
     transform: the input's abstentions pass through (`replaces`: the kernel gives its own);
     reduce: the kernel receives (x, counted) after `on_abstain` (`boolean`: all / any /
     fraction's policy), counted None when every slot counts, and rows with nothing counted
-    fail; `clamped`: the output is clamped to [0, 1]."""
+    fail; `columns`: where no item abstains, x is the items' value columns as a list (the
+    (rows, slots) copy costs as much as a few passes, and `exact_sum` reads columns);
+    `clamped`: the output is clamped to [0, 1]."""
 
     def register(fn):
         if name in KERNELS:
@@ -182,7 +186,10 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
                 fail_as = (name == "any") if boolean else kw.get("weights")
                 if fail_as == "equal":
                     fail_as = None
-                x, counted = _resolve(items, on_abstain, fail_as, boolean)
+                if columns and items and not any(_any(c.abstain) for c in items):
+                    x, counted = [np.asarray(c.values, np.float64) for c in items], None
+                else:
+                    x, counted = _resolve(items, on_abstain, fail_as, boolean)
                 out = fn(x, counted, **kw)
                 values, failed = out.values, out.failed
                 if counted is not None:
@@ -220,15 +227,19 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
 _BLOCK = 16384  # rows per block of `exact_sum`: the passes over a block stay in the CPU's cache
 
 
-def exact_sum(x: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
+def exact_sum(x: np.ndarray | list, weights: Sequence[float] | None = None) -> np.ndarray:
     """Each row's sum along the slots (each slot times its weight first, the product rounded, when `weights`
-    are given), as `math.fsum` gives it (correctly rounded); a fresh array.
+    are given), as `math.fsum` gives it (correctly rounded); a fresh array. `x`: (rows, slots), or the
+    slots' columns as a list.
 
     One or two slots: the IEEE sum already is. Three or more, a block of rows at a time
     (the products made there): `_offset_sum` proves nearly every row's rounding in four
-    passes a slot; the rows it cannot take `_two_sum_sum`, and the few rows that cannot
-    prove either take fsum itself."""
-    rows, k = x.shape
+    passes a slot (and every row, with one pass less in all, where the columns' known
+    magnitudes prove its remainders' sum exact: `_magnitudes`); the rows it cannot take
+    `_two_sum_sum`, and the few rows that cannot prove either take fsum itself."""
+    rows, k = _shape(x)
+    if isinstance(x, list) and (k <= 2 or rows <= 16):
+        x = _slots(x)
     if weights is not None and (k <= 2 or rows <= 16):
         x, weights = x * np.asarray(weights, np.float64), None
     if k == 0:
@@ -240,53 +251,53 @@ def exact_sum(x: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarr
     if rows <= 16:  # a few rows (the item path): fsum itself costs less than the passes below
         return np.array([math.fsum(r) for r in x.tolist()], np.float64) + 0.0
     w = [1.0] * k if weights is None else [float(v) for v in weights]
-    cols = [x[:, j] for j in range(k)]
+    listed = isinstance(x, list)
+    cols = x if listed else [x[:, j] for j in range(k)]
     with np.errstate(all="ignore"):
-        # |each product| <= top, as rounding is monotone (NaN: every row goes to `_two_sum_sum`)
-        top = max(abs(v) * max(float(c.max()), -float(c.min())) for v, c in zip(w, cols))
+        known = [_magnitudes(c) if listed else (max(float(c.max()), -float(c.min())), None) for c in cols]
+        # |each product| <= top and, where not 0, >= low, as rounding is monotone (a NaN: top is NaN)
+        top = max(abs(v) * most for v, (most, _) in zip(w, known))
+        if top == 0.0:
+            return np.zeros(rows)
+        if not 2.0 ** -900 < top < 2.0 ** 900:
+            return _two_sum_sum(_slots(cols) * np.array(w))
+        m = math.frexp(top)[1] + (k - 1).bit_length() + 2  # top < 2^e: k top < 2^(e + ceil(log2 k)) = 2^(m-2)
+        fine = 2.0 ** (m - 52 + (k - 1).bit_length())
+        low = min((abs(v) * least if least is not None else 0.0) for v, (_, least) in zip(w, known) if v != 0.0)
         out = np.empty(rows)
         scratch = [np.empty(min(rows, _BLOCK)) for _ in range(5)]
         doubt = []
         for start in range(0, rows, _BLOCK):
             stop = min(rows, start + _BLOCK)
-            n = stop - start
-            block = [c[start:stop] for c in cols]
-            doubt.append(_offset_sum(block, None if weights is None else w, top, out[start:stop],
-                                     *(s[:n] for s in scratch)) + start)
+            doubt.append(_offset_sum([c[start:stop] for c in cols], None if weights is None else w, m, low >= fine,
+                                     out[start:stop], *(s[:stop - start] for s in scratch)) + start)
         doubt = np.concatenate(doubt)
         if len(doubt):
-            y = x[doubt]
-            out[doubt] = _two_sum_sum(y if weights is None else y * np.array(w))
+            out[doubt] = _two_sum_sum(_slots([c[doubt] for c in cols]) * np.array(w))
     return out
 
 
-def _offset_sum(cols: list, w: list | None, top: float, out: np.ndarray, t: np.ndarray, t2: np.ndarray,
+def _offset_sum(cols: list, w: list | None, m: int, exact: bool, out: np.ndarray, t: np.ndarray, t2: np.ndarray,
                 d: np.ndarray, p: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The correctly rounded sum of each row of `cols` (times `w`) into `out`, but for the rows returned
-    (indices), which it cannot prove; every |product| is at most `top`.
+    (indices), which it cannot prove; every |product| is below 2^(m-2) / k.
 
-    An accumulator t starts at T = 1.5 * 2^m, far above any partial sum (k top <= 2^(m-2)),
-    so t stays in [2^m, 2^(m+1)), on the grid g = 2^(m-52): each slot y goes in as
-    t' = t + y, and d = t' - t (exact: one binade) is y rounded to the grid, y - d its
-    remainder (exact, |y - d| <= g/2). So sum = tau + pi exactly, with tau = t - T (exact)
-    and pi the remainders' sum, which summed plainly (p) is within beta = (k-1) u k g/2
-    of pi (u = 2^-53). With c >= 4 beta, a = fl(p - c) <= pi <= fl(p + c) = b (u |p -+ c|
-    < 3 beta), and rounding is monotone: where fl(tau + a) = fl(tau + b), that is the
-    sum's rounding. The rows where they differ are near a halfway case (mostly exactly on
-    one), an exact zero, or far smaller than `top`; of those, a row whose every nonzero y
-    is at least 2^(m-52+ceil(log2 k)) has remainders on the grid 2^(m-104+ceil(log2 k))
-    whose partial sums (< k g/2) it holds exactly: p is pi, and fl(tau + p) the sum's
-    rounding (ties to even, as fsum's). A `top` of zero: every sum is 0.0; beyond
-    2^+-900 (NaN too): every row is returned. (t, t2, d, p, y: scratch of the block's length.)"""
-    n, k = len(out), len(cols)
-    if top == 0.0:
-        out[:] = 0.0
-        return np.zeros(0, np.intp)
-    if not 2.0 ** -900 < top < 2.0 ** 900:
-        return np.arange(n)
-    m = math.frexp(top)[1] + (k - 1).bit_length() + 2  # top < 2^e: k top < 2^(e + ceil(log2 k)) = 2^(m-2)
+    An accumulator t starts at T = 1.5 * 2^m, far above any partial sum, so t stays in
+    [2^m, 2^(m+1)), on the grid g = 2^(m-52): each slot y goes in as t' = t + y, and
+    d = t' - t (exact: one binade) is y rounded to the grid, y - d its remainder (exact,
+    |y - d| <= g/2). So sum = tau + pi exactly, with tau = t - T (exact) and pi the
+    remainders' sum. Where every nonzero y is at least f = 2^(m-52+ceil(log2 k)) (`exact`:
+    the caller knows it of every row), the remainders lie on the grid 2^(m-104+ceil(log2 k))
+    and their partial sums (< k g/2) are held exactly: p, their plain sum, is pi, and
+    fl(tau + p) the sum's rounding (ties to even, as fsum's). Otherwise p is within
+    beta = (k-1) u k g/2 of pi (u = 2^-53); with c >= 4 beta, a = fl(p - c) <= pi <=
+    fl(p + c) = b (u |p -+ c| < 3 beta), and rounding is monotone: where fl(tau + a) =
+    fl(tau + b), that is the sum's rounding. The rows where they differ are near a halfway
+    case (mostly exactly on one), an exact zero, or far smaller than the largest product;
+    those whose slots are all 0 or at least f are exact as above, and the rest are returned.
+    (t, t2, d, p, y: scratch of the block's length.)"""
+    k = len(cols)
     big = 1.5 * 2.0 ** m
-    c = k * k * 2.0 ** (m - 103)  # k^2 g 2^-51 >= 4 beta
     for j, col in enumerate(cols):
         if w is not None:
             col = np.multiply(col, w[j], out=y)
@@ -301,20 +312,49 @@ def _offset_sum(cols: list, w: list | None, top: float, out: np.ndarray, t: np.n
         p += d
         t, t2 = t2, t
     t -= big
+    if exact:
+        np.add(t, p, out=out)
+        return np.zeros(0, np.intp)
+    c = k * k * 2.0 ** (m - 103)  # k^2 g 2^-51 >= 4 beta
     np.subtract(p, c, out=out)
     np.add(p, c, out=d)
     out += t
     d += t
     doubt = np.flatnonzero(out != d)
     if len(doubt):
-        ys = np.array([col[doubt] for col in cols]).T
+        ys = _slots([col[doubt] for col in cols])
         if w is not None:
             ys = ys * np.array(w)
-        exact = ((ys == 0.0) | (np.abs(ys) >= 2.0 ** (m - 52 + (k - 1).bit_length()))).all(axis=1)
-        rows = doubt[exact]
+        exact_rows = ((ys == 0.0) | (np.abs(ys) >= 2.0 ** (m - 52 + (k - 1).bit_length()))).all(axis=1)
+        rows = doubt[exact_rows]
         out[rows] = t[rows] + p[rows]
-        doubt = doubt[~exact]
+        doubt = doubt[~exact_rows]
     return doubt
+
+
+_KNOWN: dict[int, list] = {}  # id(column) -> [a weak reference to it, max |v|, min nonzero |v| or None]
+
+
+def _magnitudes(col: np.ndarray) -> tuple[float, float | None]:
+    """(largest |v|, smallest nonzero |v| or None) of a column `exact_sum` was given in a list.
+
+    A column is never changed in place once made (see NodeValues), so what is known of
+    one holds while it lives, and tuning passes the same criteria columns to every
+    candidate: they are remembered by identity (checked through a weak reference). The
+    smallest nonzero magnitude costs three passes, so it is found the second time a
+    column is seen (None before: one evaluation of a table does not pay for it)."""
+    known = _KNOWN.get(id(col))
+    if known is not None and known[0]() is col:
+        if known[2] is None:
+            a = np.abs(col)
+            known[2] = float(np.min(a, where=a > 0.0, initial=np.inf))
+        return known[1], known[2]
+    most = max(float(col.max()), -float(col.min()))
+    if len(_KNOWN) >= 256:
+        for key in [key for key, seen in _KNOWN.items() if seen[0]() is None] or list(_KNOWN):
+            del _KNOWN[key]
+    _KNOWN[id(col)] = [weakref.ref(col), most, None]
+    return most, None
 
 
 def _two_sum(a: np.ndarray, b: np.ndarray, t: np.ndarray, bp: np.ndarray, e: np.ndarray) -> None:
@@ -450,13 +490,18 @@ def default(x, *, value, out_type, **_):
 
 
 # ---- REDUCE ---------------------------------------------------------------------------------------------------------
+def _shape(x: np.ndarray | list) -> tuple[int, int]:
+    """(rows, slots) of a reducer's x: a (rows, slots) array or a list of columns."""
+    return (len(x[0]), len(x)) if isinstance(x, list) else x.shape
+
+
 def _counted(x, counted):
     return x if counted is None else np.where(counted, x, 0.0)
 
 
-@kernel("mean", "reduce", clamped=True)
+@kernel("mean", "reduce", clamped=True, columns=True)
 def mean(x, counted, **_):
-    n = x.shape[1] if counted is None else counted.sum(axis=1)
+    n = _shape(x)[1] if counted is None else counted.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return Out(exact_sum(_counted(x, counted)) / n)
 
@@ -474,12 +519,12 @@ def _weighted_why(row, items, *, weights="equal", on_abstain="fail", **_):
     return "every weight of `weighted_mean` that counts is zero: the mean is undefined"
 
 
-@kernel("weighted_mean", "reduce", clamped=True, why=_weighted_why)
+@kernel("weighted_mean", "reduce", clamped=True, columns=True, why=_weighted_why)
 def weighted_mean(x, counted, *, weights="equal", **_):
     """sum(w x) / sum(positive w); with no positive weight, 1 + sum(w x) / sum(|w|) (then clamped).
 
     The weights that count are those of the items left after the abstention policy."""
-    rows, k = x.shape
+    rows, k = _shape(x)
     w = _weights(k, weights)
     if len(w) != k:
         return Out(np.zeros(rows), None, np.ones(rows, bool))
@@ -489,10 +534,13 @@ def weighted_mean(x, counted, *, weights="equal", **_):
         positive = math.fsum(v for v in ws if v > 0)
         negative = math.fsum(-v for v in ws if v < 0)
         if positive > 0:
-            return Out(total / positive)
+            total /= positive
+            return Out(total)
         if negative == 0:
             return Out(np.zeros(rows), None, np.ones(rows, bool))
-        return Out(total / negative + 1.0)
+        total /= negative
+        total += 1.0
+        return Out(total)
     total = exact_sum(np.where(counted, w * x, 0.0))
     positive = exact_sum(np.where(counted & (w > 0), w, 0.0))
     negative = exact_sum(np.where(counted & (w < 0), -w, 0.0))
