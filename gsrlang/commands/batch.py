@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "the Batch API batches of a `gsr run --batch`: their status, or cancel them"
 DESCRIPTION = """\
@@ -160,7 +160,7 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
               file=sys.stderr)
         return local(args, program, mode, columns, registry, settings)
     say = _say(args)
-    try:
+    with usage_errors(BatchError):
         state = BatchState(state_folder(args))
         answers: dict = {}
         if args.batch_import:
@@ -182,8 +182,6 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
         llm.batch_pricing = bool(args.batch)  # the spend and --budget at the Batch API's price
         if args.batch:  # before anything is uploaded: a server without the Batch API is one line
             asyncio.run(check_batch_api([llm.pool.for_role(None)]))
-    except BatchError as exc:
-        raise UsageError(str(exc)) from None
     out, trace = args.out, args.trace
     if args.batch_export:  # the results are written only once no request is left to export
         folder = Path(state.folder)
@@ -245,10 +243,8 @@ def _state_for(path: str):
     candidates = [Path(path), Path(path + ".gsr-batch")]
     for folder in candidates:
         if (folder / "state.json").is_file():
-            try:
+            with usage_errors(BatchError):
                 return BatchState(folder)
-            except BatchError as exc:
-                raise UsageError(str(exc)) from None
     raise UsageError(f"no batch state at {path} (looked for {candidates[1]}/state.json and {candidates[0]}/"
                      "state.json): name the --out of a `gsr run --batch`, or its --batch-state folder")
 
@@ -268,10 +264,8 @@ def run(args) -> int:
         for p in parts:
             _show(p.batch_id or f"(part {p.n}, not created yet)", p.status or p.stage, p.counts, p.requests)
         return 0
-    try:
+    with usage_errors(LLMError):
         settings = model_settings(args)
-    except LLMError as exc:
-        raise UsageError(str(exc)) from None
     if settings is None:
         raise UsageError("no model server configured: pass --base-url (and the key) the batches were sent with")
 

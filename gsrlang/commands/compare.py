@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "compare two results files of the same items: paired bootstrap differences, wins and losses, McNemar"
 DESCRIPTION = """\
@@ -65,10 +65,8 @@ def read_groups(args, ids, command: str) -> list | None:
         return None
     if not args.data:
         raise UsageError("--group-field needs --data (the data file holding the field; items are joined by id)")
-    try:
+    with usage_errors(DataError):
         found, _ = data_groups(args.data, args.group_field, args.id_field)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     groups = [found.get(str(i)) for i in ids]
     absent = sum(str(i) not in found for i in ids)
     unnamed = sum(g is None for g in groups) - absent
@@ -143,10 +141,8 @@ def run(args) -> int:
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
-    try:
+    with usage_errors(DataError):
         a, b = _read(args.a), _read(args.b)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     paired = paired_items(a, b, (args.a, args.b))
     if isinstance(paired, str):
         print(f"gsr compare: {paired}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 from gsrlang.lang.tasks import MODES, ON_TIE, QUANTIZE
 
 HELP = "compile a natural-language rubric into a checked .gsr program with an LLM"
@@ -192,10 +192,8 @@ def _settings(args):
     from gsrlang.judges.llm import ConfigError
     from gsrlang.judges.llm.config import NO_MODEL_MESSAGE
 
-    try:
+    with usage_errors(ConfigError):
         settings = model_settings(args)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
     if settings is None:
         raise UsageError(NO_MODEL_MESSAGE)
     return settings.default
@@ -247,10 +245,8 @@ def _open_cache(args):
     from gsrlang.compiler.cache import DEFAULT_CACHE, CompileCache
     from gsrlang.judges.llm import CacheError
 
-    try:
+    with usage_errors(CacheError):
         return CompileCache(args.cache or DEFAULT_CACHE)
-    except CacheError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _run_one(args, contract) -> int:
@@ -266,10 +262,8 @@ def _run_one(args, contract) -> int:
     except SpecError as exc:
         raise UsageError(f"{args.rubric}: {exc}") from None
     if args.print_prompt:
-        try:
+        with usage_errors(PromptError):
             prompt = build_prompt(spec)
-        except PromptError as exc:
-            raise UsageError(str(exc)) from None
         sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
         return 0
     out = Path(args.output) if args.output else None
@@ -419,23 +413,17 @@ def _run_batch(args, contract) -> int:
     from gsrlang.compiler.prompt import PromptError, build_prompt
     from gsrlang.files.dataset import DataError
 
-    try:
+    with usage_errors(RefusedField, ValueError):
         fields = CompileFields(rubric=args.rubric_field, input=args.input_field, reference=args.reference_field,
                                id=args.id_field)
-    except (RefusedField, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    try:
+    with usage_errors(DataError):
         items = list(read_compile_items(args.data, fields, contract))
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     if args.print_prompt:
         first = next((i for i in items if isinstance(i, CompileItem)), None)
         if first is None:
             raise UsageError(f"{args.data}: no usable item")
-        try:
+        with usage_errors(PromptError):
             prompt = build_prompt(first.spec)
-        except PromptError as exc:
-            raise UsageError(str(exc)) from None
         sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
         return 0
     config = _settings(args)
@@ -480,14 +468,12 @@ async def _compile_batch(items, config, args, cache, out_dir):
             def on_round(r):
                 printer.display = path.name
                 printer.round(r, prefix=f"{path.stem}: ")
-            try:
+            with usage_errors(PromptError):
                 prompt = _fitted_prompt(spec, args, config, facts, announce=not announced)
                 announced.append(True)
                 return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
                                             grammar_field=_grammar_field(args, facts), json_form=args.json_form,
                                             path=path, on_round=on_round, prompt=prompt, cache=view)
-            except PromptError as exc:
-                raise UsageError(str(exc)) from None
 
         def on_item(item, result):
             done[0] += 1

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "agreement metrics (with bootstrap 95% intervals) for results files"
 DESCRIPTION = """\
@@ -79,16 +79,12 @@ def run(args) -> int:
         from gsrlang.analysis.metrics import read_results
         from gsrlang.commands.compare import read_groups
 
-        try:
+        with usage_errors(DataError):  # a file that is not a results file: exit 2, as compare, report and replay
             ids = list(dict.fromkeys(r.get("id") for p in args.results for r in read_results(p)
                                      if "kind" not in r and r.get("label") is not None))
-        except DataError as exc:  # a file that is not a results file: exit 2, as compare, report and replay
-            raise UsageError(str(exc)) from None
         groups = dict(zip(map(str, ids), read_groups(args, ids, "gsr metrics")))
-    try:
+    with usage_errors(DataError):
         report = metrics_from_results(args.results, bootstrap=args.bootstrap, seed=args.seed, groups=groups)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     if args.criterion:
         report["criteria"] = criteria_agreement(args)
     if args.trace:
@@ -142,11 +138,9 @@ def criteria_agreement(args, command: str = "gsr metrics") -> dict:
                               ("--data", args.data, "the data file with the human labels")):
         if not value:
             raise UsageError(f"--criterion needs {flag} ({what})")
-    try:
+    with usage_errors(ValueError, DataError):
         pairs = parse_pairs(args.criterion)
         reports = criterion_agreement(args.trace, args.data, pairs, args.id_field, args.bootstrap, args.seed)
-    except (ValueError, DataError) as exc:
-        raise UsageError(str(exc)) from None
     for name, report in reports.items():
         if not report["n"]:
             join = f"--id-field {args.id_field}" if args.id_field else "the data's default ids (no --id-field)"

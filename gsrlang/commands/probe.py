@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import usage_errors
 
 HELP = "ask a model server what it supports (structured output, grammar, context, logprobs, speed)"
 DESCRIPTION = """\
@@ -98,16 +98,12 @@ def run(args) -> int:
     from gsrlang.judges.llm.probe import probe
     from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
 
-    try:
+    with usage_errors(ConfigError, ValueError):
         settings = resolve_settings(judge_flags(args))
-    except (ConfigError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
     store = None if args.no_cache else KnowledgeStore(knowledge_path(args.cache))
     overflow = {"auto": None, "yes": True, "no": False}[args.overflow]
-    try:
+    with usage_errors(LLMError):
         report = asyncio.run(probe(settings.default, knowledge=store, overflow=overflow))
-    except LLMError as exc:
-        raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(report, indent=2))
     else:

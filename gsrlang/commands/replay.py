@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "recompute a trace with no judge call: verify it exactly, or re-compose it under an edited program"
 DESCRIPTION = """\
@@ -57,11 +57,9 @@ def _first_header(path: str) -> dict:
     from gsrlang.trace.read import read_trace
     from gsrlang.trace.schema import TraceError
 
-    try:
+    with usage_errors(TraceError):
         for _, record in read_trace(path):
             return record.get("program") or {}
-    except TraceError as exc:
-        raise UsageError(str(exc)) from None
     raise UsageError(f"{path}: the trace holds no records")
 
 

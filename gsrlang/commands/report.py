@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 from gsrlang.commands.metrics import add_criterion_arguments, criteria_agreement
 
 HELP = "write one self-contained HTML report of a run: metrics, charts, the graph, items, decision paths"
@@ -82,18 +82,14 @@ def run(args) -> int:
     check_outputs(inputs, [("-o", args.output)])
     if out.is_dir():
         raise UsageError(f"-o {args.output} is a folder: give a file name")
-    try:
+    with usage_errors(DataError):
         first = load_run(args.results, args.trace)
         other = load_run(args.compare, args.compare_trace) if args.compare else None
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     by_criterion = criteria_agreement(args, "gsr report") if args.criterion else None
     program = _program(args, first)
-    try:
+    with usage_errors(DataError):
         page = build_report(first, program, other, bootstrap=args.bootstrap, title=args.title, seed=args.seed,
                             by_criterion=by_criterion)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     write_atomic(out, page)
     n = len(first.results)
     print(f"wrote {out} ({len(page.encode('utf-8')) / 1e6:.1f} MB, {n} item{'s' if n != 1 else ''}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 from gsrlang.judges.rules import DEFAULT_TIME_LIMIT
 from gsrlang.lang.tasks import MODES
 
@@ -316,11 +316,9 @@ def _columns(args, mode: str, program=None, default_ids: bool = True):
         f"ids: column `{args.id_field}` (--id-field)" if args.id_field is not None else
         "ids: the data's `id` column (--id-field NAME for another)" if id_field is not None else
         "ids: line numbers (the data has no `id` column; --id-field NAME names one)")
-    try:
+    with usage_errors(ValueError):
         return column_map(program, mode, args.input_field, responses, id_field, args.label_field,
                           args.reference_field)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def run(args) -> int:
@@ -451,12 +449,10 @@ def dry_run(args, program, mode, columns) -> int:
     llm = registry.get("llm")
     if llm is not None and getattr(args, "batch", False):
         llm.batch_pricing = True  # the plan of a --batch run: the Batch API's price
-    try:
+    with usage_errors(DataError):
         run_file(program, args.data, columns, registry, mode,
                  run_config(args, run_concurrency(args, settings), out=None, trace=None, short_circuit=False,
                             columnar=False))
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     if llm is None:
         print(f"{program.name}: no criterion is judged by a model: the run makes no model call and costs $0")
         return 0
@@ -531,10 +527,8 @@ def _check_columns(data: str, columns) -> None:
     """One usage error when the data's first row lacks what the program reads."""
     from gsrlang.files.dataset import DataError, check_columns
 
-    try:
+    with usage_errors(DataError):
         check_columns(data, columns)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def check_paths(args) -> None:
@@ -605,11 +599,9 @@ def run_per_item(args) -> int:
     from gsrlang.judges.registry import default_registry
 
     two = bool(args.responses) and len([r for r in args.responses.split(",") if r.strip()]) == 2
-    try:
+    with usage_errors(DataError, ValueError):
         programs = IndexedPrograms(args.programs)
         mode = programs.choose_mode(args.mode, fallback="pairwise" if two else "pointwise")
-    except (DataError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
     columns = _columns(args, mode, default_ids=False)  # the compile index numbers its own ids
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
         settings = run_model_settings(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "serve a program's rewards over HTTP to RL trainers (TRL, OpenRLHF, veRL, ...)"
 DESCRIPTION = """\
@@ -199,10 +199,8 @@ def build(args):
                                judges.usage()))
     sink = None
     if args.trace:
-        try:
+        with usage_errors(OSError):
             sink = TraceSink(args.trace, int(args.trace_max_mb * MiB), judges.usage)
-        except OSError as exc:
-            raise UsageError(str(exc)) from None
     engine = Engine(program, judges, sink=sink, metrics=metrics, max_batch=args.max_batch,
                     window_s=args.batch_window_ms / 1000)
     options = Options(token=token, max_body=int(args.max_body_mb * MiB), max_items=args.max_items,

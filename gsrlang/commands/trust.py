@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "trust a project's gsr.toml with your API keys (its hosts and api_key_env), or list / revoke trust"
 DESCRIPTION = """\
@@ -135,11 +135,9 @@ def _trust_cache(path: Path, folder: Path, revoke: bool) -> int:
     if uid is not None and not revoke:
         raise UsageError(f"--cache {path}: it belongs to another user (uid {uid}), who can change its answers after "
                          "you approve it; copy it, and approve the copy")
-    try:
+    with usage_errors(CacheError):
         with JudgmentCache(path) as cache:
             cache_id, n = cache.id, len(cache)
-    except CacheError as exc:
-        raise UsageError(str(exc)) from None
     if revoke:
         if not untrust_cache(cache_id, folder):
             raise UsageError(f"--cache {path} was not trusted")

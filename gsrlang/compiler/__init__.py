@@ -13,6 +13,20 @@ batch mode and the index of per-item programs.
 
 from gsrlang.compiler.spec import CompileSpec, Pairwise, Pointwise, SpecError, parse_scale
 
+__all__ = [
+    "CompileCache",
+    "CompileFailure",
+    "CompileSpec",
+    "CompileSuccess",
+    "CompilerClient",
+    "Pairwise",
+    "Pointwise",
+    "ProgramIndex",
+    "SpecError",
+    "build_prompt",
+    "compile_rubric",
+    "parse_scale",
+]
 
 # synthesize imports the checker and the openai-backed client: load them on first use
 _LAZY = {
@@ -27,6 +41,3 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(f"gsrlang.compiler.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = sorted(["CompileSpec", "Pairwise", "Pointwise", "SpecError", "parse_scale", *_LAZY])

@@ -213,6 +213,21 @@ def _guarded(default=None):
     return wrap
 
 
+def _on_document(default):
+    """`_guarded`, for a request about an open document: the handler gets its model and position map as well;
+    a document that is not open is answered `default()`."""
+
+    def wrap(f):
+        @_guarded(default)
+        @functools.wraps(f)
+        def run(ls, params):
+            model = ls.model(params.text_document.uri)
+            return default() if model is None else f(ls, params, model, ls.positions(model))
+        return run
+
+    return wrap
+
+
 def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
     server = GsrLanguageServer(debounce)
 
@@ -248,39 +263,25 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
         ls.forget(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    @_guarded()
-    def on_hover(ls: GsrLanguageServer, params: types.HoverParams):
-        model = ls.model(params.text_document.uri)
-        if model is None:
-            return None
-        positions = ls.positions(model)
+    @_on_document(lambda: None)
+    def on_hover(ls: GsrLanguageServer, params: types.HoverParams, model, positions):
         return hover.hover(model, positions.offset(params.position), positions, ls.files)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
-    @_guarded(list)
-    def on_definition(ls: GsrLanguageServer, params: types.DefinitionParams):
-        model = ls.model(params.text_document.uri)
-        if model is None:
-            return []
-        positions = ls.positions(model)
+    @_on_document(list)
+    def on_definition(ls: GsrLanguageServer, params: types.DefinitionParams, model, positions):
         return navigation.definition(model, positions.offset(params.position), positions, ls.files)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    @_guarded(list)
-    def on_symbols(ls: GsrLanguageServer, params: types.DocumentSymbolParams):
-        model = ls.model(params.text_document.uri)
-        return navigation.document_symbols(model, ls.positions(model)) if model else []
+    @_on_document(list)
+    def on_symbols(ls: GsrLanguageServer, params: types.DocumentSymbolParams, model, positions):
+        return navigation.document_symbols(model, positions)
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,
                     types.CompletionOptions(trigger_characters=[".", "(", ",", ":", "[", "=", " ", '"']))
-    @_guarded(list)
-    def on_completion(ls: GsrLanguageServer, params: types.CompletionParams):
-        model = ls.model(params.text_document.uri)
-        if model is None:
-            return []
-        positions = ls.positions(model)
-        snippets = _snippets(ls)
-        items = completion.complete(model, positions.offset(params.position), positions, snippets)
+    @_on_document(list)
+    def on_completion(ls: GsrLanguageServer, params: types.CompletionParams, model, positions):
+        items = completion.complete(model, positions.offset(params.position), positions, _snippets(ls))
         return types.CompletionList(is_incomplete=False, items=items)
 
     @server.feature(types.TEXT_DOCUMENT_FORMATTING)
@@ -293,15 +294,11 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
                     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
-    @_guarded(list)
-    def on_code_action(ls: GsrLanguageServer, params: types.CodeActionParams):
-        model = ls.model(params.text_document.uri)
-        if model is None:
-            return []
+    @_on_document(list)
+    def on_code_action(ls: GsrLanguageServer, params: types.CodeActionParams, model, positions):
         only = params.context.only
         if only and not any(str(k.value if hasattr(k, "value") else k).startswith("quickfix") for k in only):
             return []
-        positions = ls.positions(model)
         return diagnostics.code_actions(model, positions.span(params.range), positions, ls.files,
                                         list(params.context.diagnostics or ()))
 

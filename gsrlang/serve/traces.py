@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 from pathlib import Path
 
 __all__ = ["TraceSink"]
@@ -56,19 +57,10 @@ class _Segment:
         spent = {kind: _delta(counters, self.usage.get(kind) or {}) for kind, counters in usage_now.items()}
         info = {"program": {"name": self.program.name, "hash": self.program.hash, "path": self.program.path},
                 "served": True}
-        record = run_summary_record(self.summary, _Usage(spent), time.perf_counter() - self.started, info)
+        registry = types.SimpleNamespace(usage=lambda: spent)  # all that run_summary_record asks of a registry
+        record = run_summary_record(self.summary, registry, time.perf_counter() - self.started, info)
         self.writer.write_summary(record)
         self.file.handle.close()
-
-
-class _Usage:
-    """What `run_summary_record` asks of a registry: its usage."""
-
-    def __init__(self, usage: dict):
-        self._usage = usage
-
-    def usage(self) -> dict:
-        return self._usage
 
 
 def _delta(now: dict, then: dict) -> dict:

@@ -40,4 +40,24 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
-__all__ = sorted(_MODULE_OF)
+__all__ = [
+    "AnswerFormatError",
+    "CacheError",
+    "ChatRequest",
+    "ChatResult",
+    "ClientPool",
+    "ConfigError",
+    "JudgeCallError",
+    "JudgeConfig",
+    "JudgeSettings",
+    "JudgmentCache",
+    "LLMClient",
+    "LLMError",
+    "RefusalError",
+    "STRUCTURED_MODES",
+    "Secret",
+    "Usage",
+    "extract_json",
+    "find_config_file",
+    "resolve_settings",
+]

@@ -632,11 +632,8 @@ class Batcher:
         for waits in by_client.values():
             client = waits[0].client
             if id(client) not in self._apis:
-                api = self._apis[id(client)] = BatchAPI(client)
                 try:
-                    await api.probe()
-                except BatchError as exc:
-                    raise _Stop(str(exc)) from None
+                    await self._api(client)
                 except JudgeCallError as exc:
                     self._give_up(client, exc, waits)
                     continue
@@ -653,6 +650,17 @@ class Batcher:
                 self.stats["batches"] += 1
                 self.stats["batched"] += len(chunk)
 
+    async def _api(self, client: LLMClient) -> BatchAPI:
+        """The client's Batch API, probed on first use; a server without one stops the run."""
+        api = self._apis.get(id(client))
+        if api is None:
+            api = self._apis[id(client)] = BatchAPI(client)
+            try:
+                await api.probe()
+            except BatchError as exc:
+                raise _Stop(str(exc)) from None
+        return api
+
     def _give_up(self, client: LLMClient, exc: JudgeCallError, waits: Iterable[_Wait]) -> None:
         """A Batch API failure that retrying will not mend: the client's calls fail with it from now on."""
         self._fatal[id(client)] = exc
@@ -665,13 +673,7 @@ class Batcher:
     async def _step(self, part: Part) -> bool:
         """Move one part on (upload, create, poll, read); True when something changed."""
         client = next(iter(part.waiters.values())).client
-        api = self._apis.get(id(client))
-        if api is None:
-            api = self._apis[id(client)] = BatchAPI(client)
-            try:
-                await api.probe()
-            except BatchError as exc:
-                raise _Stop(str(exc)) from None
+        api = await self._api(client)
         import openai
 
         try:
