@@ -162,6 +162,15 @@ def test_exact_sum_of_columns_seen_before_needs_no_doubt_test(monkeypatch):
     assert exact == [False] * 6
 
 
+def test_exact_sum_remembers_a_bounded_number_of_columns():
+    rng = np.random.default_rng(6)
+    columns = [rng.random(20) for _ in range(900)]  # all alive: none of them can be dropped as dead
+    for i in range(0, 900, 3):
+        expected = np.array([math.fsum(r) for r in np.array(columns[i:i + 3]).T.tolist()])
+        assert exact_sum(columns[i:i + 3]).tobytes() == expected.tobytes()
+        assert len(kernels._KNOWN) <= 256
+
+
 # ---- kernels over one row equal the oracle -----------------------------------------------------------------------
 FIVE = ordinal([str(i) for i in range(1, 6)], numbered=True)
 TONE = JType("nominal", labels=("polite", "neutral", "rude"))

@@ -351,8 +351,8 @@ def _magnitudes(col: np.ndarray) -> tuple[float, float | None]:
         return known[1], known[2]
     most = max(float(col.max()), -float(col.min()))
     if len(_KNOWN) >= 256:
-        for key in [key for key, seen in _KNOWN.items() if seen[0]() is None] or list(_KNOWN):
-            del _KNOWN[key]
+        for key in [key for key, seen in list(_KNOWN.items()) if seen[0]() is None] or list(_KNOWN):
+            _KNOWN.pop(key, None)  # (another thread may have dropped it)
     _KNOWN[id(col)] = [weakref.ref(col), most, None]
     return most, None
 
