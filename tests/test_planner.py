@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from gsrlang.execution.planner import COLUMNS, ITEMS, ReplayConfig, RunConfig, replay_route, run_route
+from gsrlang.execution.planner import (
+    COLUMNS,
+    ITEMS,
+    ReplayConfig,
+    RunConfig,
+    TableConfig,
+    replay_route,
+    run_route,
+    table_route,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +61,15 @@ def test_replay_routes(config, facts, expected):
     route = replay_route(config, **facts)
     assert (route.compare, route.evaluate, route.results, route.show) == expected
     assert route.verify == (expected[0] == "verify")
+
+
+@pytest.mark.parametrize("config, expected", [
+    (TableConfig(trace="t.jsonl"), ("trace", COLUMNS)),  # gsr tune --trace, gsr ablate: no judge is called
+    (TableConfig(data="d.jsonl", mode="pointwise"), ("data", COLUMNS)),  # gsr tune --data: judged inline
+])
+def test_table_routes(config, expected):
+    route = table_route(config)
+    assert (route.source, route.evaluate) == expected
 
 
 def test_only_the_config_builder_reads_the_path_variable():
@@ -145,3 +163,33 @@ def test_the_api_takes_the_planned_path(monkeypatch):
         return drop(result.line), {**trace, "item": drop(trace["item"]), "result": drop(trace["result"])}
     assert [placeless(r) for r in many] == [placeless(r) for r in each]
     assert len({r.score for r in many}) > 1
+
+
+def test_tune_and_ablate_take_the_planned_path(tmp_path, monkeypatch, capsys):
+    """gsr ablate reads its trace, and gsr tune's --data its file judged inline, as the planner routes them."""
+    import argparse
+
+    import gsrlang.execution.runs as runs
+    from gsrlang.cli import main
+    from gsrlang.commands.run import load_program
+    from gsrlang.commands.tune import load_table
+
+    trace = tmp_path / "t.jsonl"
+    assert main([*TC_RUN, "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    taken: list = []
+    real = runs.table_route
+
+    def spy(config):
+        route = real(config)
+        taken.append(route.source)
+        return route
+    monkeypatch.setattr(runs, "table_route", spy)
+    assert main(["ablate", str(TC / "flat.gsr"), "--trace", str(trace), "--bootstrap", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 12
+    args = argparse.Namespace(trace=None, data=str(TC / "data" / "dev.jsonl"), input_field="context",
+                              response_field="response", responses=None, id_field="id",
+                              label_field="scores.overall", reference_field="fact")
+    table = load_table(load_program(str(TC / "flat.gsr")), args, "pointwise", "`flat.gsr`")
+    assert taken == ["trace", "data"]
+    assert len(table) > 12 and sum(label is not None for label in table.labels) > 12

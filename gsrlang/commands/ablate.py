@@ -44,10 +44,11 @@ def run(args) -> int:
     from gsrlang.analysis.ablate import variants
     from gsrlang.analysis.stats import paired_report
     from gsrlang.commands.run import load_program
-    from gsrlang.execution.tracetable import table_from_trace
-    from gsrlang.semantics.evaluate import Evaluator
+    from gsrlang.commands.config import table_config
     from gsrlang.execution.replay import ReplayError
+    from gsrlang.execution.runs import load_table
     from gsrlang.files.dataset import DataError
+    from gsrlang.semantics.evaluate import Evaluator
 
     program = load_program(args.program)
     if program is None:
@@ -55,7 +56,7 @@ def run(args) -> int:
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
     try:
-        table = table_from_trace(program, args.trace, f"`{args.program}`")
+        table = load_table(program, table_config(args, program, None, f"`{args.program}`"))
         from gsrlang.commands.common import repeated_ids_warning
 
         warning = repeated_ids_warning("gsr ablate", table.ids, args.trace, "each is counted")

@@ -10,6 +10,7 @@ its parsed flags into typed values here and passes those down.
     judge = build_llm_judge(args, settings)   # an LLMJudge, or None without a model
     engine = engine_options(args)       # EngineOptions: the Ray engine's flags
     config = run_config(args, ...)      # RunConfig: how one run goes (sinks, bounds, the evaluator path)
+    table = table_config(args, ...)     # TableConfig: where gsr tune / gsr ablate read their labelled items
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gsrlang.judges.llm.options import DEFAULT_CACHE, JudgeOptions, parse_role
 from gsrlang.lang.catalog import default_catalog
 
 __all__ = ["add_llm_arguments", "add_model_arguments", "build_llm_judge", "cache_path", "columnar_wanted",
-           "engine_options", "judge_flags", "judge_options", "model_settings", "run_config"]
+           "engine_options", "judge_flags", "judge_options", "model_settings", "run_config", "table_config"]
 
 
 def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -215,3 +216,30 @@ def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
                   program_path=get("program"), short_circuit=get("short_circuit", True), columnar=columnar_wanted())
     values.update(over)
     return RunConfig(**values)
+
+
+def table_config(args: argparse.Namespace, program, mode: str | None, label: str, path: str | None = None):
+    """Where `gsr tune` or `gsr ablate` reads its labelled items, from the flags: --trace, or --data with its
+    columns (only those the program reads, as `gsr run` asks for them); `path`: another file of the same
+    kind (--holdout). `label` names the program in messages. A UsageError for columns that cannot be."""
+    from gsrlang.commands import UsageError
+    from gsrlang.execution.planner import TableConfig
+
+    get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+    if get("trace"):
+        return TableConfig(trace=path or args.trace, program_label=label)
+    from gsrlang.files.dataset import default_id_field
+    from gsrlang.files.needs import column_map, program_needs
+
+    if not args.label_field:
+        raise UsageError("--data needs --label-field (the human label to learn from)")
+    responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
+    if mode == "pairwise" and not args.responses and not program_needs(program).responses:
+        responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
+    id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
+    try:
+        columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
+                             args.reference_field)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return TableConfig(data=path or args.data, columns=columns, mode=mode, program_label=label)

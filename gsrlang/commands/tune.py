@@ -111,39 +111,18 @@ def add_column_arguments(p) -> None:
 
 
 def load_table(program, args, mode: str, label: str, path: str | None = None):
-    """The columnar table of the items (from --trace or --data, or `path` of the same kind); usage errors for what
-    cannot be read."""
-    from gsrlang.execution.tracetable import table_from_data, table_from_trace
-    from gsrlang.execution.labels import label_reader
+    """The columnar table of the items (from --trace or --data, or `path` of the same kind), the way the planner
+    routes it (gsrlang.execution.planner.table_route); usage errors for what cannot be read."""
+    from gsrlang.commands.config import table_config
     from gsrlang.execution.replay import ReplayError
+    from gsrlang.execution.runs import load_table as read_table
     from gsrlang.files.dataset import DataError
-    from gsrlang.files.needs import column_map, program_needs
-    from gsrlang.judges.registry import default_registry
 
     try:
-        if args.trace:
-            return table_from_trace(program, path or args.trace, label)
-        if not args.label_field:
-            raise UsageError("--data needs --label-field (the human label to learn from)")
-        responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
-        if mode == "pairwise" and not args.responses and not program_needs(program).responses:
-            responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
-        try:  # only the columns the program reads, as `gsr run` asks for them
-            from gsrlang.files.dataset import default_id_field
-
-            id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
-            columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
-                                 args.reference_field)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        try:
-            return table_from_data(program, path or args.data, columns, default_registry(), mode,
-                                   label_reader(program, mode, columns))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        return read_table(program, table_config(args, program, mode, label, path))
     except ReplayError as exc:
         raise TraceRefused(str(exc)) from None
-    except DataError as exc:
+    except (DataError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 

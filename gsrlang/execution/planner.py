@@ -5,7 +5,8 @@ write or compare; what differs is decided here, and nowhere else:
 
 * **source**: a data file under one program, a data file under per-item programs (a compile
   index), items handed over in memory (the API, `gsr serve`), or a recorded trace (under its own
-  program, an edited one, or each record's own);
+  program, an edited one, or each record's own); for tune and ablate, a table of labelled items
+  from a trace or from a data file judged inline (`table_route`);
 * **judging**: none (a trace), online, or through a provider's Batch API;
 * **evaluation**: column by column, a chunk of items at a time (every judge answers a column and
   none judges jointly; replay: nothing to write item by item) or item by item;
@@ -26,8 +27,8 @@ import asyncio
 
 import attrs
 
-__all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "replay_route",
-           "run_route"]
+__all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "TableConfig",
+           "TableRoute", "replay_route", "run_route", "table_route"]
 
 COLUMNS, ITEMS = "columns", "items"  # the two ways of evaluating: a chunk of items at a time, or one by one
 
@@ -80,6 +81,19 @@ class ReplayConfig:
     limit: int | None = None
 
 
+@attrs.frozen(kw_only=True)
+class TableConfig:
+    """Where `gsr tune` and `gsr ablate` read their labelled items: a recorded trace (`trace`), or a data
+    file (`data`) read through `columns` (a ColumnMap with its label field) as a `mode` task (a trace
+    says its own). `program_label`: how messages name the program."""
+
+    trace: str | None = None
+    data: str | None = None
+    columns: object = None
+    mode: str | None = None
+    program_label: str = "the program"
+
+
 @attrs.frozen
 class RunRoute:
     """A run's path. `source`: "data" (a file, one program), "index" (per-item programs) or "items" (in
@@ -109,6 +123,21 @@ class ReplayRoute:
     @property
     def verify(self) -> bool:
         return self.compare == "verify"
+
+
+@attrs.frozen
+class TableRoute:
+    """Tune's and ablate's path. `source`: "trace" (its recorded judgments: no judge is called) or "data"
+    (every item judged by the program's inline judges, human() and rule.*); `evaluate`: COLUMNS, always
+    (every candidate program is evaluated over the whole table at once, thousands of times in a tune)."""
+
+    source: str
+    evaluate: str = COLUMNS
+
+
+def table_route(config: TableConfig) -> TableRoute:
+    """The path of tune's or ablate's table: from the trace when one is given, else from the data file."""
+    return TableRoute("trace" if config.trace is not None else "data")
 
 
 def run_route(config: RunConfig, *, per_item: bool = False, batch: bool = False, dry_run: bool = False,

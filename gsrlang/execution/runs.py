@@ -26,7 +26,7 @@ from gsrlang.execution.executor import ItemRun, run_items, run_items_each
 from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
 from gsrlang.execution.labels import label_reader
 from gsrlang.execution.peritem import compile_id
-from gsrlang.execution.planner import COLUMNS, CallLimit, ReplayConfig, RunConfig, run_route
+from gsrlang.execution.planner import COLUMNS, CallLimit, ReplayConfig, RunConfig, TableConfig, run_route, table_route
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
 from gsrlang.files.dataset import ColumnMap, Item, read_items
 from gsrlang.files.safeio import check_outputs
@@ -36,7 +36,7 @@ from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, result_line, summary_record
 from gsrlang.trace.write import Static, TraceWriter
 
-__all__ = ["RunSummary", "label_reader", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
+__all__ = ["RunSummary", "label_reader", "load_table", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
            "run_summary_record"]
 
 
@@ -441,6 +441,21 @@ def replay_columnar(trace_path: str | Path, program: CheckedProgram, program_lab
             summary.golds.append(gold)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def load_table(program: CheckedProgram, config: TableConfig):
+    """The labelled items `gsr tune` and `gsr ablate` evaluate, as a columnar Table, from where the planner's
+    `table_route` says: a trace's recorded judgments, or a data file judged by the program's inline judges.
+
+    Raises ReplayError (the trace's criteria cannot feed the program), TraceError or DataError (a file that
+    cannot be read), ValueError (a data file under a program with judges that are not inline)."""
+    from gsrlang.execution.tracetable import table_from_data, table_from_trace
+    from gsrlang.judges.registry import default_registry
+
+    if table_route(config).source == "trace":
+        return table_from_trace(program, config.trace, config.program_label)
+    labels = label_reader(program, config.mode, config.columns)
+    return table_from_data(program, config.data, config.columns, default_registry(), config.mode, labels)
 
 
 def _item_records(records, summary: RunSummary, stored: bool = True):
