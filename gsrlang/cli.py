@@ -101,10 +101,7 @@ def _main(argv: list[str]) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except UsageError as exc:
-        print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except PathClash as exc:  # an output that is an input, or another output: nothing was written
+    except (UsageError, PathClash) as exc:  # PathClash: an output that is an input or another output; none written
         print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -80,7 +80,7 @@ def available_verifiers() -> list[str]:
     return sorted({*_REGISTERED, *(ep.name for ep in _entry_points())})
 
 
-def _as_judgment(result, name: str) -> Judgment:
+def _as_judgment(result) -> Judgment:
     if isinstance(result, Judgment):
         return result
     reason = None
@@ -130,7 +130,7 @@ class VerifierJudge:
         except asyncio.TimeoutError:
             return Judgment.invalid(f"verifier `{name}` ran past the time limit of {self.time_limit:g} s per "
                                     "judgment")
-        return _as_judgment(result, name)
+        return _as_judgment(result)
 
 
 def _in_daemon_thread(fn: Callable, *args) -> asyncio.Future:

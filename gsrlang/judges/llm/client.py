@@ -928,7 +928,7 @@ class LLMClient:
                                   rejected=sorted(self._rejected), adapted=dict(sorted(self.adapted.items())))
         log.info("%s at %s: structured output negotiated: %s", self.config.model, self._origin, mode)
 
-    def _adapt(self, param: str, request: ChatRequest) -> None:
+    def _adapt(self, param: str) -> None:
         """Remember that the server refused `param` (see the module doc), here and in the negotiation record.
         Raises the judge error at once when the refused parameter is one the request cannot do without."""
         for name in _TOGETHER.get(param, (param,)):
@@ -992,11 +992,11 @@ class LLMClient:
             if param in ADAPTABLE and param not in tried:
                 tried.add(param)
                 if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
-                    self._adapt(param, request)
+                    self._adapt(param)
                     error = self._fail(failure, attempts)
                     self._fatal = error
                     raise error from None
-                self._adapt(param, request)
+                self._adapt(param)
                 self.usage.adaptations += 1
                 continue
             if negotiating and self._negotiated is not None:

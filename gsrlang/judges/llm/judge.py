@@ -826,7 +826,7 @@ class LLMJudge:
         out = _Outcome([], model=client.config.model)
         if self.plan is not None:  # a dry run: count the call (merged with an identical one already counted)
             self.plan.add(node_id, client, request)
-            return self._failed(n_out, "not called: a dry run (--dry-run)", spec, out)
+            return self._failed(n_out, "not called: a dry run (--dry-run)", out)
         all_cached = True
         hits = 0  # calls of this unit answered from the call cache
         last_results: list[dict] | None = None
@@ -837,15 +837,15 @@ class LLMJudge:
                 if rs.dead:  # checked once the run's limit lets the call start: queued calls see an earlier fatal error
                     stats.call_failures += 1
                     rs.failures += 1
-                    return self._failed(n_out, f"not called: {rs.dead}", spec, out)
+                    return self._failed(n_out, f"not called: {rs.dead}", out)
                 if self.past_deadline():
                     stats.past_deadline += 1
                     return self._failed(n_out, f"not called: the run's --deadline of {self.deadline_s:g} s "
-                                               "had passed", spec, out)
+                                               "had passed", out)
                 reserved = self._reserve(client, request) if self.budget_usd is not None else 0.0
                 if reserved is None:
                     out.not_bought = True
-                    return self._failed(n_out, f"not bought: {self.stopped_by_budget}", spec, out)
+                    return self._failed(n_out, f"not bought: {self.stopped_by_budget}", out)
                 out.calls += 1
                 stats.calls += 1
                 try:
@@ -862,7 +862,7 @@ class LLMJudge:
                     rs.dead = rs.dead or str(exc)
                 out.error = str(exc)
                 self._account(client, role, node_id, out, hits)
-                return self._failed(n_out, str(exc), spec, out)
+                return self._failed(n_out, str(exc), out)
             except AnswerFormatError as exc:
                 all_cached = False
                 out.requests += client.usage.http_requests - before
@@ -918,7 +918,7 @@ class LLMJudge:
                            "that returns them (`gsr probe` shows whether it does), or drop weighted")
                     rs.dead = rs.dead or why
                     out.error = why
-                    return self._failed(n_out, why, spec, out)
+                    return self._failed(n_out, why, out)
                 out.weighted = read_weighted(spec.type, result.logprobs or []) or {
                     "unread": "no answer token with a point of the scale among its alternatives; the written "
                               "number is kept"}
@@ -977,7 +977,7 @@ class LLMJudge:
                             "evidence": [], "answer": r.get("answer") if r else None})
         return out
 
-    def _failed(self, n: int, why: str, spec: AnswerSpec, out: _Outcome) -> _Outcome:
+    def _failed(self, n: int, why: str, out: _Outcome) -> _Outcome:
         out.results = [{"status": "invalid", "value": None, "reason": why, "evidence": [], "answer": None}
                        for _ in range(n)]
         out.error = out.error or why

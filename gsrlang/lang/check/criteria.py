@@ -8,7 +8,7 @@ from gsrlang.lang.check.judgekinds import DEFAULT_KIND, KindUse, judge_kinds, ki
 from gsrlang.lang.check.values import check_param_value, literal_fits, values_of
 from gsrlang.lang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
 from gsrlang.lang.syntax import ast
-from gsrlang.lang.types import BOOL, JType, Pattern, ordinal
+from gsrlang.lang.types import BOOL, JType, ordinal
 
 JUDGMENT_TYPES = ("Bool", "Score", "Ordinal", "Nominal")
 BINARY_AGGREGATES = ("majority", "weighted", "unanimous", "any")

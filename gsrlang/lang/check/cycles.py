@@ -78,7 +78,7 @@ def _alias_cycle_members(aliases: dict[str, str]) -> set[str]:
     return looped
 
 
-def _named(ctx: Context, node_id: str) -> str:
+def _named(node_id: str) -> str:
     """The declared name a node belongs to (anonymous nodes live inside a named one)."""
     return node_id.split(".", 1)[0]
 
@@ -88,18 +88,18 @@ def _report_cycle(ctx: Context, cycle: list[str]) -> None:
     flow = list(reversed(cycle))
     names = []
     for n in flow:
-        if not names or names[-1] != _named(ctx, n):
-            names.append(_named(ctx, n))
+        if not names or names[-1] != _named(n):
+            names.append(_named(n))
     if names[0] != names[-1]:
         names.append(names[0])
     labels = []
     for consumer, source in zip(cycle, cycle[1:]):
         for port, slot, src, span in ctx.nodes[consumer].inputs:
             if resolve_alias(ctx, src) == source:
-                labels.append(Label(span, f"`{_named(ctx, consumer)}` uses `{_named(ctx, source)}` here",
+                labels.append(Label(span, f"`{_named(consumer)}` uses `{_named(source)}` here",
                                     ctx.nodes[consumer].path))
                 break
-    ctx.on_cycle.update(_named(ctx, n) for n in cycle)
+    ctx.on_cycle.update(_named(n) for n in cycle)
     primary, *rest = labels or [Label(ctx.nodes[cycle[0]].span, "")]
     ctx.error("GSR401", "cycle: " + " -> ".join(names), primary.span, primary.message, path=primary.path,
               secondary=rest, help="an evaluation graph is acyclic: break the cycle by removing one of these uses")

@@ -76,7 +76,7 @@ def check_readout(ctx: Context) -> Readout:
         if mode == "pointwise":
             pointwise = _pointwise(ctx, task, settings)
         elif mode == "pairwise":
-            pairwise = _pairwise(ctx, task, settings)
+            pairwise = _pairwise(ctx, settings)
         else:
             from gsrlang.lang.check.context import suggestion
 
@@ -144,7 +144,7 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
     return PointwiseReadout(float(lo), float(hi), quantize, thresholds, tune, spans) if ok else None
 
 
-def _pairwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PairwiseReadout | None:
+def _pairwise(ctx: Context, settings: dict) -> PairwiseReadout | None:
     ok = True
     epsilon, on_tie = SETTINGS["epsilon"].default, SETTINGS["on_tie"].default
     for key, s in settings.items():

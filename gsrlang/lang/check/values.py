@@ -42,7 +42,7 @@ def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | 
         return INVALID
     p = sig.pattern
     if p.kind == "level":
-        return _level(ctx, sig.name, expr, path, first_port)
+        return _level(ctx, expr, path, first_port)
     if p.kind == "var":
         bound = (bindings or {}).get(p.name)
         if bound is None:
@@ -56,7 +56,7 @@ def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | 
     return _check(ctx, sig.name, p, expr, path)
 
 
-def _level(ctx: Context, name: str, expr, path, t: JType | None):
+def _level(ctx: Context, expr, path, t: JType | None):
     """A comparison's level: a level or label of `t` (`2`, `good`, `"good"`), or true / false for a Bool."""
     if t is None:
         return INVALID
