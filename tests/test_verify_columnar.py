@@ -219,7 +219,7 @@ def _reordered_result(rec, m):
 
 
 # the records that the columns cannot take: a trace holding one is verified item by item, as a whole
-REFUSED = {_candidates, _item_not_a_dict, _short_output, _judgments_missing, _judgment_not_a_dict}
+REFUSED = {_item_not_a_dict, _short_output, _judgment_not_a_dict}
 
 ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
                _abstained, _unsettled, _failed, _duplicate, _candidates, _extra_key, _label_error,
@@ -412,7 +412,6 @@ def test_no_item_is_replayed_item_by_item(tmp_path, monkeypatch):
     """Recorded invalid items (invalid judgments, unsettled values), items settled over an invalid judgment,
     failed rows and items whose recorded values differ are all decided from the columns: the item path is
     never asked to replay one, and the report and results file are still its own."""
-    import gsrlang.execution.replay as replay
     from gsrlang.lang.check.driver import analyze
 
     source = tmp_path / "settling.gsr"
@@ -430,22 +429,39 @@ def test_no_item_is_replayed_item_by_item(tmp_path, monkeypatch):
              RunConfig(trace=str(trace)))
     alter_records(trace, "pointwise", [(_node_bit, 0), (_sink, 4), (_score, 5), (_label_error, 8),
                                        (_invalid_judgment, 9), (_negative_zero, 10)])
+    slow = replay_file(str(trace), program, True)
+    assert slow.invalid and slow.failed and slow.differences and slow.ok
+    assert_none_replayed(program, trace, monkeypatch)
+
+
+def assert_none_replayed(program, trace: Path, monkeypatch) -> None:
+    """The column path verifies the trace without asking the item path to replay any item, and reports what
+    the item path reports."""
+    import gsrlang.execution.replay as replay
+
     replayed = []
 
     def counted(name):
         item_path = getattr(replay, name)
 
         def count(plan, records, *rest):
-            records = list(records) if name == "replay_records" else records
             replayed.append(name)
             return item_path(plan, records, *rest)
         return count
 
-    slow = replay_file(str(trace), program, True)
-    assert slow.invalid and slow.failed and slow.differences and slow.ok
-    for name in ("replay_records", "rebuild"):
-        monkeypatch.setattr(replay, name, counted(name))
-    assert verify_columnar(str(trace), program) is not None
+    with monkeypatch.context() as patch:
+        for name in ("replay_records", "rebuild"):
+            patch.setattr(replay, name, counted(name))
+        assert verify_columnar(str(trace), program) is not None
     assert replayed == []
-    monkeypatch.undo()
     assert_same_report(program, trace)
+
+
+@pytest.mark.parametrize("alter", [_candidates, _judgments_missing, _unsettled, _duplicate, _extra_key, _no_reason],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_records_of_other_shapes_are_decided_from_the_columns(alter, tmp_path, monkeypatch):
+    """Pairwise: candidates that repeat (the readout refuses them), judgments not recorded, `u` flags on
+    settled values, an id twice, a result line with a key more or one less: none is replayed item by item."""
+    path = next(p for p in _examples_without_a_model() if default_mode(analyze_file(str(p)).program) == "pairwise")
+    program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
+    assert_none_replayed(program, trace, monkeypatch)

@@ -19,11 +19,14 @@ counts. That covers:
   a failed operator), recorded invalid or not, settled or not, with `u` flags or not;
 - an item with any recorded output, score, raw score, sink, winner or result field
   that differs from the recomputed one (or a -0.0 that `--out` writes as 0.0);
+- an item whose candidates repeat (the readout refuses them, as on the item path), or
+  whose record lacks some criterion's judgments (read as ok ones, as the item path
+  reads them);
 - a failed row (no outputs), carried over as the item path carries it.
 
 What remains is decided for the whole trace, never per row: a record the columns
-cannot take (outputs of the wrong shape, missing or malformed judgments, an item that
-is not an object, candidates that repeat, another mode) makes `verify_columnar` return
+cannot take (outputs of the wrong shape, malformed judgments, an item that is not an
+object, candidates that are not strings, another mode) makes `verify_columnar` return
 None, as do version 1 records, a header of another program or structure and a
 malformed record; the caller then replays the trace item by item, which reports it as
 it always did. So the report (counts, first difference, the difference count) and the
@@ -50,7 +53,7 @@ from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.kernels import decode
-from gsrlang.semantics.readout import ReadoutResult, as_read
+from gsrlang.semantics.readout import ReadoutResult, as_read, read
 from gsrlang.semantics.settle import from_possibles
 from gsrlang.trace.decode import SPECIAL, json_column, recorded_judgment
 from gsrlang.trace.jsonio import loads
@@ -245,8 +248,8 @@ class _Decide:
         plan, ev, m = self.plan, self.ev, self.m
         item, result = rec["item"], rec.get("result") or {}
         candidates = tuple(item["candidates"])
-        if len(set(candidates)) != m or not all(type(c) is str for c in candidates):
-            raise Refused  # the item path's readout refuses candidates that repeat
+        if not all(type(c) is str for c in candidates):
+            raise Refused
         p = self.settled.get(k)
         if p is not None:
             values = tuple(v[p * m:p * m + m] for v in self.settled_values)
@@ -258,6 +261,9 @@ class _Decide:
         labelled = dict(label=result.get("label"), label_error=result.get("label_error"))
         if ev.ok[k]:
             sink = dict(zip(candidates, ev.sink[k].tolist()))
+            if len(sink) != m:  # candidates that repeat: the readout refuses them, as it does on the item path
+                readout = read(plan.program.readout, ev.mode, candidates, sink)
+                return ItemRun(*fields, "invalid", f"readout: {readout.reason}", values, readout=readout, **labelled)
             if ev.mode == "pointwise":
                 ((raw, score),) = as_read(plan.program.readout.pointwise, ev.raw[k:k + 1], ev.score[k:k + 1], None)
                 readout = ReadoutResult("pointwise", "ok", sink, None, raw, score)
@@ -399,9 +405,10 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
                     or list(map(len, out)) != shape or len(rec["item"]["candidates"]) != m:
                 raise TypeError
             # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
-            js = rec["j"]
-            if js.keys() != cids:
-                raise TypeError
+            js = rec.get("j")
+            plain = type(js) is dict and js.keys() == cids
+            if not plain:  # some criterion's judgments not recorded: read as ok ones, as the item path reads them
+                js = {cid: row[:m] for cid, row in ((cid, js.get(cid)) for cid in cids) if row} if js else {}
             if m == 1:
                 for cid, (d,) in js.items():
                     if has(d, "status") and d["status"] in SPECIAL:
@@ -420,7 +427,7 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             try:  # a plain record: what its result line must hold to be written again as it is
                 r = rec["result"]
                 entry = item_fields(rec["item"]), fields(r)  # with the five below, every key it must have
-                if rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
+                if not plain or rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
                         or r["program"] != source or r["reason"] is not None:
                     raise TypeError
                 if len(r) != keys:
