@@ -132,6 +132,8 @@ def test_ray_results_and_trace_equal_the_local_engines(ray_session, tmp_path, mo
     summary = read_jsonl(tmp_path / "ray.trace.jsonl")[-1]
     assert summary["kind"] == "run_summary" and summary["engine"]["blocks"] == 6
     assert summary["judges"]["llm"]["calls"] == 22 * CRITERIA  # the actors' usage, summed
+    local_summary = read_jsonl(tmp_path / "local.trace.jsonl")[-1]  # by criterion, in program order
+    assert list(summary["judges"]["llm"]["by_criterion"]) == list(local_summary["judges"]["llm"]["by_criterion"])
     # every answer bought is in the driver's cache: the actors' puts are stored before their blocks count
     # as done (the cache server is killed at the end of the run, with whatever it had not yet stored)
     assert stored == len(JudgmentCache(tmp_path / "a.sqlite")) > 0  # as many as the local run stored

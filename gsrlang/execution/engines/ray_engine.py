@@ -213,6 +213,16 @@ def _add(a, b, sign: int = 1):
     return a
 
 
+def _criteria_in_order(usage: dict, program) -> None:
+    """Each judge's by_criterion in program order, as one process keys it (the blocks' sum lists a criterion
+    where the first block that met it was, which depends on which actor ran what)."""
+    order = {node.id: i for i, node in enumerate(program.criteria)}
+    for judge in usage.values():
+        rows = judge.get("by_criterion") if isinstance(judge, dict) else None
+        if rows:
+            judge["by_criterion"] = dict(sorted(rows.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
 # ------------------------------------------------------------------------------------------------ the driver
 
 
@@ -407,6 +417,7 @@ class _Run:
                     if self.on_item:
                         self.on_item(item_run, line)
             self.next += 1
+        _criteria_in_order(self.usage, self.job.program)
 
     def _merge(self, wall_s: float) -> None:
         """The blocks, in input order, into --out and --trace; the trace ends with the run summary."""
