@@ -92,7 +92,9 @@ def test_exact_sum_on_cancellations_and_halfway_cases():
 _wild = st.one_of(st.floats(-1e300, 1e300, allow_nan=False), st.integers(-2 ** 20, 2 ** 20).map(lambda i: i / 1024),
                   st.integers(-1000, 1000).map(lambda i: i / 1000),
                   st.sampled_from([0.0, -0.0, 1.0, -1.0, 3.0, 0.1, 0.3, -0.6, 2.0 ** -53, -2.0 ** -53, 2.0 ** -54,
-                                   1 + 2.0 ** -52, 2.0 ** -106, 2.0 ** -1074, -2.0 ** -1022, 1e300, -1e300]))
+                                   1 + 2.0 ** -52, 2.0 ** -106, 2.0 ** -1074, -2.0 ** -1022, 1e300, -1e300,
+                                   # about the grid below which remainders may not sum exactly, for slots near 1
+                                   2.0 ** -44, -2.0 ** -45, 2.0 ** -46, 3 * 2.0 ** -47, (1 - 2.0 ** -53) * 2.0 ** -44]))
 
 
 @st.composite
