@@ -219,7 +219,7 @@ def _reordered_result(rec, m):
 
 
 # the records that the columns cannot take: a trace holding one is verified item by item, as a whole
-REFUSED = {_item_not_a_dict, _short_output, _judgment_not_a_dict}
+REFUSED = {_item_not_a_dict, _judgment_not_a_dict}
 
 ALTERATIONS = [_node_bit, _int_output, _score, _sink, _raw_int, _result_id, _no_reason, _scale, _invalid_judgment,
                _abstained, _unsettled, _failed, _duplicate, _candidates, _extra_key, _label_error,
@@ -457,11 +457,13 @@ def assert_none_replayed(program, trace: Path, monkeypatch) -> None:
     assert_same_report(program, trace)
 
 
-@pytest.mark.parametrize("alter", [_candidates, _judgments_missing, _unsettled, _duplicate, _extra_key, _no_reason],
+@pytest.mark.parametrize("alter", [_candidates, _judgments_missing, _unsettled, _duplicate, _extra_key, _no_reason,
+                                   _short_output],
                          ids=lambda f: f.__name__.strip("_"))
 def test_records_of_other_shapes_are_decided_from_the_columns(alter, tmp_path, monkeypatch):
     """Pairwise: candidates that repeat (the readout refuses them), judgments not recorded, `u` flags on
-    settled values, an id twice, a result line with a key more or one less: none is replayed item by item."""
+    settled values, an id twice, a result line with a key more or one less, the sink's outputs one short:
+    none is replayed item by item."""
     path = next(p for p in _examples_without_a_model() if default_mode(analyze_file(str(p)).program) == "pairwise")
     program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
     assert_none_replayed(program, trace, monkeypatch)

@@ -19,17 +19,18 @@ counts. That covers:
   a failed operator), recorded invalid or not, settled or not, with `u` flags or not;
 - an item with any recorded output, score, raw score, sink, winner or result field
   that differs from the recomputed one (or a -0.0 that `--out` writes as 0.0);
+- an item with an operator's outputs of the wrong shape (a difference);
 - an item whose candidates repeat (the readout refuses them, as on the item path), or
   whose record lacks some criterion's judgments (read as ok ones, as the item path
   reads them);
 - a failed row (no outputs), carried over as the item path carries it.
 
 What remains is decided for the whole trace, never per row: a record the columns
-cannot take (outputs of the wrong shape, malformed judgments, an item that is not an
-object, candidates that are not strings, another mode) makes `verify_columnar` return
-None, as do version 1 records, a header of another program or structure and a
-malformed record; the caller then replays the trace item by item, which reports it as
-it always did. So the report (counts, first difference, the difference count) and the
+cannot take (a criterion's outputs of the wrong shape, malformed judgments, an item
+that is not an object, candidates that are not strings, another mode) makes
+`verify_columnar` return None, as do version 1 records, a header of another program
+or structure and a malformed record; the caller then replays the trace item by item,
+which reports it as it always did. So the report (counts, first difference, the difference count) and the
 results file are the item-at-a-time replay's.
 """
 
@@ -372,6 +373,7 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
         m, shape, source, fields, keys, placeholder = state["fixed"]
     has = dict.__contains__
     cids = crits.keys()
+    crit_at = [i for i, _ in plan.criteria]
     for line, header, rec in records:
         if header is not last:
             if header is None:
@@ -402,8 +404,16 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
         try:  # the parts the columns are made of: outputs of the program's shape, the criteria's judgments
             out = rec["out"]
             if rec["status"] == "failed" or rec["mode"] != mode or len(out) != n_nodes \
-                    or list(map(len, out)) != shape or len(rec["item"]["candidates"]) != m:
+                    or len(rec["item"]["candidates"]) != m:
                 raise TypeError
+            try:
+                shaped = list(map(len, out)) == shape
+            except TypeError:
+                shaped = False
+            if not shaped:  # an operator's outputs of another shape: a difference, which the item path describes
+                if any(len(out[i]) != m for i in crit_at):
+                    raise TypeError
+                out = [o if type(o) is list and len(o) == m else [None] * m for o in out]
             # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
             js = rec.get("j")
             plain = type(js) is dict and js.keys() == cids
@@ -427,7 +437,7 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             try:  # a plain record: what its result line must hold to be written again as it is
                 r = rec["result"]
                 entry = item_fields(rec["item"]), fields(r)  # with the five below, every key it must have
-                if not plain or rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
+                if not (plain and shaped) or rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
                         or r["program"] != source or r["reason"] is not None:
                     raise TypeError
                 if len(r) != keys:
