@@ -8,6 +8,11 @@ members as names) and the positions of its inputs, port by port and slot by slot
 in the order the stdlib declares the ports. `Plan.compose(values, m)` then fills in
 every operator node's output vector (one value per candidate: a batch of m rows)
 and checks each value against the node's declared type.
+
+`apply` is the one step of evaluation, for the item path's m rows and the columnar
+evaluator's N x m alike (gsrlang.semantics.evaluate): a step's arguments port by
+port, its kernel's call, and the rows it leaves invalid (an input's invalid row, a
+row the kernel failed, a value that does not fit the node's type).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from gsrlang.lang.catalog import Symbol, default_catalog
 from gsrlang.lang.program import CheckedProgram, Node
 from gsrlang.lang.types import JType
 from gsrlang.semantics.kernels import KERNELS, Kernel, NodeValues, decode, encode
-from gsrlang.semantics.values import RuntimeFailure, checker, value_problem
+from gsrlang.semantics.settle import unfit
+from gsrlang.semantics.values import RuntimeFailure, value_problem
 
-__all__ = ["CompositionError", "Plan", "Step", "bind_params", "plain_param"]
+__all__ = ["CompositionError", "Masks", "Plan", "Step", "apply", "bind_params", "plain_param"]
 
 
 class CompositionError(RuntimeFailure):
@@ -68,7 +74,8 @@ class Step:
     kwargs: dict
     ports: tuple[tuple[bool, tuple[int, ...]], ...]  # per declared port: (is a list port, source positions)
     port_names: tuple[str, ...]  # the declared ports, in order
-    check: Callable[[object], bool]
+    unfit: Callable  # (values, abstain) -> the rows whose value does not fit the node's type, None if none
+    sources: tuple[int, ...]  # every input's position, port by port and slot by slot
 
     def with_params(self, override: dict) -> dict:
         """The kernel's keyword arguments with some of the node's parameters replaced (what tuning varies)."""
@@ -77,6 +84,48 @@ class Step:
 
     def why(self, row: int, args: list) -> str:
         return self.kernel.why(row, *args, **self.kwargs)
+
+
+class Masks:
+    """The all-false mask of a batch's rows, shared by every column with nothing to mask, so that a step skips
+    what it would OR in (and a caller sees at a glance that nothing is set: the mask `is` `zero`)."""
+
+    def __init__(self, rows: int):
+        self.zero = np.zeros(rows, bool)
+        self.zero.flags.writeable = False
+
+    def mask(self, x: np.ndarray | None) -> np.ndarray:
+        """`x`, or the shared all-false mask when nothing in it is set."""
+        if x is None or x is self.zero:
+            return self.zero
+        return x if (True in x.tolist() if len(x) <= 16 else x.any()) else self.zero
+
+    def either(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        zero = self.zero
+        return b if a is zero else a if b is zero else a | b
+
+
+def apply(step: Step, cols, kwargs: dict, masks: Masks) -> tuple[NodeValues, list, np.ndarray | None]:
+    """One operator over its inputs' rows (`cols`: node position -> NodeValues): its NodeValues, invalid where an
+    input is, where the kernel failed or where the value does not fit the node's type; the kernel's arguments and
+    the rows it failed (None: none), for a failed row's reason (`Step.why`)."""
+    args = [[cols[s] for s in sources] if is_list else cols[sources[0]] for is_list, sources in step.ports]
+    values, abstain, failed = step.kernel.fn(*args, **kwargs)
+    zero = invalid = masks.zero
+    for s in step.sources:
+        x = cols[s].invalid
+        if x is not zero:
+            invalid = x if invalid is zero else invalid | x
+    if abstain is not None:
+        abstain = masks.mask(abstain)
+    else:
+        abstain = zero
+    if failed is not None:
+        invalid = masks.either(invalid, masks.mask(failed))
+    bad = step.unfit(values, abstain)
+    if bad is not None:
+        invalid = masks.either(invalid, masks.mask(bad))
+    return NodeValues(values, abstain, invalid), args, failed
 
 
 class Plan:
@@ -88,6 +137,7 @@ class Plan:
         self.index = {n.id: i for i, n in enumerate(program.nodes)}
         self.sink_index = self.index[program.sink]
         self.schedule = None  # the executor's (registry, Schedule) for this plan, built once per registry
+        self._masks: dict[int, Masks] = {}  # compose's, per row count (the item path meets no invalid value)
         self.criteria: tuple[tuple[int, Node], ...] = tuple(
             (i, n) for i, n in enumerate(program.nodes) if n.kind == "criterion")
         self.consts: tuple[tuple[int, object], ...] = tuple(
@@ -111,8 +161,8 @@ class Plan:
             ports.append((port.is_list, sources))
             port_types[port.name] = self.nodes[sources[0]].type
         kwargs = bind_params(node.params, port_types, node.type)
-        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports),
-                    checker(node.type))
+        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports), unfit(node.type),
+                    tuple(s for _, sources in ports for s in sources))
 
     def compose(self, values: list, m: int) -> list:
         """Fill in `values` (one entry per node; criteria already set, each a tuple of m values).
@@ -121,30 +171,29 @@ class Plan:
         CompositionError at the first operator that fails; the outputs computed before
         it stay in `values` (the trace keeps them).
         """
+        masks = self._masks.get(m) or self._masks.setdefault(m, Masks(m))  # (read-only: kept per row count)
         cols: dict[int, NodeValues] = {}
-        valid = np.zeros(m, bool)  # the item path meets no invalid value (an unknown one is settled instead)
-        for i, node in self.criteria:
-            cols[i] = encode(node.type, values[i])
         for i, v in self.consts:
             values[i] = (v,) * m
-            cols[i] = encode(self.nodes[i].type, values[i])
+        for i, _ in self.criteria + self.consts:
+            col = encode(self.nodes[i].type, values[i])
+            cols[i] = NodeValues(col.values, col.abstain, masks.zero)
         for step in self.steps:
-            args = [[cols[s] for s in sources] if is_list else cols[sources[0]] for is_list, sources in step.ports]
             try:
-                out = step.kernel.fn(*args, **step.kwargs)
+                col, args, failed = apply(step, cols, step.kwargs, masks)
             except RuntimeFailure as exc:  # pragma: no cover - kernels mark failed rows
                 raise CompositionError(step.node.id, 0, str(exc)) from None
-            decoded = decode(step.node.type, out.values, out.abstain)
-            failed = out.failed
-            for c, v in enumerate(decoded):
+            t = step.node.type
+            if col.invalid is not masks.zero:  # the first candidate that failed or does not fit
+                c = col.invalid.tolist().index(True)
                 if failed is not None and failed[c]:
                     raise CompositionError(step.node.id, c, step.why(c, args))
-                if not step.check(v):
-                    problem = value_problem(v, step.node.type) or f"{v!r} does not fit `{step.node.type}`"
-                    raise CompositionError(step.node.id, c, f"`{step.node.op}` produced a value that does "
-                                                            f"not fit: {problem}")
-            values[step.index] = tuple(decoded)
-            cols[step.index] = NodeValues(out.values, valid if out.abstain is None else out.abstain, valid)
+                v = decode(t, col.values[c:c + 1], col.abstain[c:c + 1])[0]
+                problem = value_problem(v, t) or f"{v!r} does not fit `{t}`"
+                raise CompositionError(step.node.id, c, f"`{step.node.op}` produced a value that does not fit: "
+                                                        f"{problem}")
+            values[step.index] = tuple(decode(t, col.values, None if col.abstain is masks.zero else col.abstain))
+            cols[step.index] = col
         return values
 
     def new_values(self) -> list:

@@ -21,10 +21,11 @@ the same kernels (`_settle_invalid`, gsrlang.semantics.settle): such an item is
 valid when its result does not depend on what is unknown (a fired `cap(at: 0.0)`
 over an invalid judgment), as `executor.finish` decides.
 
-The operators are the kernels of `gsrlang.semantics.kernels`, the same ones the
-item interpreter runs over a batch of one row (two for a pairwise item), with the
-same exact sums: every node column is the interpreter's bit for bit. The readout
-is gsrlang.semantics.readout's, the one every path uses (`read_columns`).
+Each step is `gsrlang.semantics.compose.apply`, the one the item interpreter
+(`Plan.compose`) runs over a batch of one row (two for a pairwise item): the same
+kernels, the same exact sums, the same invalid rows, so every node column is the
+interpreter's bit for bit. The readout is gsrlang.semantics.readout's, the one
+every path uses (`read_columns`).
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ import attrs
 import numpy as np
 
 from gsrlang.lang.program import CheckedProgram, Readout
-from gsrlang.lang.types import JType
-from gsrlang.semantics.compose import Plan
+from gsrlang.semantics.compose import Masks, Plan, apply
 from gsrlang.semantics.kernels import NodeValues, encode
 from gsrlang.semantics.readout import read_columns
-from gsrlang.semantics.settle import Possibles, settle, unfit
+from gsrlang.semantics.settle import Possibles, settle
 
 __all__ = ["Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
@@ -108,24 +108,15 @@ class Evaluation:
         return [w if ok else None for w, ok in zip(self.winner, self.ok)]
 
 
-class _Memo:
+class _Memo(Masks):
     """What an evaluator derives from one table and keeps across parameter sets: the columns of every node
     that no parameter set has changed (the criteria, the constants, and the operators upstream of what is
-    tuned), and the table's all-false mask, shared by every column with nothing to mask."""
+    tuned), by node position, and the table's all-false mask, shared by every column with nothing to mask."""
 
     def __init__(self, table: Table):
+        super().__init__(len(table) * table.m)
         self.table = table
-        self.zero = np.zeros(len(table) * table.m, bool)
-        self.zero.flags.writeable = False
-        self.columns: dict[str, NodeValues] = {}
-
-    def mask(self, x: np.ndarray | None) -> np.ndarray:
-        """`x`, or the shared all-false mask when nothing in it is set (so that later steps can skip it)."""
-        return self.zero if x is None or x is self.zero or not x.any() else x
-
-    def either(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        zero = self.zero
-        return b if a is zero else a if b is zero else a | b
+        self.columns: dict[int, NodeValues] = {}
 
 
 class Evaluator:
@@ -145,13 +136,9 @@ class Evaluator:
     def __init__(self, program: CheckedProgram):
         self.program = program
         self.plan = plan = Plan(program)
-        ids = [n.id for n in plan.nodes]
-        # per step: (step, its source node ids per port, the type on its first port)
-        self._steps = [(step, [[ids[i] for i in sources] for _, sources in step.ports],
-                        plan.nodes[step.ports[0][1][0]].type) for step in plan.steps]
         used = {i for step in plan.steps for _, sources in step.ports for i in sources}
         # an invalid row propagates to every node downstream, so the nodes nothing reads hold all of them
-        self._leaves = [ids[i] for i in range(len(ids)) if i not in used]
+        self._leaves = [i for i in range(len(plan.nodes)) if i not in used]
         self._memos: dict[int, _Memo] = {}
 
     def forget(self) -> None:
@@ -163,14 +150,14 @@ class Evaluator:
         if memo is None or memo.table is not table:
             memo = _Memo(table)
             failed_rows = memo.mask(np.repeat(table.failed, table.m))
-            for _, node in self.plan.criteria:
+            for i, node in self.plan.criteria:
                 c = table.criteria[node.id]
-                memo.columns[node.id] = NodeValues(c.values, memo.mask(c.abstain),
-                                               memo.either(memo.mask(c.invalid), failed_rows))
+                memo.columns[i] = NodeValues(c.values, memo.mask(c.abstain),
+                                             memo.either(memo.mask(c.invalid), failed_rows))
             R = len(memo.zero)
             for i, v in self.plan.consts:
-                node = self.plan.nodes[i]
-                memo.columns[node.id] = NodeValues(np.full(R, encode(node.type, (v,)).values[0]), memo.zero, memo.zero)
+                fill = encode(self.plan.nodes[i].type, (v,)).values[0]
+                memo.columns[i] = NodeValues(np.full(R, fill), memo.zero, memo.zero)
             if len(self._memos) >= self.KEEP:
                 del self._memos[next(iter(self._memos))]
         self._memos[id(table)] = memo  # most recently used last
@@ -181,14 +168,14 @@ class Evaluator:
         memo = self._memo(table)
         cols = dict(memo.columns)
         changed: set = set()
-        for step, sources, in_type in self._steps:
-            nid = step.node.id
-            if params.get(nid) or any(s in changed for port in sources for s in port):
-                changed.add(nid)
-                cols[nid] = self._step(step, sources, in_type, cols, params.get(nid), memo)
-            elif nid not in cols:
-                cols[nid] = memo.columns[nid] = self._step(step, sources, in_type, cols, None, memo)
-        sink = cols[self.program.sink]
+        for step in self.plan.steps:
+            i, override = step.index, params.get(step.node.id)
+            if override or any(s in changed for s in step.sources):
+                changed.add(i)
+                cols[i] = apply(step, cols, step.with_params(override) if override else step.kwargs, memo)[0]
+            elif i not in cols:
+                cols[i] = memo.columns[i] = apply(step, cols, step.kwargs, memo)[0]
+        sink = cols[self.plan.sink_index]
         m = table.m
         bad_rows = sink.abstain
         for leaf in self._leaves:
@@ -201,7 +188,8 @@ class Evaluator:
             ok = ~bad_rows.reshape(-1, m).any(axis=1)
         s = s.reshape(-1, m)
         ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
-        evaluation = Evaluation(table.mode, cols, s, ok, table.failed, *ev)
+        nodes = self.plan.nodes
+        evaluation = Evaluation(table.mode, {nodes[i].id: c for i, c in cols.items()}, s, ok, table.failed, *ev)
         self._settle_invalid(table, evaluation, params, thresholds, memo)
         return evaluation
 
@@ -222,7 +210,7 @@ class Evaluator:
             for r in np.flatnonzero(invalid).tolist():
                 p.set_top(r, ((i, r % m, ""),))
         for i, v in plan.consts:
-            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[plan.nodes[i].id].values[rows],
+            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[i].values[rows],
                                  np.zeros(len(rows), bool))
         params = params or {}
         settle(plan, nodes, m, lambda *_: "",
@@ -247,21 +235,6 @@ class Evaluator:
             ev.raw[done], ev.score[done] = raw, score
         else:
             ev.winner[done] = winner
-
-    def _step(self, step, sources: list, in_type: JType, cols: dict, override: dict | None, memo: _Memo) -> NodeValues:
-        node = step.node
-        kw = step.with_params(override) if override else step.kwargs
-        args = [[cols[s] for s in port] if is_list else cols[port[0]]
-                for (is_list, _), port in zip(step.ports, sources)]
-        values, abstain, failed = step.kernel.fn(*args, **kw)
-        upstream = memo.zero
-        for port in sources:
-            for s in port:
-                upstream = memo.either(upstream, cols[s].invalid)
-        abstain = memo.mask(abstain)
-        invalid = memo.either(upstream, memo.mask(failed))
-        invalid = memo.either(invalid, memo.mask(unfit(node.type, values, abstain)))
-        return NodeValues(values, abstain, invalid)
 
 
 def with_parameters(program: CheckedProgram, params: dict, thresholds: Sequence[float] | None = None) -> CheckedProgram:

@@ -64,7 +64,7 @@ def encode(t, cells: Sequence) -> NodeValues:
     NodeValues of its type's encoding, 0 where abstained or invalid. The one conversion of values to columns:
     the item path's, the tables' of judgments (execution/tracetable.py) and settling's."""
     abstain = np.array([c is ABSTAIN for c in cells], bool)
-    invalid = np.array([c is INVALID for c in cells], bool)
+    invalid = np.array([c is INVALID for c in cells], bool) if INVALID in cells else np.zeros(len(cells), bool)
     if t.kind == "score":
         values = np.array([0.0 if c is ABSTAIN or c is INVALID else c for c in cells], np.float64)
     elif t.kind == "bool":

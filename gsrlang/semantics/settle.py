@@ -54,21 +54,36 @@ __all__ = ["CORNER_LIMIT", "Possibles", "from_possibles", "liveness", "settle", 
 CORNER_LIMIT = 512  # operator evaluations per node and row before settling falls back to the whole type
 
 
-def unfit(t, values: np.ndarray, abstain: np.ndarray) -> np.ndarray:
-    """Rows whose value does not fit type `t`: an abstention where `t` cannot abstain, a Score outside its
-    range or not finite (NaN fails both comparisons). The column's minimum and maximum settle the common
-    case, every value in range, in two passes."""
-    if t.kind != "score":
-        return np.zeros(len(abstain), bool) if t.optional else abstain.copy()
-    if len(values) and values.min() >= t.lo and values.max() <= t.hi:
-        bad = np.zeros(len(values), bool)
-    else:
-        bad = ~((values >= t.lo) & (values <= t.hi))  # (comparisons with NaN are false and do not warn)
-    if t.optional:
-        bad &= ~abstain
-    else:
-        bad |= abstain
-    return bad
+def unfit(t) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+    """The type fit of `t`'s columns, `t` read once (every operator output is checked: `Step.unfit`): the rows
+    whose value does not fit (None: every row fits), an abstention where `t` cannot abstain, a Score outside
+    its range or not finite (NaN fails both comparisons). The common case, every value in range, is settled
+    by the column's minimum and maximum (on a few rows, the item path's, by a list: numpy's reductions cost
+    several times more there)."""
+    score, optional, lo, hi = t.kind == "score", t.optional, t.lo, t.hi
+
+    def rows(values: np.ndarray, abstain: np.ndarray) -> np.ndarray | None:
+        few = len(values) <= 16
+        if score:
+            if few:
+                fits = True
+                for v in values.tolist():
+                    if not lo <= v <= hi:
+                        fits = False
+                        break
+            else:
+                fits = values.min() >= lo and values.max() <= hi
+            if not fits:
+                bad = ~((values >= lo) & (values <= hi))  # (comparisons with NaN are false and do not warn)
+                if optional:
+                    bad &= ~abstain
+                else:
+                    bad |= abstain
+                return bad
+        if optional or not (True in abstain.tolist() if few else abstain.any()):
+            return None
+        return abstain.copy()
+    return rows
 
 
 def _top(t) -> tuple:
@@ -227,7 +242,9 @@ def settle(plan, nodes: list, m: int, where: Callable, kwargs_of: Callable | Non
                     NodeValues(a.values, a.abstain, a.open) for a in args]
             out = step.kernel.fn(*cols, **kw)
             abstain = np.zeros(R, bool) if out.abstain is None else out.abstain
-            bad = unfit(t, out.values, abstain)
+            bad = step.unfit(out.values, abstain)
+            if bad is None:
+                bad = np.zeros(R, bool)
             if out.failed is not None:
                 bad |= out.failed
             bad &= ~open_in

@@ -6,19 +6,19 @@ assess", only for a `T?`) the `ABSTAIN` sentinel. In JSON (results, traces) an
 abstention is `null`, every other value is itself; floats round-trip exactly
 because `json` writes them with `repr`.
 
-`value_problem(value, type)` is the one domain check used everywhere: on every
-judge's answer and on every operator's output.
+`value_problem(value, type)` is the one domain check of a value: on every judge's
+answer, and the reason given for an operator output that does not fit (the outputs
+themselves are checked as columns, `gsrlang.semantics.settle.unfit`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 from gsrlang.lang.types import JType
 from gsrlang.semantics.judgment import ABSTAIN, Abstain
 
-__all__ = ["ABSTAIN", "Abstain", "Possible", "RuntimeFailure", "Unsettled", "checker", "format_value", "top",
+__all__ = ["ABSTAIN", "Abstain", "Possible", "RuntimeFailure", "Unsettled", "format_value", "top",
            "unsettled", "value_from_json", "value_problem", "value_to_json"]
 
 
@@ -111,25 +111,6 @@ def value_problem(value, t: JType) -> str | None:
     if value not in t.labels:
         return f"`{value}` is not a label of {t.required()}"
     return None
-
-
-def checker(t: JType) -> Callable[[object], bool]:
-    """A fast yes/no version of `value_problem` for one type (used on every operator output)."""
-    optional = t.optional
-    if t.kind == "score":
-        lo, hi = t.lo, t.hi
-
-        def check(v):  # NaN fails both comparisons; +-inf fail the range
-            return (type(v) is float and lo <= v <= hi) or (optional and v is ABSTAIN)
-    elif t.kind == "bool":
-        def check(v):
-            return type(v) is bool or (optional and v is ABSTAIN)
-    else:
-        labels = frozenset(t.labels)
-
-        def check(v):
-            return (type(v) is str and v in labels) or (optional and v is ABSTAIN)
-    return check
 
 
 def value_to_json(value):
