@@ -43,7 +43,7 @@ from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.evaluate import Evaluator, Table
 from gsrlang.semantics.judgment import Judgment
-from gsrlang.semantics.kernels import NodeValues, decode
+from gsrlang.semantics.kernels import NodeValues, decode, dtype
 from gsrlang.semantics.readout import as_read, read
 from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import invalid_line, jsonable, judgment_v2, ok_line, result_line
@@ -107,8 +107,7 @@ class _Judged:
         t = node.type
         n = len(per_candidate[0])
         m = len(per_candidate)
-        kind = t.kind
-        values = np.zeros(n * m, np.float64 if kind == "score" else bool if kind == "bool" else np.int32)
+        values = np.zeros(n * m, dtype(t))
         abstain = np.zeros(n * m, bool)
         invalid = np.zeros(n * m, bool)
         # per candidate: the node's output per item (None where it abstained or is invalid)
@@ -177,7 +176,7 @@ class ColumnRunner:
 
     async def batches(self, entries):
         """The runs of a stream of entries (Item or ItemError), `CHUNK` at a time: lists of (run, static, result
-        line, trace record or None), as `batch._write_runs` takes them.
+        line, trace record or None), as `runs._write_runs` takes them.
 
         Python's cyclic garbage collector is paused meanwhile, and run every `COLLECT_EVERY`
         chunks: a chunk allocates hundreds of thousands of objects, each of which would
