@@ -181,8 +181,7 @@ def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadT
         i = positions[cid]
         crit.values = flats[i]
         values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
-        values = values + 0.0 if values.dtype == np.float64 else values.copy()  # -0.0 is read as 0.0
-        columns[cid] = NodeValues(*crit.column(rows, [], m, (values, null, bad.copy())))
+        columns[cid] = NodeValues(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, failed, [None] * n)
     evaluation = Evaluator(program).run(table)
     suspect |= ~evaluation.ok

@@ -19,7 +19,7 @@ item's result line:
   over settling's rows of the item, `Evaluation.settled`);
 - a failed row (or an item run under no program) is carried over, as the item path carries it.
 
-A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it. Only a record of an
+A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it (`judged_column`). Only a record of an
 unexpected shape (candidates that are not `m` strings, parts that do not fit each other) is
 replayed item by item, which says what is wrong with it.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import time
 
-import attrs
 import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
@@ -42,7 +41,6 @@ from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.kernels import NodeValues
 from gsrlang.semantics.readout import as_read
 from gsrlang.semantics.readout import read as read_one
 from gsrlang.semantics.settle import liveness
@@ -65,22 +63,12 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
             table = table_from_trace(program, trace_path, program_label)
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
-        evaluation = Evaluator(program).run(_zeros_read_as_zero(table))
+        evaluation = Evaluator(program).run(table)
         summary = RunSummary(program.name, program.content_hash, table.mode)
         summary.recorded = table.recorded
         _write(trace_path, program, program_label, out, table, evaluation, summary)
     summary.seconds = time.perf_counter() - t0
     return summary
-
-
-def _zeros_read_as_zero(table):
-    """The table with a recorded Score of -0.0 read as 0.0, as `check_judgment` reads a judgment."""
-    criteria = {}
-    for key, c in table.criteria.items():
-        if c.values.dtype == np.float64 and ((c.values == 0) & np.signbit(c.values)).any():
-            c = NodeValues(c.values + 0.0, c.abstain, c.invalid)  # -0.0 + 0.0 is 0.0
-        criteria[key] = c
-    return attrs.evolve(table, criteria=criteria)
 
 
 def _write(trace_path, program: CheckedProgram, program_label: str, out: str, table, evaluation, summary) -> None:

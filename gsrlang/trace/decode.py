@@ -166,9 +166,12 @@ def _json_each(t: JType, raw: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def judged_column(t: JType, decoded: tuple, void: np.ndarray | None, special: list
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The column (values, abstain, invalid) of recorded values (`decoded`: their `json_column`, changed in
-    place) and judgments, by `judgment_cell`'s rules: `void` marks the rows with no usable output (None:
-    none), `special` lists (row, status) for the judgments whose status is in SPECIAL."""
+    place) and judgments, by `judgment_cell`'s rules (a Score of -0.0 read as 0.0): `void` marks the rows
+    with no usable output (None: none), `special` lists (row, status) for the judgments whose status is in
+    SPECIAL."""
     values, null, bad = decoded
+    if values.dtype == np.float64:
+        values += 0.0  # -0.0 + 0.0 is 0.0
     invalid = bad | null  # an ok judgment must have a value
     if void is not None:
         bad |= void
