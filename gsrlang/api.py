@@ -15,6 +15,7 @@ daemon; `Judges.close()` (or a `with` block) ends it and closes the client.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -63,12 +64,15 @@ class CompileError(GsrError):
 
 
 # ---- results ---------------------------------------------------------------------------------------------
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Result:
     """One scored item: the result line of `gsr run --out` and the trace record of `gsr run --trace`.
 
     `score` (pointwise: the quantized native score), `raw` (before quantizing), `value` (the sink's Score
     in [0, 1], candidate A), `winner` (pairwise: "first", "second" or "tie"); None when the item is not ok.
+    `trace` is made when first read (a batch that goes by columns would otherwise compose every item again
+    for it); `record` is the version 2 item record the column path made for a trace file (None: a
+    `TraceWriter` makes it from `run`).
     """
 
     status: str  # "ok" | "invalid" | "failed"
@@ -79,8 +83,26 @@ class Result:
     value: float | None
     reason: str | None
     line: dict = attrs.field(repr=False)  # the results-file line
-    trace: dict = attrs.field(repr=False)  # the trace record (replayable with gsr replay)
-    run: object = attrs.field(default=None, repr=False, eq=False)  # the executor's ItemRun (for a TraceWriter)
+    run: object = attrs.field(default=None, repr=False)  # the executor's ItemRun (for a TraceWriter)
+    static: object = attrs.field(default=None, repr=False)  # the program's trace Static (gsrlang.trace.write)
+    record: dict | None = attrs.field(default=None, repr=False)  # the column path's version 2 item record
+
+    @functools.cached_property
+    def trace(self) -> dict:
+        """The trace record (replayable with gsr replay)."""
+        from gsrlang.trace.write import trace_record
+
+        return trace_record(self.run, None, static=self.static)
+
+    def _key(self) -> tuple:
+        return self.status, self.mode, self.score, self.raw, self.winner, self.value, self.reason, self.line
+
+    def __eq__(self, other) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key() and self.trace == other.trace
+
+    __hash__ = None  # a result holds dicts
 
     @property
     def ok(self) -> bool:
@@ -94,16 +116,14 @@ class Result:
         return TraceView.of_record(self.trace).judged()
 
 
-def _result(run, static, line: dict | None = None) -> Result:
+def _result(run, static, line: dict | None = None, record: dict | None = None) -> Result:
     from gsrlang.trace.schema import result_line
-    from gsrlang.trace.write import trace_record
 
     line = line if line is not None else result_line(run, static.program, static.source)
-    record = trace_record(run, None, static=static)
     sink = line.get("sink") or {}
     value = sink.get("A") if line["status"] == "ok" else None
     return Result(line["status"], line["mode"], line.get("score"), line.get("raw"), line.get("winner"),
-                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, record, run)
+                  value if isinstance(value, (int, float)) else None, line.get("reason"), line, run, static, record)
 
 
 # ---- judges ---------------------------------------------------------------------------------------------
@@ -339,7 +359,7 @@ class Program:
             entries = [items[k][1] for k in where]
             if route.evaluate == COLUMNS:
                 done = await self._columns(mode, registry).run(entries)
-                results = [_result(run, self._static, line) for run, line, _ in done]
+                results = [_result(run, self._static, line, record) for run, line, record in done]
             else:
                 results = [_result(run, self._static) async for run in
                            run_items(self._plan, entries, registry, mode, limit, window=max(1, len(entries)))]

@@ -169,16 +169,36 @@ class Engine:
 
     async def _run_here(self, batch: list[_Entry]) -> None:
         """A batch of a program whose judges all answer at once (no I/O): judged on this loop, sparing the two
-        hops to the judges' loop and back (a model-free program's items take well under a millisecond)."""
-        for k, entry in enumerate(batch):
+        hops to the judges' loop and back (a model-free program's items take well under a millisecond).
+
+        Each served program's items of each mode go through the API's `score_batch` route together (the
+        planner's: one pass over the kernels for the lot, where the judges answer a column at once). Should that
+        raise (a bug in gsr: an item never raises), the group is scored again item by item, so that only the
+        requests of the items that raise answer 500."""
+        groups: dict = {}
+        for entry in batch:
+            groups.setdefault((entry.served, entry.mode), []).append(entry)
+        for (served, mode), entries in groups.items():
             try:
-                result = await entry.served.program._execute(entry.mode, entry.item, entry.served.registry, None)
+                results = await served.program._execute_all([(mode, e.item) for e in entries], served.registry,
+                                                             None)
+            except Exception:  # noqa: BLE001 - found out item by item below
+                await self._run_each(served, mode, entries)
+            else:
+                for entry, result in zip(entries, results):
+                    self._deliver(entry, result, None)
+            await asyncio.sleep(0)  # let other requests in (/healthz, new items) between groups
+
+    async def _run_each(self, served: Served, mode: str, entries: list[_Entry]) -> None:
+        for k, entry in enumerate(entries):
+            try:
+                result = await served.program._execute(mode, entry.item, served.registry, None)
             except Exception as exc:  # a bug in gsr (an item never raises): that request answers 500
                 self._deliver(entry, None, exc)
             else:
                 self._deliver(entry, result, None)
             if k % 32 == 31:
-                await asyncio.sleep(0)  # let other requests in (/healthz, new items) between chunks
+                await asyncio.sleep(0)
 
     def _work(self, batch: list[_Entry]):
         """The batch's coroutine for the judges' loop. Results come back to this loop as they are ready,

@@ -48,7 +48,10 @@ class _Segment:
         self.usage = usage  # the judges' counters when the segment opened
 
     def write(self, result) -> None:
-        self.writer.write(result.run, self.program._static, result.line)
+        if result.record is not None:  # made by the column path: the record the writer would make from the run
+            self.writer.write_record(dict(result.record), self.program._static)
+        else:
+            self.writer.write(result.run, self.program._static, result.line)
         self.summary.count(result.run, result.line, keep_pairs=False)
 
     def close(self, usage_now: dict) -> None:
