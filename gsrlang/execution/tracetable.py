@@ -225,8 +225,14 @@ def table_from_data(program: CheckedProgram, data, columns, registry, mode: str,
     from gsrlang.execution.executor import all_inline, judge_item
     from gsrlang.files.dataset import ItemError, read_items
 
+    from gsrlang.judges.base import JudgeConfigError
+
     plan = Plan(program)
-    if not all_inline(plan, registry):
+    try:
+        inline = all_inline(plan, registry)
+    except JudgeConfigError:  # a criterion with no judge here (a model's): not one that reads the data
+        inline = False
+    if not inline:
         raise ValueError("columnar evaluation from data needs criteria that only read the data "
                          "(human(), rule.*): record a trace with `gsr run --trace` for the others")
     errors = 0
