@@ -149,3 +149,48 @@ def test_per_criterion_agreement_in_gsr_metrics(runs, tmp_path, capsys):
     assert "no criterion `nonexistent`" in capsys.readouterr().err
     assert main(base + ["--criterion", "oops"]) == 2
     assert "NAME=FIELD" in capsys.readouterr().err
+
+
+def test_gsr_ablate_reads_labelled_data_as_it_reads_the_trace(runs, capsys):
+    """--data judges the file with the program's inline judges: the same table, so the same ablation, as the
+    trace of a run over that file."""
+    data = str(TC / "data" / "dev.jsonl")
+    common = ["--bootstrap", "50", "--seed", "3", "--json"]
+    assert main(["ablate", str(TC / "flat.gsr"), "--data", data, "--label-field", "scores.overall", *common]) == 0
+    by_data = json.loads(capsys.readouterr().out)
+    assert main(["ablate", str(TC / "flat.gsr"), "--trace", str(runs / "flat.trace.jsonl"), *common]) == 0
+    by_trace = json.loads(capsys.readouterr().out)
+    assert by_data["data"] == data and "trace" not in by_data and by_trace["trace"] == str(runs / "flat.trace.jsonl")
+    assert by_data["n"] == by_trace["n"] > 12 and by_data["variants"] == by_trace["variants"]
+    assert main(["ablate", str(TC / "flat.gsr"), "--data", data, "--label-field", "scores.overall",
+                 "--bootstrap", "20"]) == 0
+    assert f"labelled items of {data}" in capsys.readouterr().out
+
+
+def _exit_code(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        return exc.code
+
+
+@pytest.mark.parametrize("program, data, args, words", [
+    ("flat", "dev", [], "--data needs --label-field"),
+    ("flat", "dev", ["--label-field", "nope"], "no item has a label in --label-field nope"),
+    ("flat", "dev", ["--label-field", "scores.overall", "--mode", "pairwise"], "declares no pairwise task"),
+    ("direct", "dev", ["--label-field", "scores.overall"], "needs criteria that only read the data"),
+    ("flat", "missing", ["--label-field", "scores.overall"], "no such file"),
+    ("flat", "dev", ["--label-field", "scores.overall", "--trace", "t.jsonl"], "not allowed with argument --data"),
+])
+def test_gsr_ablate_refuses_bad_data_in_one_line(tmp_path, capsys, program, data, args, words):
+    data = str(TC / "data" / "dev.jsonl") if data == "dev" else str(tmp_path / f"{data}.jsonl")
+    assert _exit_code(["ablate", str(TC / f"{program}.gsr"), "--data", data, *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and "internal error" not in err
+    assert err.strip().splitlines()[-1].startswith("gsr ablate: error:")
+
+
+def test_gsr_ablate_mode_is_for_data(runs, capsys):
+    assert _exit_code(["ablate", str(TC / "flat.gsr"), "--trace", str(runs / "flat.trace.jsonl"), "--mode",
+                       "pointwise"]) == 2
+    assert "--mode is for --data" in capsys.readouterr().err

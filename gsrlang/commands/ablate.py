@@ -7,24 +7,28 @@ import sys
 
 from gsrlang.commands import UsageError
 
-HELP = "ablate a program over a trace: bypass each gate, mean each reducer, drop each criterion, flat mean"
+HELP = "ablate a program over a trace or data: bypass each gate, mean each reducer, drop each criterion, flat mean"
 DESCRIPTION = """\
-Re-compose the judgments recorded in a trace (no judge is called) under
+Re-compose the judgments recorded in a trace (--trace; no judge is called),
+or those of a data file whose criteria only read the data (--data: human(),
+rule.*; its columns named as for gsr run, the label by --label-field), under
 variants of PROGRAM generated from its graph: each gate bypassed, each Score
 reducer replaced by a plain mean, each criterion dropped (with what depends
 only on it), and the whole graph replaced by the equal-weight mean of every
 criterion (the weighted-aggregation baseline). For each variant, its agreement
-with the trace's labels and the paired difference to the program (variant -
-program) with a paired bootstrap 95% interval. A variant keeps only the nodes
-that still reach its sink, so recorded criteria it no longer uses are fine.
+with the labels and the paired difference to the program (variant - program)
+with a paired bootstrap 95% interval. A variant keeps only the nodes that
+still reach its sink, so recorded criteria it no longer uses are fine.
 
 output: the table on standard output (--json: one JSON document); diagnostics and warnings on
 standard error.
 exit status: 0 done; 1 the program has errors, or the trace cannot feed it; 2 bad usage or a file that
-cannot be read.
+cannot be read (or --data under criteria that need a judge).
 
 examples:
   gsr ablate examples/topical_chat/overall.gsr --trace out/overall.trace.jsonl
+  gsr ablate examples/topical_chat/flat.gsr --data examples/topical_chat/data/dev.jsonl \\
+      --label-field scores.overall
   gsr ablate rubric.gsr --trace out/trace.jsonl --json > ablation.json"""
 
 SHOWN = ("exact", "qwk", "spearman", "mae")
@@ -32,7 +36,12 @@ SHOWN = ("exact", "qwk", "spearman", "mae")
 
 def add_arguments(p) -> None:
     p.add_argument("program", metavar="PROGRAM", help="the .gsr program")
-    p.add_argument("--trace", required=True, metavar="FILE", help="a trace with labels (`gsr run --trace`)")
+    from gsrlang.commands.config import add_table_arguments
+
+    add_table_arguments(p, "a trace with labels (`gsr run --trace`)")
+    p.add_argument("--mode", choices=("pointwise", "pairwise"),
+                   help="with --data: the task to ablate, for a program that declares both (default: its only "
+                        "task; a trace's records say theirs)")
     p.add_argument("--bootstrap", type=int, default=500, metavar="N", help="bootstrap resamples (default: 500)")
     from gsrlang.commands.common import add_seed_argument
 
@@ -43,7 +52,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from gsrlang.analysis.ablate import variants
     from gsrlang.analysis.stats import paired_report
-    from gsrlang.commands.run import load_program
+    from gsrlang.commands.run import choose_mode, load_program
     from gsrlang.commands.config import table_config
     from gsrlang.execution.replay import ReplayError
     from gsrlang.execution.runs import load_table
@@ -55,20 +64,26 @@ def run(args) -> int:
         return 1
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must not be negative")
+    if args.trace and args.mode:
+        raise UsageError("--mode is for --data: a trace's records say their task")
+    mode = choose_mode(program, args.mode) if args.data else None
+    source = args.trace or args.data
     try:
-        table = load_table(program, table_config(args, program, None, f"`{args.program}`"))
+        table = load_table(program, table_config(args, program, mode, f"`{args.program}`"))
         from gsrlang.commands.common import repeated_ids_warning
 
-        warning = repeated_ids_warning("gsr ablate", table.ids, args.trace, "each is counted")
+        warning = repeated_ids_warning("gsr ablate", table.ids, source, "each is counted")
         if warning:
             print(warning, file=sys.stderr)
     except ReplayError as exc:
         print(f"gsr ablate: {exc}", file=sys.stderr)
         return 1
-    except DataError as exc:
+    except (DataError, ValueError) as exc:  # ValueError: --data under criteria that need a judge
         raise UsageError(str(exc)) from None
     keep = [i for i, g in enumerate(table.labels) if g is not None]
     if not keep:
+        if args.data:
+            raise UsageError(f"{args.data}: no item has a label in --label-field {args.label_field}")
         raise UsageError(f"{args.trace}: no item has a label: record the run with --label-field")
     labelled = table.take(keep)
     golds = labelled.labels
@@ -80,8 +95,9 @@ def run(args) -> int:
         preds = Evaluator(v.program).run(labelled).predictions()
         rows.append({"variant": v.name, "hash": v.program.content_hash,
                      "metrics": paired_report(mode, base, preds, golds, scale, args.bootstrap, args.seed)})
-    result = {"program": args.program, "hash": program.content_hash, "trace": args.trace, "n": len(keep),
-              "mode": mode, "variants": rows}
+    result = {"program": args.program, "hash": program.content_hash,
+              **({"trace": args.trace} if args.trace else {"data": args.data}), "n": len(keep), "mode": mode,
+              "variants": rows}
     if args.json:
         json.dump(result, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -94,7 +110,7 @@ def format_ablation(result: dict) -> str:
     from gsrlang.commands.tune import format_ci
 
     keys = SHOWN if result["mode"] == "pointwise" else ("accuracy",)
-    lines = [f"{result['program']} over {result['n']} labelled items of {result['trace']}; "
+    lines = [f"{result['program']} over {result['n']} labelled items of {result.get('trace') or result['data']}; "
              "difference = variant - program, paired bootstrap 95% CI", ""]
     first = result["variants"][0]["metrics"] if result["variants"] else {}
     width = max([len("program")] + [len(r["variant"]) for r in result["variants"]])

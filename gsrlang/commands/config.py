@@ -10,6 +10,7 @@ its parsed flags into typed values here and passes those down.
     judge = build_llm_judge(args, settings)   # an LLMJudge, or None without a model
     engine = engine_options(args)       # EngineOptions: the Ray engine's flags
     config = run_config(args, ...)      # RunConfig: how one run goes (sinks, bounds, the evaluator path)
+    add_table_arguments(parser, ...)    # --trace or --data, and the data's columns: gsr tune's and gsr ablate's
     table = table_config(args, ...)     # TableConfig: where gsr tune / gsr ablate read their labelled items
 """
 
@@ -22,8 +23,9 @@ from typing import Any
 from gsrlang.judges.llm.options import DEFAULT_CACHE, JudgeOptions, parse_role
 from gsrlang.lang.catalog import default_catalog
 
-__all__ = ["add_llm_arguments", "add_model_arguments", "build_llm_judge", "cache_path", "columnar_wanted",
-           "engine_options", "judge_flags", "judge_options", "model_settings", "run_config", "table_config"]
+__all__ = ["add_llm_arguments", "add_model_arguments", "add_table_arguments", "build_llm_judge", "cache_path",
+           "columnar_wanted", "engine_options", "judge_flags", "judge_options", "model_settings", "run_config",
+           "table_config"]
 
 
 def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -216,6 +218,23 @@ def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
                   program_path=get("program"), short_circuit=get("short_circuit", True), columnar=columnar_wanted())
     values.update(over)
     return RunConfig(**values)
+
+
+def add_table_arguments(parser: argparse.ArgumentParser, trace_help: str) -> None:
+    """Where `gsr tune` and `gsr ablate` read their labelled items (what `table_config` reads): --trace FILE
+    or --data FILE, one of them required, and the columns of --data as `gsr run` names them."""
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", metavar="FILE", help=trace_help)
+    src.add_argument("--data", metavar="FILE",
+                     help="labelled items, for programs whose criteria read the data (human(), rule.*)")
+    g = parser.add_argument_group("columns of --data (as for gsr run)")
+    g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
+    g.add_argument("--response-field", default="response", metavar="NAME", help="the response (default: response)")
+    g.add_argument("--responses", metavar="A,B", help="the two responses of a pairwise item")
+    g.add_argument("--id-field", metavar="NAME",
+                   help="the item id (default: the data's `id` column when it has one, else the line number)")
+    g.add_argument("--label-field", metavar="NAME", help="the human label")
+    g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
 
 def table_config(args: argparse.Namespace, program, mode: str | None, label: str, path: str | None = None):

@@ -57,10 +57,9 @@ def add_arguments(p) -> None:
     from gsrlang.analysis.tune import METRICS
 
     p.add_argument("program", metavar="PROGRAM", help="the .gsr program to tune")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", metavar="FILE", help="a trace recorded by `gsr run --trace` (with labels)")
-    src.add_argument("--data", metavar="FILE", help="labelled items, for programs whose criteria read the data")
-    add_column_arguments(p)
+    from gsrlang.commands.config import add_table_arguments
+
+    add_table_arguments(p, "a trace recorded by `gsr run --trace` (with labels)")
     p.add_argument("--all", dest="every", action="store_true",
                    help="tune every numeric parameter written in the program, not only those marked `in LO..HI`")
     p.add_argument("--metric", choices=METRICS, help="what to report and select on (default: exact for a pointwise "
@@ -98,16 +97,6 @@ def add_arguments(p) -> None:
                    "never seen by tuning, and the tuned program's agreement on them is reported")
     h.add_argument("--holdout", metavar="FILE", help="held-out items in a file of their own (the same kind and "
                    "columns as --data / --trace), never seen by tuning")
-
-
-def add_column_arguments(p) -> None:
-    g = p.add_argument_group("columns of --data (as for gsr run)")
-    g.add_argument("--input-field", default="input", metavar="NAME", help="the task input (default: input)")
-    g.add_argument("--response-field", default="response", metavar="NAME", help="the response (default: response)")
-    g.add_argument("--responses", metavar="A,B", help="the two responses of a pairwise item")
-    g.add_argument("--id-field", metavar="NAME", help="the item id (default: the data's `id` column when it has one, else the line number)")
-    g.add_argument("--label-field", metavar="NAME", help="the human label")
-    g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
 
 def load_table(program, args, mode: str, label: str, path: str | None = None):
