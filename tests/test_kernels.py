@@ -52,7 +52,7 @@ def test_each_operator_is_defined_once_in_the_package():
 
 
 def test_semantics_is_a_leaf_without_io():
-    allowed = {"__future__", "math", "inspect", "itertools", "typing", "weakref", "attrs", "numpy",
+    allowed = {"__future__", "math", "inspect", "itertools", "threading", "typing", "weakref", "attrs", "numpy",
                "gsrlang.lang.types", "gsrlang.lang.program", "gsrlang.lang.catalog"}
     for path in (ROOT / "gsrlang/semantics").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -155,13 +155,14 @@ def test_exact_sum_of_columns_seen_before_needs_no_doubt_test(monkeypatch):
     for weights in ([0.4, 0.3, 0.2, 0.1], [0.1, 0.7, 0.05, 0.15]):
         expected = np.array([math.fsum(r) for r in (np.array(columns).T * weights).tolist()])
         assert exact_sum(columns, weights).tobytes() == expected.tobytes()
-    assert exact == [False] * 3 + [True] * 3
+    blocks = -(-40_000 // kernels.BLOCK)
+    assert exact == [False] * blocks + [True] * blocks
     exact.clear()
     columns[2] = columns[2] * 2.0 ** -60  # a new array: magnitudes unknown, and far below the others'
     expected = np.array([math.fsum(r) for r in np.array(columns).T.tolist()])
     assert exact_sum(columns).tobytes() == expected.tobytes()
     assert exact_sum(columns).tobytes() == expected.tobytes()
-    assert exact == [False] * 6
+    assert exact == [False] * 2 * blocks
 
 
 def test_exact_sum_remembers_a_bounded_number_of_columns():
@@ -267,3 +268,18 @@ def test_exact_sum_over_a_large_column_is_fsum_bit_for_bit():
         got = exact_sum(x)
         expected = np.array([math.fsum(r) for r in x.tolist()])
         assert got.tobytes() == expected.tobytes()
+
+
+def test_exact_sum_and_snap_over_several_blocks(monkeypatch):
+    """Blocks of 1,000 rows (the last one short), in the buffers `scratch` keeps: every row as fsum and round."""
+    from gsrlang.semantics.readout import snap
+
+    monkeypatch.setattr(kernels, "BLOCK", 1000)
+    rng = np.random.default_rng(8)
+    columns = [rng.random(2_500).round(3) * v for v in (0.5, 0.25, 2.0, 1e-3)]
+    for _ in range(2):  # the second time: the columns' magnitudes are known
+        expected = np.array([math.fsum(r) for r in (np.array(columns).T * [0.4, 0.3, 0.2, 0.1]).tolist()])
+        assert exact_sum(columns, [0.4, 0.3, 0.2, 0.1]).tobytes() == expected.tobytes()
+    assert len(kernels.scratch("exact_sum", 5)[0]) == 1000
+    x = np.concatenate([rng.random(1_500) * 4 + 1, (rng.integers(0, 8, 1_000) + 0.5) / 2 + 2.0 ** -50])
+    assert snap(x).tolist() == [round(v, 9) for v in x.tolist()]

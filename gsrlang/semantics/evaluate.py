@@ -180,10 +180,11 @@ class Evaluator:
         bad_rows = sink.abstain
         for leaf in self._leaves:
             bad_rows = memo.either(bad_rows, cols[leaf].invalid)
-        s = sink.values.astype(np.float64)  # a copy: the few rows settled below are written into it
-        if bad_rows is memo.zero:
+        if bad_rows is memo.zero:  # every item is valid: nothing is settled or written into the sink below
+            s = sink.values.astype(np.float64, copy=False)
             ok = np.ones(len(table), bool)
         else:
+            s = sink.values.astype(np.float64)  # a copy: the few rows settled below are written into it
             s[bad_rows] = 0.0
             ok = ~bad_rows.reshape(-1, m).any(axis=1)
         s = s.reshape(-1, m)

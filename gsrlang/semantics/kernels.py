@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 import weakref
 from typing import Callable, NamedTuple, Sequence
 
@@ -39,8 +40,8 @@ import numpy as np
 
 from gsrlang.semantics.judgment import ABSTAIN
 
-__all__ = ["INVALID", "NodeValues", "KERNELS", "Kernel", "Out", "clamp", "decode", "dtype", "encode", "exact_sum",
-           "kernel"]
+__all__ = ["BLOCK", "INVALID", "NodeValues", "KERNELS", "Kernel", "Out", "clamp", "decode", "dtype", "encode", "exact_sum",
+           "kernel", "scratch"]
 
 INVALID = object()  # a cell with no valid value: its judgment was invalid, skipped, or did not fit
 
@@ -224,7 +225,24 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
 
 
 # ---- exact sums ---------------------------------------------------------------------------------------------------
-_BLOCK = 16384  # rows per block of `exact_sum`: the passes over a block stay in the CPU's cache
+BLOCK = 65536  # rows per block of `exact_sum` and `readout.snap` (in buffers made once: `scratch`)
+
+_SCRATCH = threading.local()
+
+
+def scratch(user: str, count: int) -> list[np.ndarray]:
+    """`count` float64 buffers of BLOCK rows (a caller's block), this thread's and `user`'s own, made once and
+    reused by every call.
+
+    A fresh array of a block or more costs its first touch of every page (the allocator gives such
+    sizes back to the system when they are freed), several times a pass over it; a pass with `out=`
+    into a buffer already touched costs the pass alone. A user does not call itself while
+    it holds its buffers: one user at a time writes into them."""
+    bufs = getattr(_SCRATCH, user, None)
+    if bufs is None or len(bufs) < count or len(bufs[0]) != BLOCK:
+        bufs = [np.empty(BLOCK) for _ in range(count)]
+        setattr(_SCRATCH, user, bufs)
+    return bufs[:count]
 
 
 def exact_sum(x: np.ndarray | list, weights: Sequence[float] | None = None) -> np.ndarray:
@@ -265,12 +283,12 @@ def exact_sum(x: np.ndarray | list, weights: Sequence[float] | None = None) -> n
         fine = 2.0 ** (m - 52 + (k - 1).bit_length())
         low = min((abs(v) * least if least is not None else 0.0) for v, (_, least) in zip(w, known) if v != 0.0)
         out = np.empty(rows)
-        scratch = [np.empty(min(rows, _BLOCK)) for _ in range(5)]
-        doubt = []
-        for start in range(0, rows, _BLOCK):
-            stop = min(rows, start + _BLOCK)
+        bufs = scratch("exact_sum", 5)
+        doubt, block = [], len(bufs[0])
+        for start in range(0, rows, block):
+            stop = min(rows, start + block)
             doubt.append(_offset_sum([c[start:stop] for c in cols], None if weights is None else w, m, low >= fine,
-                                     out[start:stop], *(s[:stop - start] for s in scratch)) + start)
+                                     out[start:stop], *(b[:stop - start] for b in bufs)) + start)
         doubt = np.concatenate(doubt)
         if len(doubt):
             out[doubt] = _two_sum_sum(_slots([c[doubt] for c in cols]) * np.array(w))

@@ -31,6 +31,7 @@ import attrs
 import numpy as np
 
 from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
+from gsrlang.semantics.kernels import scratch
 
 __all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
            "read_pointwise", "snap", "verdict", "verdict_column"]
@@ -96,12 +97,18 @@ def snap(x: np.ndarray) -> np.ndarray:
     big = max(float(x.max()), -float(x.min())) * 1e9
     if not big < 2.0 ** 52:  # (NaN too)
         return np.array([round(v, SNAP_DECIMALS) for v in x.tolist()], np.float64)
-    y = x * 1e9
-    out = np.rint(y)
-    np.subtract(y, out, out=y)
-    np.abs(y, out=y)
-    doubt = y >= 0.5 - big * 2.0 ** -50
-    out /= 1e9
+    rows, half = len(x), 0.5 - big * 2.0 ** -50
+    out, doubt = np.empty(rows), np.empty(rows, bool)
+    (y,) = scratch("snap", 1)
+    for start in range(0, rows, len(y)):  # a block at a time, y in a buffer reused by every call (see `scratch`)
+        stop = min(rows, start + len(y))
+        yb, ob = y[:stop - start], out[start:stop]
+        np.multiply(x[start:stop], 1e9, out=yb)
+        np.rint(yb, out=ob)
+        np.subtract(yb, ob, out=yb)
+        np.abs(yb, out=yb)
+        np.greater_equal(yb, half, out=doubt[start:stop])
+        ob /= 1e9
     if doubt.any():
         rows = np.flatnonzero(doubt)
         out[rows] = [round(v, SNAP_DECIMALS) for v in x[rows].tolist()]
@@ -114,16 +121,32 @@ class _Scalar:
     snap = staticmethod(lambda x: round(x, SNAP_DECIMALS))
     floor = staticmethod(math.floor)
     ceil = staticmethod(math.ceil)
+    affine = staticmethod(lambda lo, s, span: lo + s * span)
+    plus = staticmethod(lambda x, c: x + c)
     count = staticmethod(lambda cuts, x: sum(1 for t in cuts if t <= x))
     where = staticmethod(lambda c, x, y: x if c else y)
 
 
 class _Columns:
-    """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE)."""
+    """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE).
+
+    `floor`, `ceil` and `plus` write into their argument, always a fresh array in `_quantize` (a snapped
+    column): a new array of 100,000 rows costs its first touch of every page, several times the pass itself."""
 
     snap = staticmethod(snap)
-    floor = staticmethod(np.floor)
-    ceil = staticmethod(np.ceil)
+    floor = staticmethod(lambda x: np.floor(x, out=x))
+    ceil = staticmethod(lambda x: np.ceil(x, out=x))
+
+    @staticmethod
+    def affine(lo, s, span):
+        raw = s * span
+        raw += lo  # (IEEE addition commutes: the bits of lo + s * span)
+        return raw
+
+    @staticmethod
+    def plus(x, c):
+        x += c
+        return x
 
     @staticmethod
     def count(cuts, x):
@@ -139,10 +162,10 @@ class _Columns:
 
 def _quantize(r: PointwiseReadout, s, cuts, ops) -> tuple:
     """The quantization rule, written once: (raw, score) for `s`, a float or a column (`ops` says which)."""
-    raw = r.lo + s * (r.hi - r.lo)
+    raw = ops.affine(r.lo, s, r.hi - r.lo)  # lo + s (hi - lo)
     q = r.quantize
     if q == "round":
-        return raw, ops.floor(ops.snap(raw) + 0.5)
+        return raw, ops.floor(ops.plus(ops.snap(raw), 0.5))
     if q == "floor":
         return raw, ops.floor(ops.snap(raw))
     if q == "ceil":
