@@ -15,8 +15,9 @@ does not fit) is an invalid cell, read by `judgment_cell`'s rules as the interpr
 `check_judgment` reads it (-0.0 as 0.0); the evaluator settles the items with such cells
 or a failed operator in one batch, and an item it leaves invalid gets the item path's
 reason from the causes settling found (`executor.reason_of`) and, in its trace record,
-settling's node values (null and flagged in `u` where open). Candidate ids that repeat
-make the readout refuse the sink (`readout.read`'s reason). Only a row that did not
+settling's node values (`Evaluation.item_values`), written as the trace writer writes
+them (`outputs_v2`: null and flagged in `u` where open). Candidate ids that repeat
+make the readout refuse the sink (`readout.refused_repeats`). Only a row that did not
 become an item, or one with the wrong number of candidates, is written as a failed run.
 The readout of the valid items is the evaluation's (the one readout,
 gsrlang.semantics.readout, exact for a column too). So every result line and trace
@@ -44,10 +45,10 @@ from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.evaluate import Evaluator, Table
 from gsrlang.semantics.judgment import Judgment
 from gsrlang.semantics.kernels import NodeValues, decode, dtype
-from gsrlang.semantics.readout import as_read, read
+from gsrlang.semantics.readout import as_read, refused_repeats
 from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import invalid_line, jsonable, judgment_v2, ok_line, result_line
-from gsrlang.trace.write import record_v2
+from gsrlang.trace.write import outputs_v2, record_v2
 
 __all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
 
@@ -110,9 +111,8 @@ class _Judged:
         values = np.zeros(n * m, dtype(t))
         abstain = np.zeros(n * m, bool)
         invalid = np.zeros(n * m, bool)
-        # per candidate: the node's output per item (None where it abstained or is invalid)
-        self.outputs = [plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, invalid, c, m)
-                        for c, js in enumerate(per_candidate)]
+        for c, js in enumerate(per_candidate):
+            plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, invalid, c, m)
         self.column = NodeValues(values, abstain, invalid)
         # the judgments made invalid by their check (an answer that does not fit), as the item path records
         # them: {(item, candidate): Judgment}; and per item, the judgments the judge said it skipped
@@ -171,7 +171,6 @@ class ColumnRunner:
                                                                         "hash": program.content_hash}
         self.pointwise = program.readout.pointwise if mode == "pointwise" else None
         self.pairwise = program.readout.pairwise if mode == "pairwise" else None
-        self.consts = {i: [jsonable(v)] * self.m for i, v in plan.consts}
         self.scale = [self.pointwise.lo, self.pointwise.hi] if self.pointwise is not None else None
 
     async def batches(self, entries):
@@ -237,11 +236,7 @@ class ColumnRunner:
             ev = self.evaluator.run(table)
         finally:
             self.evaluator.forget()  # a chunk's columns are not needed again
-        outs = list(zip(*map(_per_item, self._outputs(ev, judged, n))))  # per item: per node, its candidates'
-        unknown = [None] * n
-        if ev.settled:  # the items settling went over: their node values are settling's
-            for k, out, u in self._settled(ev):
-                outs[k], unknown[k] = out, u
+        outs, unknown = self._outputs(ev, n)
         ok = ev.ok.tolist()
         sinks = ev.sink.tolist()
         reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
@@ -249,74 +244,48 @@ class ColumnRunner:
         js = list(map(dict, map(zip, itertools.repeat(ids), zip(*[_per_item(crit.v2()) for crit in judged]))))
         skips = sum(crit.skipped for crit in judged if crit.skipped is not None)
         skips = skips.tolist() if type(skips) is np.ndarray else None
-        if m > 1:
-            unique = np.fromiter((len(set(c)) == m for c in cands), bool, n)
-            ok = (ev.ok & unique).tolist()
         done = []
         for k, item in enumerate(items):
             label, label_error = labelled[k]
             candidates = cands[k]
-            if ok[k]:
+            refused = refused_repeats(plan.program.readout, mode, candidates, sinks[k]) if ok[k] else None
+            if refused is not None:
+                status, reason = "invalid", f"readout: {refused.reason}"
+                line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale,
+                                    refused.sink)
+            elif ok[k]:
                 status, reason = "ok", None
                 line = self._line(item, candidates, sinks[k], label, label_error, reads[k])
-            elif ev.ok[k]:  # candidate ids that repeat: the readout refuses the sink
-                status = "invalid"
-                r = read(plan.program.readout, mode, candidates, dict(zip(candidates, sinks[k])))
-                reason = f"readout: {r.reason}"
-                line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale,
-                                    r.sink)
             else:  # left invalid: the reason is the item path's, from the causes settling found
                 status = "invalid"
                 reason = reason_of(plan, ev.causes[k], candidates, _criterion_cause(judged, k))
                 line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale)
             run = ColumnRun(plan, item, mode, candidates, label, label_error, judged, k, status, reason,
                             skips[k] if skips is not None else 0)
-            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k], js[k])
+            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k],
+                               js[k])
             done.append((run, line, record))
         return done
 
-    def _outputs(self, ev, judged: list, n: int) -> list:
-        """Per node, per candidate: the output per item as the trace writes it (valid rows only)."""
+    def _outputs(self, ev, n: int) -> tuple[list, list]:
+        """Per item: its node outputs as the trace writes them, and its `u` flags (None: none). An item the
+        columns vouch for, a column at a time (`kernels.decode`, `jsonable` where a column needs it); one
+        settling went over, as the writer writes its values (`outputs_v2` of `Evaluation.item_values`)."""
         m = self.m
-        by_id = {crit.node.id: crit for crit in judged}
-        out = []
-        for i, node in enumerate(self.plan.nodes):
-            if node.kind == "criterion":
-                out.append(by_id[node.id].outputs)
-            elif node.kind == "const":
-                out.append([[v] * n for v in self.consts[i]])
-            else:
-                col = ev.nodes[node.id]
-                t = node.type
-                kind = t.kind
-                values = col.values.astype(np.float64 if kind == "score" else bool if kind == "bool" else np.int64,
-                                           copy=False).tolist()
-                if kind not in ("score", "bool"):
-                    labels = t.labels
-                    values = [labels[v] for v in values]
-                if col.abstain.any():
-                    values = [None if a else v for v, a in zip(values, col.abstain.tolist())]
-                out.append([values[c::m] for c in range(m)])
-        return out
-
-    def _settled(self, ev):
-        """(item, its outputs per node, its `u` flags or None) of each item settling went over: what
-        `executor.finish` leaves in its values (settled, or not: null, and flagged)."""
-        todo, nodes = ev.settled
-        m = self.m
-        columns = []
-        for p in nodes:
-            values = [jsonable(v) for v in decode(p.type, p.values, p.abstain)]
-            open_ = p.open.tolist() if p.open.any() else None
-            if open_ is not None:
-                values = [None if o else v for v, o in zip(values, open_)]
-            columns.append((values, open_))
-        for pos, k in enumerate(todo.tolist()):
-            a, b = pos * m, pos * m + m
-            out = [values[a:b] for values, _ in columns]
-            flags = {str(i): open_[a:b] for i, (_, open_) in enumerate(columns) if open_ is not None
-                     and any(open_[a:b])}
-            yield k, out, flags or None
+        per_node = []
+        for node in self.plan.nodes:
+            col = ev.nodes[node.id]
+            cells = decode(node.type, col.values, None)
+            if col.abstain.any() or (node.type.kind == "score" and not np.isfinite(col.values).all()):
+                cells = list(map(jsonable, decode(node.type, col.values, col.abstain)))
+            per_node.append(list(zip(*[cells[c::m] for c in range(m)])))  # per item: its m outputs
+        outs = list(zip(*per_node))
+        unknown = [None] * n
+        if ev.settled:
+            todo = ev.settled[0]
+            for k, values in zip(todo.tolist(), ev.item_values(self.plan.nodes, todo)):
+                outs[k], unknown[k] = outputs_v2(values)
+        return outs, unknown
 
     def _line(self, item, candidates: tuple, sink: list, label, label_error, read) -> dict:
         """The result line of a valid item (what `trace.result_line` writes for it), with its readout."""

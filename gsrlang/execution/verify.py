@@ -53,9 +53,7 @@ from gsrlang.execution.tracetable import Criterion
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.kernels import decode
-from gsrlang.semantics.readout import ReadoutResult, as_read, read
-from gsrlang.semantics.settle import from_possibles
+from gsrlang.semantics.readout import ReadoutResult, as_read, refused_repeats
 from gsrlang.trace.decode import SPECIAL, json_column, recorded_judgment
 from gsrlang.trace.jsonio import loads
 from gsrlang.trace.read import read_records
@@ -213,9 +211,6 @@ class _Decide:
         self.plan, self.static, self.read, self.ev = plan, static, read, evaluation
         self.getters = structure_getters(static)
         self.m = read.m
-        todo, nodes = evaluation.settled or (np.zeros(0, np.int64), [])
-        self.settled = {int(k): p for p, k in enumerate(todo.tolist())}
-        self.settled_values = from_possibles(nodes) if nodes else []
         self.skipped = np.zeros(len(read.lines), np.int64)
         for crit in read.crits.values():
             for row, status in crit.status:
@@ -226,7 +221,7 @@ class _Decide:
         """Per item of `todo`: (trace line, record, run, result line, first difference or None, judgments made,
         judgments skipped), as `replay_records` would give it (and `RunSummary.count` counts it)."""
         judged = len(self.plan.criteria) * self.m
-        for k in todo.tolist():
+        for k, values in zip(todo.tolist(), self.ev.item_values(self.plan.nodes, todo)):
             line, header, rec = _record(self.read.records[k])
             stored = Stored(header, rec)
             try:
@@ -235,7 +230,7 @@ class _Decide:
                         raise Refused
                     run, made, skipped = carried_run(stored.logical()), 0, 0
                 else:
-                    run = self.run(k, rec, stored)
+                    run = self.run(k, rec, stored, values)
                     skipped = int(self.skipped[k])
                     made = judged - skipped
                 result = result_line(run, self.plan.program)
@@ -244,26 +239,21 @@ class _Decide:
                 raise Refused from None
             yield line, rec, run, result, difference, made, skipped
 
-    def run(self, k: int, rec: dict, stored: Stored) -> ItemRun:
+    def run(self, k: int, rec: dict, stored: Stored, values: tuple) -> ItemRun:
+        """The run of item `k`, its node values `values` (`Evaluation.item_values`)."""
         plan, ev, m = self.plan, self.ev, self.m
         item, result = rec["item"], rec.get("result") or {}
         candidates = tuple(item["candidates"])
         if not all(type(c) is str for c in candidates):
             raise Refused
-        p = self.settled.get(k)
-        if p is not None:
-            values = tuple(v[p * m:p * m + m] for v in self.settled_values)
-        else:
-            rows = slice(k * m, k * m + m)
-            values = tuple(tuple(decode(node.type, ev.nodes[node.id].values[rows], ev.nodes[node.id].abstain[rows]))
-                           for node in plan.nodes)
         fields = (item.get("id"), item.get("line", 0), ev.mode, candidates)
         labelled = dict(label=result.get("label"), label_error=result.get("label_error"))
         if ev.ok[k]:
-            sink = dict(zip(candidates, ev.sink[k].tolist()))
-            if len(sink) != m:  # candidates that repeat: the readout refuses them, as it does on the item path
-                readout = read(plan.program.readout, ev.mode, candidates, sink)
+            sink = ev.sink[k].tolist()
+            readout = refused_repeats(plan.program.readout, ev.mode, candidates, sink)
+            if readout is not None:  # candidates that repeat: the readout refuses them, as on the item path
                 return ItemRun(*fields, "invalid", f"readout: {readout.reason}", values, readout=readout, **labelled)
+            sink = dict(zip(candidates, sink))
             if ev.mode == "pointwise":
                 ((raw, score),) = as_read(plan.program.readout.pointwise, ev.raw[k:k + 1], ev.score[k:k + 1], None)
                 readout = ReadoutResult("pointwise", "ok", sink, None, raw, score)

@@ -41,8 +41,7 @@ from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.readout import as_read
-from gsrlang.semantics.readout import read as read_one
+from gsrlang.semantics.readout import as_read, refused_repeats
 from gsrlang.semantics.settle import liveness
 from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import read_records
@@ -129,13 +128,13 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
 
 def _line(item: dict, result: dict, candidates: list, sink: list, read, program, mode: str, source: dict,
           pointwise, scale) -> dict:
-    """The result line `result_line` writes for an item valid in the columns (the readout refuses a sink whose
-    candidate ids repeat)."""
+    """The result line `result_line` writes for an item valid in the columns (`refused_repeats`: the readout
+    refuses a sink whose candidate ids repeat)."""
     parts = (item.get("id"), item.get("line", 0), mode, source)
     label, label_error = result.get("label"), result.get("label_error")
-    if len(set(candidates)) != len(candidates):
-        r = read_one(program.readout, mode, candidates, dict(zip(candidates, sink)))
-        return invalid_line(*parts, label, label_error, f"readout: {r.reason}", scale, r.sink)
+    refused = refused_repeats(program.readout, mode, candidates, sink)
+    if refused is not None:
+        return invalid_line(*parts, label, label_error, f"readout: {refused.reason}", scale, refused.sink)
     if pointwise is not None:
         return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, read[1], read[0], scale)
     return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, winner=read)

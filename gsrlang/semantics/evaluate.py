@@ -37,9 +37,9 @@ import numpy as np
 
 from gsrlang.lang.program import CheckedProgram, Readout
 from gsrlang.semantics.compose import Masks, Plan, apply
-from gsrlang.semantics.kernels import NodeValues, encode
+from gsrlang.semantics.kernels import NodeValues, decode, encode
 from gsrlang.semantics.readout import read_columns
-from gsrlang.semantics.settle import Possibles, settle
+from gsrlang.semantics.settle import Possibles, from_possibles, settle
 
 __all__ = ["Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
 
@@ -100,6 +100,27 @@ class Evaluation:
     # the batch settle's (items, per node `Possibles` of their rows), for a consumer that needs every node's
     # value of an item that was settled (the verifying replay compares them with the record); empty if none was
     settled: list = attrs.field(factory=list)
+
+    def item_values(self, nodes: Sequence, items: Sequence[int]) -> list:
+        """Per item of `items` (positions), its node values as the item path holds them: per node of `nodes`
+        (the program's, in order) a tuple of m Python values, ABSTAIN where abstained. An item settling went
+        over has settling's values (Unsettled where they stay open); any other, its rows of the columns."""
+        m = 1 if self.mode == "pointwise" else 2
+        items = np.asarray(items, np.int64)
+        rows = (items[:, None] * m + np.arange(m)).ravel()
+        columns = [decode(node.type, self.nodes[node.id].values[rows], self.nodes[node.id].abstain[rows])
+                   for node in nodes]
+        per_node = [list(zip(*[cells[c::m] for c in range(m)])) for cells in columns]  # per item, m values
+        out = list(zip(*per_node))  # per item: per node, its m values
+        if self.settled and len(self.settled[0]):
+            todo, possibles = self.settled
+            settled = from_possibles(possibles)
+            at = {k: p for p, k in enumerate(todo.tolist())}
+            for pos, k in enumerate(items.tolist()):
+                p = at.get(k)
+                if p is not None:
+                    out[pos] = tuple(cells[p * m:p * m + m] for cells in settled)
+        return out
 
     def predictions(self) -> list:
         """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""

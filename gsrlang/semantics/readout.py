@@ -34,7 +34,7 @@ from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.semantics.kernels import scratch
 
 __all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
-           "read_pointwise", "snap", "verdict", "verdict_column"]
+           "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
@@ -248,3 +248,13 @@ def read(readout: Readout, mode: str, candidates: Sequence[str], sink: Mapping[s
     if mode == "pairwise" and readout.pairwise is not None:
         return read_pairwise(readout.pairwise, candidates, sink)
     raise ValueError(f"the program declares no {mode} task")
+
+
+def refused_repeats(readout: Readout, mode: str, candidates: Sequence[str], sink: Sequence[float]
+                    ) -> ReadoutResult | None:
+    """`read`'s refusal of an item whose candidate ids repeat, its sink scores `sink` (one per candidate), or
+    None when no id repeats: the columns read a sink out without its ids, so every columnar path asks this of
+    an item they leave valid."""
+    if len(set(candidates)) == len(candidates):
+        return None
+    return read(readout, mode, candidates, dict(zip(candidates, sink)))

@@ -17,7 +17,8 @@ from gsrlang.semantics.values import Unsettled
 from gsrlang.trace.jsonio import dumps_line
 from gsrlang.trace.schema import HEADER, TRACE_VERSION, jsonable, judgment_json, judgment_v2, result_line, unknown_flags
 
-__all__ = ["NotRun", "Static", "TraceWriter", "header_line", "item_record", "node_static", "record_v2", "trace_record"]
+__all__ = ["NotRun", "Static", "TraceWriter", "header_line", "item_record", "node_static", "outputs_v2", "record_v2",
+           "trace_record"]
 
 
 class Static:
@@ -101,31 +102,38 @@ def trace_record(run, plan, path: str | None = None, static: Static | None = Non
 
 def item_record(run, static, key: int, result: dict | None = None) -> dict:
     """The version 2 item record of one run (see the module docstring); `key` is its header's."""
-    values = run.values
     out = unknown = judgments = None
-    if values is not None and static.nodes:
-        out = []
-        for i, v in enumerate(values):
-            if v is None:
-                out.append(None)
-                continue
-            row = []
-            for x in v:
-                t = type(x)
-                if t is float or t is bool or t is str:  # the common case, written as it is
-                    if t is float and not math.isfinite(x):
-                        x = repr(x)
-                    row.append(x)
-                else:
-                    row.append(jsonable(x))
-                    if t is Unsettled:
-                        unknown = unknown or {}
-                        unknown[str(i)] = unknown_flags(v)
-            out.append(row)
+    if run.values is not None and static.nodes:
+        out, unknown = outputs_v2(run.values)
         judgments = {cid: [judgment_v2(j) for j in row] for cid, row in run.judgments.items()}
     return record_v2(key, run.mode, run.id, run.line, run.candidates, run.status,
                      result if result is not None else result_line(run, static.program, static.source),
                      out, unknown, judgments)
+
+
+def outputs_v2(values) -> tuple[list, dict | None]:
+    """(`out`, `u`) of a version 2 record from an item's node values (per node a tuple of its candidates'
+    values, or None): each value as JSON (`jsonable`), and the `u` flags of the nodes with an open value."""
+    out: list = []
+    unknown = None
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        row = []
+        for x in v:
+            t = type(x)
+            if t is float or t is bool or t is str:  # the common case, written as it is
+                if t is float and not math.isfinite(x):
+                    x = repr(x)
+                row.append(x)
+            else:
+                row.append(jsonable(x))
+                if t is Unsettled:
+                    unknown = unknown or {}
+                    unknown[str(i)] = unknown_flags(v)
+        out.append(row)
+    return out, unknown
 
 
 def record_v2(key, mode: str, item_id, line: int, candidates, status: str, result: dict, out: list | None = None,
