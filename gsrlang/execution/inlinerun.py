@@ -170,7 +170,6 @@ class ColumnRunner:
         self.source = static.source if static.source is not None else {"name": program.name,
                                                                         "hash": program.content_hash}
         self.pointwise = program.readout.pointwise if mode == "pointwise" else None
-        self.pairwise = program.readout.pairwise if mode == "pairwise" else None
         self.scale = [self.pointwise.lo, self.pointwise.hi] if self.pointwise is not None else None
 
     async def batches(self, entries):
@@ -255,7 +254,8 @@ class ColumnRunner:
                                     refused.sink)
             elif ok[k]:
                 status, reason = "ok", None
-                line = self._line(item, candidates, sinks[k], label, label_error, reads[k])
+                line = ok_line(item.id, item.line, mode, self.source, dict(zip(candidates, sinks[k])), label,
+                               label_error, reads[k], self.scale)
             else:  # left invalid: the reason is the item path's, from the causes settling found
                 status = "invalid"
                 reason = reason_of(plan, ev.causes[k], candidates, _criterion_cause(judged, k))
@@ -286,11 +286,3 @@ class ColumnRunner:
             for k, values in zip(todo.tolist(), ev.item_values(self.plan.nodes, todo)):
                 outs[k], unknown[k] = outputs_v2(values)
         return outs, unknown
-
-    def _line(self, item, candidates: tuple, sink: list, label, label_error, read) -> dict:
-        """The result line of a valid item (what `trace.result_line` writes for it), with its readout."""
-        sinks = dict(zip(candidates, sink))
-        if self.pointwise is not None:
-            return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, read[1], read[0],
-                           self.scale)
-        return ok_line(item.id, item.line, self.mode, self.source, sinks, label, label_error, winner=read)

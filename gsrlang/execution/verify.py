@@ -623,8 +623,8 @@ def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands
             continue
         sink = sinks[k]
         parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
-        line = ok_line(*parts, readout[0][k], readout[1][k], scale) if pointwise is not None else \
-            ok_line(*parts, winner=readout[0][k])
+        read = (readout[1][k], readout[0][k]) if pointwise is not None else readout[0][k]
+        line = ok_line(*parts, read, scale)
         write(dumps(line) + "\n")
 
 

@@ -101,8 +101,7 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
             candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
             if candidates is not None:
                 if ok[k]:
-                    line = _line(item, result, candidates, sinks[k], reads[k], program, mode, source, pointwise,
-                                 scale)
+                    line = _line(item, result, candidates, sinks[k], reads[k], program, mode, source, scale)
                 else:
                     line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
                                     source, scale)
@@ -127,7 +126,7 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
 
 
 def _line(item: dict, result: dict, candidates: list, sink: list, read, program, mode: str, source: dict,
-          pointwise, scale) -> dict:
+          scale) -> dict:
     """The result line `result_line` writes for an item valid in the columns (`refused_repeats`: the readout
     refuses a sink whose candidate ids repeat)."""
     parts = (item.get("id"), item.get("line", 0), mode, source)
@@ -135,9 +134,7 @@ def _line(item: dict, result: dict, candidates: list, sink: list, read, program,
     refused = refused_repeats(program.readout, mode, candidates, sink)
     if refused is not None:
         return invalid_line(*parts, label, label_error, f"readout: {refused.reason}", scale, refused.sink)
-    if pointwise is not None:
-        return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, read[1], read[0], scale)
-    return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, winner=read)
+    return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, read, scale)
 
 
 def _candidates(item: dict, m: int):

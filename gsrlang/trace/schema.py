@@ -190,11 +190,12 @@ def result_line(run, program, source: dict | None = None) -> dict:
     return out
 
 
-def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, label_error, score=None, raw=None,
-            scale=None, winner=None) -> dict:
+def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, label_error, read, scale=None) -> dict:
     """The line `result_line` writes for an item with a valid result (status ok, no reason), from its parts: what
     the columnar paths write for the items the columns vouch for, with `result_line`'s keys in its order.
-    `scale` is the pointwise readout's [lo, hi]."""
+    `read` is its readout as `readout.as_read` gives it: (raw, score) pointwise, the winner pairwise; `scale`
+    is the pointwise readout's [lo, hi]."""
+    raw, score, winner = (*read, None) if mode == "pointwise" else (None, None, read)
     return _parts_line(item_id, line, "ok", mode, source, score, raw, scale, winner, sink, label, label_error, None)
 
 
