@@ -19,7 +19,7 @@ from gsrlang.lang.types import JType
 from gsrlang.semantics.judgment import ABSTAIN, Abstain
 
 __all__ = ["ABSTAIN", "Abstain", "Possible", "RuntimeFailure", "Unsettled", "format_value", "top",
-           "unsettled", "value_from_json", "value_problem", "value_to_json"]
+           "unsettled", "value_from_json", "value_problem"]
 
 
 class Unsettled:
@@ -111,11 +111,6 @@ def value_problem(value, t: JType) -> str | None:
     if value not in t.labels:
         return f"`{value}` is not a label of {t.required()}"
     return None
-
-
-def value_to_json(value):
-    """The JSON form of a value: `null` for an abstention, the value itself otherwise."""
-    return None if value is ABSTAIN else value
 
 
 def value_from_json(data, t: JType):

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 __all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted",
            "other_owner", "trust_cache", "trust_file", "trusted_caches", "trusted_files",
-           "untrust_cache", "untrust_file", "user_config_file"]
+           "untrust_cache", "untrust_file"]
 
 TRUST_STORE = "trusted.json"
 USER_CONFIG = "config.toml"
@@ -46,10 +46,6 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "gsr"
-
-
-def user_config_file(env: Mapping[str, str] | None = None) -> Path:
-    return config_dir(env) / USER_CONFIG
 
 
 def file_digest(data: bytes) -> str:
