@@ -467,3 +467,28 @@ def test_records_of_other_shapes_are_decided_from_the_columns(alter, tmp_path, m
     path = next(p for p in _examples_without_a_model() if default_mode(analyze_file(str(p)).program) == "pairwise")
     program, trace, _ = altered(path, tmp_path, alter, lambda items: (items[1], items[len(items) // 2], items[-1]))
     assert_none_replayed(program, trace, monkeypatch)
+
+
+@pytest.mark.parametrize("label", [99.5, -1e308, "3", True, [3], "firstt", 2])
+@pytest.mark.parametrize("mode", ["pointwise", "pairwise"])
+def test_a_label_gsr_cannot_have_written_refuses_the_columns(mode, label, tmp_path):
+    """A plain record (the reader's short way) whose label `read_records` refuses, or one it reads: the column
+    path refuses the trace exactly when the item path's reader does (it then reports the line)."""
+    from gsrlang.trace.read import read_records
+    from gsrlang.trace.schema import TraceError
+
+    path = next(p for p in _examples_without_a_model() if default_mode(analyze_file(str(p)).program) == mode)
+
+    def relabel(rec, m):
+        rec["result"]["label"] = label
+
+    program, trace, _ = altered(path, tmp_path, relabel, lambda items: items[2:3])
+    trace.write_text("".join(json.dumps(json.loads(line), separators=(",", ":")) + "\n"
+                             for line in trace.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
+    try:
+        list(read_records(trace))
+    except TraceError:
+        assert verify_columnar(str(trace), program) is None
+    else:
+        assert verify_columnar(str(trace), program) is not None
+        assert_same_report(program, trace)

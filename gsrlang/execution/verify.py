@@ -40,7 +40,8 @@ import shutil
 import tempfile
 import time
 from functools import partial
-from itertools import chain
+from pathlib import Path
+from itertools import chain, compress, repeat
 from operator import eq, is_, itemgetter, ne
 
 import attrs
@@ -55,8 +56,9 @@ from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.readout import ReadoutResult, as_read, refused_repeats
 from gsrlang.trace.decode import SPECIAL, json_column, recorded_judgment
-from gsrlang.trace.jsonio import loads
-from gsrlang.trace.read import read_records
+from gsrlang.files.dataset import RECORDED_PAIRWISE, recorded_label_problem
+from gsrlang.trace.jsonio import DecodeError, loads
+from gsrlang.trace.read import HEADER_LINE, check_label, read_records, record_header
 from gsrlang.trace.schema import MALFORMED, TraceError, is_summary, result_line
 from gsrlang.trace.write import node_static
 
@@ -76,8 +78,8 @@ class ReadTrace:
     or (id, line, label, sink, winner); `flats`: per node its recorded outputs, flat (m per item); `crits`:
     the criteria (`Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
     records a column cannot take; `loose`: the items in the columns whose record is not a plain ok one (its
-    status, `u` flags or result line); `label_errors`: {item: label error}; `records`: per item (line, header, the
-    bytes of its line), for the items decided from the columns (`_Decide`)."""
+    status, `u` flags or result line); `label_errors`: {item: label error}; `raws` and `heads`: per item the bytes
+    of its line and its header, for the items decided from the columns (`_Decide`)."""
 
     mode: str
     m: int
@@ -89,7 +91,8 @@ class ReadTrace:
     odd: dict
     loose: list
     label_errors: dict
-    records: list
+    raws: list
+    heads: list
 
 
 def _strict_equal(a: list, b: list) -> np.ndarray:
@@ -154,7 +157,7 @@ def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadT
     """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
     writing their result lines to `spool` (None: no `--out`)."""
     mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
-    flats, crits, odd, label_errors, records = read.flats, read.crits, read.odd, read.label_errors, read.records
+    flats, crits, odd, label_errors = read.flats, read.crits, read.odd, read.label_errors
     n = len(lines)
     rows = n * m
     iid, iline, cands = map(list, zip(*items))
@@ -222,7 +225,7 @@ class _Decide:
         judgments skipped), as `replay_records` would give it (and `RunSummary.count` counts it)."""
         judged = len(self.plan.criteria) * self.m
         for k, values in zip(todo.tolist(), self.ev.item_values(self.plan.nodes, todo)):
-            line, header, rec = _record(self.read.records[k])
+            line, header, rec = _record((self.read.lines[k], self.read.heads[k], self.read.raws[k]))
             stored = Stored(header, rec)
             try:
                 if k in self.read.odd:
@@ -286,13 +289,16 @@ class _Reader:
         self.recorded = None
 
     def chunks(self, size: int):
-        records = read_records(self.path)
-        state = {"mode": None, "last": _FIRST, "headers": set()}
-        with open(self.path, "rb") as raw:  # the same lines again, kept as text for the few decided one by one
-            state["raw"] = _Lines(raw)
+        path = Path(self.path)
+        if not path.is_file():  # `read_records` says so; the item path reports it
+            self.refused = True
+            return
+        state = {"mode": None, "last": _FIRST, "key": _FIRST, "headers": set(), "known": {}}
+        with path.open("rb") as handle:
+            state["numbered"] = enumerate(handle, start=1)
             while True:
                 try:
-                    read = _read(records, self.program, self.plan, self.static, state, size)
+                    read = _read(path, self.program, self.plan, self.static, state, size)
                 except (TraceError, *MALFORMED):
                     read = None
                 if read is None:
@@ -309,22 +315,6 @@ class _Reader:
                     return
 
 
-class _Lines:
-    """A trace file's lines by number, read forwards alongside `read_records` (which numbers them alike)."""
-
-    def __init__(self, handle):
-        self.handle = handle
-        self.at = 0
-
-    def line(self, number: int) -> bytes:
-        readline = self.handle.readline
-        while self.at < number - 1:
-            readline()
-            self.at += 1
-        self.at += 1
-        return readline()
-
-
 def _record(kept: tuple) -> tuple:
     """(line, header, record) of an item kept as (line, header, its line's bytes): decoded again as
     `read_records` decoded it."""
@@ -332,38 +322,108 @@ def _record(kept: tuple) -> tuple:
     return line, header, loads(raw)
 
 
-def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
-    """The next `size` item records of the trace (`records`: `read_records`'s iterator, `state` what earlier
-    chunks learnt: the mode, the headers checked, the run summary), as a `ReadTrace`, or None when the trace is
-    not for this path.
+_CORE = itemgetter("p", "mode", "status", "item", "out", "j", "result")  # every key of a plain item record
 
-    The loop does per record only what must look at it whole (its shape, the fixed fields it must hold, its
-    outputs into the node lists); the rest is done a column at a time afterwards."""
+
+def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: dict, size: int) -> ReadTrace | None:
+    """The next `size` item records of the trace (`state`: its numbered lines, and what earlier chunks learnt:
+    the mode, the headers read and checked, the run summary), as a `ReadTrace`, or None when the trace is not
+    for this path. Each line is decoded once, as `read_records` decodes it, and checked as it checks it (the
+    same records refused: `record_header`, `check_label`; any refusal sends the whole trace to the item path).
+
+    The loop does per record only what must look at it whole; the rest is done a column at a time afterwards.
+    A record of the last header's key, the trace's mode, status ok, exactly the seven keys a plain record has
+    (so no `u` flags, no `trace_version`), outputs of the program's shape, m candidates and every criterion's
+    judgments takes the short way (`fast`): what `record_header` and the checks below would find of it is
+    known already, judgments that are not m dicts each refuse the trace (as such a record does on the long way:
+    `_Decide`), and its label is checked with the chunk's (`_labels_fine`). Keeping the record's parts beyond
+    the loop (to take them a column at a time) was measured slower: the objects kept alive cost more to make and
+    to walk again than the loop's few calls on them."""
     digest = program.content_hash
     mode = state["mode"]
     m = 1 if mode != "pairwise" else 2
     n_nodes = len(static)
-    flats: list[list] = [[] for _ in static]
     crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
     statuses = {cid: c.status for cid, c in crits.items()}
     lines: list = []
+    raws: list = []
+    heads: list = []
+    flats: list[list] = [[] for _ in static]
     items: list = []
     results: list = []
     odd: dict = {}
     loose: list = []
     label_errors: dict = {}
-    kept: list = []
-    text = state["raw"].line
+    unchecked: list = []  # (line, record) of the short way's records whose label is checked one by one
+    numbered = state["numbered"]
+    known = state["known"]
     last = state["last"]
+    key = state["key"]  # the key of the last header (an int that is its own object), while it names that header
     headers: set = state["headers"]
     item_fields = itemgetter("id", "line", "candidates")
-    keys = fields = placeholder = shape = source = None
+    keys = fields = placeholder = shape = source = fixed = None
     if mode is not None:
-        m, shape, source, fields, keys, placeholder = state["fixed"]
+        m, shape, source, fields, keys, placeholder, fixed = state["fixed"]
     has = dict.__contains__
     cids = crits.keys()
     crit_at = [i for i, _ in plan.criteria]
-    for line, header, rec in records:
+    for line, raw in numbered:
+        try:
+            rec = loads(raw)
+        except DecodeError:
+            if not raw.strip():  # a blank line, as `read_records` skips it
+                continue
+            return None
+        try:
+            p, rmode, status, item, out, js, r = _CORE(rec)
+            fast = p is key and rmode == mode and status == "ok" and len(rec) == 7 and type(out) is list \
+                and type(js) is dict and list(map(len, out)) == shape and len(item["candidates"]) == m \
+                and js.keys() == cids
+        except (TypeError, KeyError):
+            fast = False
+        if fast:
+            k = len(lines)
+            lines.append(line)
+            raws.append(raw)
+            heads.append(last)
+            for _ in map(list.extend, flats, out):
+                pass
+            try:  # every criterion's judgments: m dicts, or the record does not fit the columns (see `_Decide`)
+                if m == 1:
+                    for cid, (d,) in js.items():
+                        if has(d, "status") and d["status"] in SPECIAL:
+                            statuses[cid].append((k, d["status"]))
+                else:
+                    for cid, (d, e) in js.items():
+                        if has(d, "status") and d["status"] in SPECIAL:
+                            statuses[cid].append((2 * k, d["status"]))
+                        if has(e, "status") and e["status"] in SPECIAL:
+                            statuses[cid].append((2 * k + 1, e["status"]))
+            except (TypeError, ValueError):
+                raise Refused from None
+            try:  # a plain record: what its result line must hold to be written again as it is
+                entry = item_fields(item), fields(r)  # with the four below, every key it must have
+                if fixed(r) != ("ok", mode, source, None):
+                    raise TypeError
+                if len(r) != keys:
+                    if len(r) != keys + 1 or not r["label_error"]:
+                        raise TypeError
+                    label_errors[k] = r["label_error"]
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+                loose.append(k)  # in the columns, but its result line is compared and written from them
+                unchecked.append((line, rec))
+                entry = placeholder
+            items.append(entry[0])
+            results.append(entry[1])
+            if len(lines) == size:
+                break
+            continue
+        header = record_header(path, line, rec, known)
+        if header is HEADER_LINE:
+            key = state["key"] = _FIRST  # the key may name another header now
+            continue
+        if header is not None or not is_summary(rec):
+            check_label(path, line, rec)
         if header is not last:
             if header is None:
                 if is_summary(rec):
@@ -386,8 +446,11 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             fields = itemgetter("id", "line", "label", "sink", *names)
             keys = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
             placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
+            fixed = itemgetter("status", "mode", "program", "reason")
             state["mode"] = mode
-            state["fixed"] = m, shape, source, fields, keys, placeholder
+            state["fixed"] = m, shape, source, fields, keys, placeholder, fixed
+        if type(rec["p"]) is int and rec["p"] is _SMALL.get(rec["p"]):
+            key = state["key"] = rec["p"]  # the next records of this header take the short way
         k = len(lines)
         lines.append(line)
         try:  # the parts the columns are made of: outputs of the program's shape, the criteria's judgments
@@ -440,10 +503,48 @@ def _read(records, program: CheckedProgram, plan: Plan, static: list, state: dic
             pass
         items.append(entry[0])
         results.append(entry[1])
-        kept.append((line, header, text(line)))
+        raws.append(raw)
+        heads.append(header)
         if len(lines) == size:
             break
-    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, kept)
+    state["last"] = last
+    for line, rec in unchecked:
+        check_label(path, line, rec)
+    if results and not _labels_fine(mode, results):
+        return None
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, raws, heads)
+
+
+_SMALL = {k: k for k in range(-5, 257)}  # ints CPython keeps one object of: a record's key is then `is` the header's
+
+
+def _labels_fine(mode: str, results: list) -> bool:
+    """Whether no recorded label of a chunk's result entries is one gsr cannot have written (as `check_label`
+    finds it line by line: `recorded_label_problem` of the label, the mode and the line's scale; a placeholder
+    entry has no label), looked at a column at a time where the column is plain, else one by one."""
+    labels = list(map(itemgetter(2), results))
+    if mode == "pairwise":
+        try:
+            if set(labels) <= _PAIRWISE_LABELS and set(map(type, labels)) <= {str, type(None)}:
+                return True
+        except TypeError:  # an unhashable label
+            pass
+        return not any(recorded_label_problem(label, mode) for label in labels)
+    scales = list(map(itemgetter(6), results))
+    given = [x for x in labels if x is not None]
+    first = scales[0]
+    if given and set(map(type, given)) == {float} and scales.count(first) == len(scales) \
+            and type(first) is list and len(first) == 2 and set(map(type, first)) <= {int, float} \
+            and first[0] <= first[1] and set(map(type, chain.from_iterable(scales))) <= {int, float}:
+        values = np.array(given, np.float64)
+        if np.isfinite(values).all() and (values >= first[0]).all() and (values <= first[1]).all():
+            return True
+    elif not given:
+        return True
+    return not any(recorded_label_problem(label, mode, scale) for label, scale in zip(labels, scales))
+
+
+_PAIRWISE_LABELS = {None, *RECORDED_PAIRWISE}
 
 
 def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | None) -> np.ndarray:

@@ -19,7 +19,7 @@ from gsrlang.trace.schema import (
     readout_of_result,
 )
 
-__all__ = ["logical_record", "read_records", "read_trace"]
+__all__ = ["HEADER_LINE", "check_label", "logical_record", "read_records", "read_trace", "record_header"]
 
 
 def logical_record(header: dict, rec: dict) -> dict:
@@ -64,33 +64,44 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
                 if not raw.strip():  # a blank line (looked for only here: most lines are not)
                     continue
                 raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
-            if not isinstance(record, dict):
-                raise TraceError(f"{path}: line {line} is not a trace record")
-            if "p" in record and "trace_version" not in record:
-                header = headers.get(record["p"]) if isinstance(record["p"], (int, str)) else None
-                if header is None:
-                    raise TraceError(f"{path}: line {line} names header {record['p']!r}, which no earlier line "
-                                     "declares (is the file cut or reordered?)")
-                _check_label(path, line, record)
-                yield line, header, record
+            header = record_header(path, line, record, headers)
+            if header is HEADER_LINE:
                 continue
-            version = record.get("trace_version")
-            if version is None:
-                raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
-            if version not in READABLE_VERSIONS:
-                raise TraceError(f"{path}: line {line} is a version {version} trace record; this gsr reads "
-                                 f"versions {', '.join(map(str, READABLE_VERSIONS))}")
-            if record.get("kind") == HEADER:
-                if not isinstance(record.get("nodes"), list) or not isinstance(record.get("program"), dict):
-                    raise TraceError(f"{path}: line {line} is a header record without `program` and `nodes`")
-                headers[record.get("key")] = record
-                continue
-            if record.get("kind") != RUN_SUMMARY:
-                _check_label(path, line, record)
-            yield line, None, record
+            if header is not None or record.get("kind") != RUN_SUMMARY:
+                check_label(path, line, record)
+            yield line, header, record
 
 
-def _check_label(path, line: int, record: dict) -> None:
+HEADER_LINE = object()  # `record_header` of a header record: kept, not yielded
+
+
+def record_header(path, line: int, record, headers: dict):
+    """The header of the decoded trace record on `line` (None: a version 1 record or the run summary), or
+    HEADER_LINE for a header record, which is kept in `headers` (key -> header); raises TraceError for a
+    record that is none of these. Its label is not looked at (`check_label`)."""
+    if not isinstance(record, dict):
+        raise TraceError(f"{path}: line {line} is not a trace record")
+    if "p" in record and "trace_version" not in record:
+        header = headers.get(record["p"]) if isinstance(record["p"], (int, str)) else None
+        if header is None:
+            raise TraceError(f"{path}: line {line} names header {record['p']!r}, which no earlier line "
+                             "declares (is the file cut or reordered?)")
+        return header
+    version = record.get("trace_version")
+    if version is None:
+        raise TraceError(f"{path}: line {line} is not a trace record (no `trace_version`)")
+    if version not in READABLE_VERSIONS:
+        raise TraceError(f"{path}: line {line} is a version {version} trace record; this gsr reads "
+                         f"versions {', '.join(map(str, READABLE_VERSIONS))}")
+    if record.get("kind") == HEADER:
+        if not isinstance(record.get("nodes"), list) or not isinstance(record.get("program"), dict):
+            raise TraceError(f"{path}: line {line} is a header record without `program` and `nodes`")
+        headers[record.get("key")] = record
+        return HEADER_LINE
+    return None
+
+
+def check_label(path, line: int, record: dict) -> None:
     """Refuse an item record whose recorded label gsr cannot have written (data.recorded_label_problem)."""
     result = record.get("result")
     if type(result) is dict and result.get("label") is not None:
