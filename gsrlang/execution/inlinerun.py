@@ -275,9 +275,9 @@ class ColumnRunner:
         per_node = []
         for node in self.plan.nodes:
             col = ev.nodes[node.id]
-            cells = decode(node.type, col.values, None)
+            cells = decode(node.type, col.values, col.abstain)
             if col.abstain.any() or (node.type.kind == "score" and not np.isfinite(col.values).all()):
-                cells = list(map(jsonable, decode(node.type, col.values, col.abstain)))
+                cells = list(map(jsonable, cells))  # ABSTAIN as null, a non-finite score as the writer spells it
             per_node.append(list(zip(*[cells[c::m] for c in range(m)])))  # per item: its m outputs
         outs = list(zip(*per_node))
         unknown = [None] * n

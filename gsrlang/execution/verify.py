@@ -358,13 +358,12 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     numbered = state["numbered"]
     known = state["known"]
     last = state["last"]
-    key = state["key"]  # the key of the last header (an int that is its own object), while it names that header
+    key = state["key"]  # the key of the last header (an int), while it names that header
     headers: set = state["headers"]
     item_fields = itemgetter("id", "line", "candidates")
     keys = fields = placeholder = shape = source = fixed = None
     if mode is not None:
         m, shape, source, fields, keys, placeholder, fixed = state["fixed"]
-    has = dict.__contains__
     cids = crits.keys()
     crit_at = [i for i, _ in plan.criteria]
     for line, raw in numbered:
@@ -376,7 +375,7 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             return None
         try:
             p, rmode, status, item, out, js, r = _CORE(rec)
-            fast = p is key and rmode == mode and status == "ok" and len(rec) == 7 and type(out) is list \
+            fast = type(p) is int and p == key and rmode == mode and status == "ok" and len(rec) == 7 and type(out) is list \
                 and type(js) is dict and list(map(len, out)) == shape and len(item["candidates"]) == m \
                 and js.keys() == cids
         except (TypeError, KeyError):
@@ -389,16 +388,7 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             for _ in map(list.extend, flats, out):
                 pass
             try:  # every criterion's judgments: m dicts, or the record does not fit the columns (see `_Decide`)
-                if m == 1:
-                    for cid, (d,) in js.items():
-                        if has(d, "status") and d["status"] in SPECIAL:
-                            statuses[cid].append((k, d["status"]))
-                else:
-                    for cid, (d, e) in js.items():
-                        if has(d, "status") and d["status"] in SPECIAL:
-                            statuses[cid].append((2 * k, d["status"]))
-                        if has(e, "status") and e["status"] in SPECIAL:
-                            statuses[cid].append((2 * k + 1, e["status"]))
+                _note_statuses(statuses, js, k, m)
             except (TypeError, ValueError):
                 raise Refused from None
             try:  # a plain record: what its result line must hold to be written again as it is
@@ -449,7 +439,7 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             fixed = itemgetter("status", "mode", "program", "reason")
             state["mode"] = mode
             state["fixed"] = m, shape, source, fields, keys, placeholder, fixed
-        if type(rec["p"]) is int and rec["p"] is _SMALL.get(rec["p"]):
+        if type(rec["p"]) is int:
             key = state["key"] = rec["p"]  # the next records of this header take the short way
         k = len(lines)
         lines.append(line)
@@ -466,21 +456,12 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
                 if any(len(out[i]) != m for i in crit_at):
                     raise TypeError
                 out = [o if type(o) is list and len(o) == m else [None] * m for o in out]
-            # every criterion's judgments: m dicts (unpacking takes m values; `has` raises for all but a dict)
+            # every criterion's judgments: m dicts (`_note_statuses` raises for any other)
             js = rec.get("j")
             plain = type(js) is dict and js.keys() == cids
             if not plain:  # some criterion's judgments not recorded: read as ok ones, as the item path reads them
                 js = {cid: row[:m] for cid, row in ((cid, js.get(cid)) for cid in cids) if row} if js else {}
-            if m == 1:
-                for cid, (d,) in js.items():
-                    if has(d, "status") and d["status"] in SPECIAL:
-                        statuses[cid].append((k, d["status"]))
-            else:
-                for cid, (d, e) in js.items():
-                    if has(d, "status") and d["status"] in SPECIAL:
-                        statuses[cid].append((2 * k, d["status"]))
-                    if has(e, "status") and e["status"] in SPECIAL:
-                        statuses[cid].append((2 * k + 1, e["status"]))
+            _note_statuses(statuses, js, k, m)
         except (TypeError, AttributeError, KeyError, IndexError, ValueError):
             odd[k] = (line, header, rec)
             entry = placeholder
@@ -515,7 +496,21 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, raws, heads)
 
 
-_SMALL = {k: k for k in range(-5, 257)}  # ints CPython keeps one object of: a record's key is then `is` the header's
+def _note_statuses(statuses: dict, js: dict, k: int, m: int) -> None:
+    """Note item `k`'s judgments recorded invalid or skipped (`js`: per criterion its m judgments) in `statuses`
+    (per criterion, (row, status)); raises TypeError or ValueError where a criterion's judgments are not m
+    dicts (unpacking takes m values; `dict.__contains__` raises for all but a dict)."""
+    has = dict.__contains__
+    if m == 1:
+        for cid, (d,) in js.items():
+            if has(d, "status") and d["status"] in SPECIAL:
+                statuses[cid].append((k, d["status"]))
+    else:
+        for cid, (d, e) in js.items():
+            if has(d, "status") and d["status"] in SPECIAL:
+                statuses[cid].append((2 * k, d["status"]))
+            if has(e, "status") and e["status"] in SPECIAL:
+                statuses[cid].append((2 * k + 1, e["status"]))
 
 
 def _labels_fine(mode: str, results: list) -> bool:
