@@ -361,9 +361,9 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     key = state["key"]  # the key of the last header (an int), while it names that header
     headers: set = state["headers"]
     item_fields = itemgetter("id", "line", "candidates")
-    keys = fields = placeholder = shape = source = fixed = None
+    keys = fields = placeholder = shape = source = fixed = expected = None
     if mode is not None:
-        m, shape, source, fields, keys, placeholder, fixed = state["fixed"]
+        m, shape, source, fields, keys, placeholder, fixed, expected = state["fixed"]
     cids = crits.keys()
     crit_at = [i for i, _ in plan.criteria]
     for line, raw in numbered:
@@ -392,13 +392,10 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             except (TypeError, ValueError):
                 raise Refused from None
             try:  # a plain record: what its result line must hold to be written again as it is
-                entry = item_fields(item), fields(r)  # with the four below, every key it must have
-                if fixed(r) != ("ok", mode, source, None):
-                    raise TypeError
-                if len(r) != keys:
-                    if len(r) != keys + 1 or not r["label_error"]:
-                        raise TypeError
-                    label_errors[k] = r["label_error"]
+                entry = item_fields(item), fields(r)  # with `_label_error`'s four, every key it must have
+                error = _label_error(r, fixed, expected, keys)
+                if error is not None:
+                    label_errors[k] = error
             except (TypeError, AttributeError, KeyError, IndexError, ValueError):
                 loose.append(k)  # in the columns, but its result line is compared and written from them
                 unchecked.append((line, rec))
@@ -437,8 +434,9 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             keys = len(names) + 8  # keys: the fields', status, mode, program, reason (and perhaps label_error)
             placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
             fixed = itemgetter("status", "mode", "program", "reason")
+            expected = ("ok", mode, source, None)
             state["mode"] = mode
-            state["fixed"] = m, shape, source, fields, keys, placeholder, fixed
+            state["fixed"] = m, shape, source, fields, keys, placeholder, fixed, expected
         if type(rec["p"]) is int:
             key = state["key"] = rec["p"]  # the next records of this header take the short way
         k = len(lines)
@@ -469,14 +467,12 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
         else:
             try:  # a plain record: what its result line must hold to be written again as it is
                 r = rec["result"]
-                entry = item_fields(rec["item"]), fields(r)  # with the five below, every key it must have
-                if not (plain and shaped) or rec["status"] != "ok" or "u" in rec or r["status"] != "ok" or r["mode"] != mode \
-                        or r["program"] != source or r["reason"] is not None:
+                entry = item_fields(rec["item"]), fields(r)  # with `_label_error`'s four, every key it must have
+                if not (plain and shaped) or rec["status"] != "ok" or "u" in rec:
                     raise TypeError
-                if len(r) != keys:
-                    if len(r) != keys + 1 or not r["label_error"]:
-                        raise TypeError
-                    label_errors[k] = r["label_error"]
+                error = _label_error(r, fixed, expected, keys)
+                if error is not None:
+                    label_errors[k] = error
             except (TypeError, AttributeError, KeyError, IndexError, ValueError):
                 loose.append(k)  # in the columns, but its result line is compared and written from them
                 entry = placeholder
@@ -494,6 +490,19 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     if results and not _labels_fine(mode, results):
         return None
     return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, raws, heads)
+
+
+def _label_error(r: dict, fixed, expected: tuple, keys: int):
+    """The label error of result line `r` when it can be written again as it is (`fixed(r)`, its status, mode,
+    program and reason, are `expected`; it has exactly `keys` keys, or one more: a label error), else None
+    for none; raises TypeError (or KeyError) for a line that must be written from the columns instead."""
+    if fixed(r) != expected:
+        raise TypeError
+    if len(r) == keys:
+        return None
+    if len(r) != keys + 1 or not r["label_error"]:
+        raise TypeError
+    return r["label_error"]
 
 
 def _note_statuses(statuses: dict, js: dict, k: int, m: int) -> None:
