@@ -18,6 +18,7 @@ Two uses:
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Iterable, Iterator
 
@@ -121,6 +122,13 @@ def compatibility_problems(program: CheckedProgram, record: dict, program_label:
     return problems
 
 
+def check_compatible(program: CheckedProgram, record: dict, program_label: str = "the program") -> None:
+    """Raise ReplayError, saying each of its `compatibility_problems`, when `record` cannot feed `program`."""
+    problems = compatibility_problems(program, record, program_label)
+    if problems:
+        raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " + "\n  - ".join(problems))
+
+
 def unused_criteria(program: CheckedProgram, record: dict) -> list[str]:
     ids = {n.id for n in program.criteria}
     return [n["id"] for n in TraceView.of_record(record).criteria() if n["id"] not in ids]
@@ -144,35 +152,54 @@ def rebuild(plan: Plan, record) -> ItemRun:
     """Recompute an item from its trace record (a logical record, or a `Stored` version 2 one): recorded
     criterion outputs in, composition and readout out."""
     if type(record) is Stored:
-        return _rebuild_stored(plan, record)
-    if record.get("status") == "failed" or not record.get("nodes"):
-        return carried_run(record)  # nothing to recompute
-    item = record["item"]
-    by_id = {n["id"]: n for n in record["nodes"]}
-
-    def recorded(node_id):
-        rec = by_id.get(node_id)
-        if rec is None:
-            raise ReplayError(f"item {item.get('id')!r}: criterion `{node_id}` is not in the trace record")
-        return rec.get("output"), rec.get("judgments")
-
-    return _recompute(plan, record["mode"], item, record.get("result") or {}, recorded)
-
-
-def _recompute(plan: Plan, mode: str, item: dict, result: dict, recorded) -> ItemRun:
-    """`rebuild`'s common part: `recorded(criterion id)` gives (outputs, judgments as dicts) or raises."""
+        header, rec = record.header, record.rec
+        if rec.get("status") == "failed" or rec.get("out") is None or not header["nodes"]:
+            return carried_run(record.logical())  # nothing to recompute
+    else:
+        header, rec = None, record
+        if record.get("status") == "failed" or not record.get("nodes"):
+            return carried_run(record)
+    item = rec["item"]
+    recorded = recorded_outputs(header, rec)
+    mode = rec.get("mode") if header is not None else rec["mode"]
     candidates = tuple(item["candidates"])
-    m = len(candidates)
+    # the values are checked against the types once, by check_judgments
+    values, checked, reason = check_judgments(plan, recorded_judgments(plan, recorded, len(candidates)), candidates)
+    result = rec.get("result") or {}
+    return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
+                  result.get("label"), result.get("label_error"))
+
+
+def recorded_outputs(header: dict | None, rec: dict):
+    """(criterion id) -> its recorded (outputs, judgments as dicts), in a version 2 record (`header`: its header)
+    or a version 1 one (`header` None); ReplayError for a criterion the record does not hold."""
+    if header is not None:
+        where, out, marks = Stored(header, rec).positions(), rec.get("out"), rec.get("j") or {}
+        held = lambda i, cid: (out[i], marks.get(cid))  # noqa: E731
+    else:
+        where = {n["id"]: n for n in rec["nodes"]}
+        held = lambda n, cid: (n.get("output"), n.get("judgments"))  # noqa: E731
+
+    def recorded(cid: str):
+        at = where.get(cid)
+        if at is None:
+            raise ReplayError(f"item {rec['item'].get('id')!r}: criterion `{cid}` is not in the trace record")
+        return held(at, cid)
+
+    return recorded
+
+
+def recorded_judgments(plan: Plan, recorded, m: int) -> dict:
+    """Criterion id -> its recorded judgments, a Judgment per candidate (`recorded_judgment`), from
+    `recorded(criterion id)` (`recorded_outputs`)."""
     judgments = {}
-    for _, node in plan.criteria:  # the values are checked against the types once, by check_judgments
+    for _, node in plan.criteria:
         outputs, marks = recorded(node.id)
         outputs = outputs or [None] * m
         marks = marks or [{}] * m
         score = node.type.kind == "score"
         judgments[node.id] = tuple(recorded_judgment(marks[c], outputs[c], score) for c in range(m))
-    values, checked, reason = check_judgments(plan, judgments, candidates)
-    return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
-                  result.get("label"), result.get("label_error"))
+    return judgments
 
 
 class Stored:
@@ -216,24 +243,6 @@ def _rebuilt(plan: Plan, record, line: int) -> ItemRun:
 def _ill_formed(line: int, exc: Exception) -> ReplayError:
     return ReplayError(f"trace line {line} is not a well-formed item record: its parts do not fit each other "
                        f"({type(exc).__name__}: {exc})")
-
-
-def _rebuild_stored(plan: Plan, stored: Stored) -> ItemRun:
-    rec = stored.rec
-    out = rec.get("out")
-    if rec.get("status") == "failed" or out is None or not stored.header["nodes"]:
-        return carried_run(stored.logical())
-    item = rec["item"]
-    positions = stored.positions()
-    marks = rec.get("j") or {}
-
-    def recorded(node_id):
-        i = positions.get(node_id)
-        if i is None:
-            raise ReplayError(f"item {item.get('id')!r}: criterion `{node_id}` is not in the trace record")
-        return out[i], marks.get(node_id)
-
-    return _recompute(plan, rec.get("mode"), item, rec.get("result") or {}, recorded)
 
 
 def stored_difference(static: list[dict], getters: list, line: int, stored: Stored, run: ItemRun,
@@ -410,10 +419,7 @@ def replay_records(plan: Plan, records: Iterable[tuple[int, dict]], verify: bool
             except MALFORMED as exc:
                 raise _ill_formed(line, exc) from None
             if logical.get("nodes"):
-                problems = compatibility_problems(program, logical, program_label)
-                if problems:
-                    raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
-                                      "\n  - ".join(problems))
+                check_compatible(program, logical, program_label)
                 compatible.add(header.get("hash"))
         run = _rebuilt(plan, record, line)
         result = result_line(run, program)
@@ -474,17 +480,23 @@ def needed_judgments(plan: Plan, run: ItemRun) -> list[str]:
 
     if run.values is None:
         return []
-    out = []
+    possibles = functools.cache(lambda: to_possibles(plan, list(run.values), len(run.candidates)))
+    return needed_of(plan, lambda node: (j.status for j in run.judgments.get(node.id) or ()),
+                     lambda c: liveness(plan, possibles(), c)[0])
+
+
+def needed_of(plan: Plan, statuses, live) -> list[str]:
+    """`needed_judgments` as the item path and the columns both find it: `statuses(node)` gives the statuses of
+    a criterion's judgments, per candidate; `live(c)` the nodes that can still change candidate c's sink
+    (`settle.liveness`), asked once per candidate, and only for one with a skipped judgment."""
     lives: dict = {}
-    nodes = None
+    out = []
     for i, node in plan.criteria:
-        for c, j in enumerate(run.judgments.get(node.id) or ()):
-            if j.status == "skipped":
+        for c, status in enumerate(statuses(node)):
+            if status == "skipped":
                 if c not in lives:
-                    nodes = nodes or to_possibles(plan, list(run.values), len(run.candidates))
-                    lives[c] = liveness(plan, nodes, c)[0]
+                    lives[c] = live(c)
                 if i in lives[c]:
                     out.append(node.id)
                     break
     return out
-

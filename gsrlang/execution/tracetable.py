@@ -93,7 +93,7 @@ def table_from_trace(program: CheckedProgram, path: str, program_label: str = "t
     --program`: raises ReplayError otherwise (or when its items mix modes), TraceError on a
     malformed file. The table's `recorded` is the trace's run summary record (None if it has
     none), its `skipped` per item the count of its program criteria's skipped judgments."""
-    from gsrlang.execution.replay import ReplayError, compatibility_problems
+    from gsrlang.execution.replay import ReplayError, check_compatible
     from gsrlang.trace.read import logical_record, read_records
     from gsrlang.trace.schema import MALFORMED, is_summary, malformed
 
@@ -117,12 +117,6 @@ def table_from_trace(program: CheckedProgram, path: str, program_label: str = "t
         for c in crits:
             c.values.extend(repeat(None, m))
 
-    def refuse(record: dict) -> None:
-        problems = compatibility_problems(program, record, program_label)
-        if problems:
-            raise ReplayError("the recorded judgments cannot feed " + program_label + ":\n  - " +
-                              "\n  - ".join(problems))
-
     for line, header, rec in read_records(path):
         if header is None and is_summary(rec):
             summary = rec
@@ -144,7 +138,7 @@ def table_from_trace(program: CheckedProgram, path: str, program_label: str = "t
                 out = rec.get("out")
                 where = positions.get(rec["p"])
                 if out is not None and where is None and header["nodes"]:
-                    refuse(logical_record(header, rec))
+                    check_compatible(program, logical_record(header, rec), program_label)
                     index = {n.get("id"): i for i, n in enumerate(header["nodes"])}
                     where = positions[rec["p"]] = _Positions([index[c.id] for c in crits])
                 if rec.get("status") == "failed" or out is None or not header["nodes"]:
@@ -159,7 +153,7 @@ def table_from_trace(program: CheckedProgram, path: str, program_label: str = "t
                     continue
                 digest = (rec.get("program") or {}).get("hash")
                 if digest not in checked:
-                    refuse(rec)
+                    check_compatible(program, rec, program_label)
                     checked.add(digest)
                 where = v1_positions.get(digest)
                 if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):

@@ -31,11 +31,13 @@ the caller replays it item by item, which reports it as it always did.
 from __future__ import annotations
 
 import time
+from typing import Iterator
 
 import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
-from gsrlang.execution.replay import ReplayError, Stored, carried_run, replay_records
+from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
+    recorded_outputs, replay_records
 from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
 from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
@@ -43,7 +45,6 @@ from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.readout import as_read, refused_repeats
 from gsrlang.semantics.settle import liveness
-from gsrlang.trace.decode import recorded_judgment
 from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, ok_line, result_line
 
@@ -144,16 +145,6 @@ def _candidates(item: dict, m: int):
     return candidates
 
 
-def _recorded(header, rec: dict):
-    """(criterion id) -> its recorded (outputs, judgments) in a version 2 (`header`) or version 1 record."""
-    if header is not None:
-        out, marks = rec.get("out"), rec.get("j") or {}
-        positions = Stored(header, rec).positions()
-        return lambda cid: (out[positions[cid]], marks.get(cid))
-    by_id = {n["id"]: n for n in rec["nodes"]}
-    return lambda cid: (by_id[cid].get("output"), by_id[cid].get("judgments"))
-
-
 def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates: list, causes, m: int, mode: str,
              source: dict, scale) -> dict | None:
     """The result line of an item the columns leave invalid, with the item path's reason (a judgment's from
@@ -161,19 +152,10 @@ def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates
     if not causes:
         return None
     try:
-        recorded = _recorded(header, rec)
-        cells = {}
-        for _, node in plan.criteria:
-            outputs, js = recorded(node.id)
-            outputs = outputs or [None] * m
-            js = js or [{}] * m
-            score = node.type.kind == "score"
-            for c in range(m):
-                j = recorded_judgment(js[c], outputs[c], score)
-                cells[node.id, c] = j
-        cause = lambda node, c, where: check_judgment(node, cells[node.id, c], where)[1]  # noqa: E731
+        judgments = recorded_judgments(plan, recorded_outputs(header, rec), m)
+        cause = lambda node, c, where: check_judgment(node, judgments[node.id][c], where)[1]  # noqa: E731
         reason = reason_of(plan, causes, candidates, cause)
-    except MALFORMED:
+    except (*MALFORMED, ReplayError):
         return None
     return invalid_line(item.get("id"), item.get("line", 0), mode, source, result.get("label"),
                         result.get("label_error"), reason, scale)
@@ -184,19 +166,13 @@ def _needed(plan: Plan, evaluation, k: int, m: int, rec: dict, header) -> list[s
     skipped that can still change its sink (`settle.liveness` over settling's rows of the item)."""
     todo, nodes = evaluation.settled  # (an item with a skipped judgment is among them: it is invalid in the columns)
     at = int(np.searchsorted(todo, k)) * m
-    lives: dict = {}
-    out = []
+
+    def statuses(node) -> Iterator:
+        js = recorded(node.id)[1] or [{}] * m
+        return (js[c].get("status") for c in range(m))
+
     try:
-        recorded = _recorded(header, rec)
-        for i, node in plan.criteria:
-            js = recorded(node.id)[1] or [{}] * m
-            for c in range(m):
-                if js[c].get("status") == "skipped":
-                    if c not in lives:
-                        lives[c] = liveness(plan, nodes, at + c)[0]
-                    if i in lives[c]:
-                        out.append(node.id)
-                        break
-    except MALFORMED:
+        recorded = recorded_outputs(header, rec)
+        return needed_of(plan, statuses, lambda c: liveness(plan, nodes, at + c)[0])
+    except (*MALFORMED, ReplayError):
         return []
-    return out
