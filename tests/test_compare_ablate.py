@@ -181,6 +181,8 @@ def _exit_code(argv) -> int:
     ("direct", "dev", ["--label-field", "scores.overall"], "needs criteria that only read the data"),
     ("flat", "missing", ["--label-field", "scores.overall"], "no such file"),
     ("flat", "dev", ["--label-field", "scores.overall", "--trace", "t.jsonl"], "not allowed with argument --data"),
+    ("flat", "dev", ["--label-field", "scores.overall", "--responses", "a,b,c"],
+     "a pointwise run judges 1 response column; got 3 (a, b, c)"),
 ])
 def test_gsr_ablate_refuses_bad_data_in_one_line(tmp_path, capsys, program, data, args, words):
     data = str(TC / "data" / "dev.jsonl") if data == "dev" else str(tmp_path / f"{data}.jsonl")

@@ -135,6 +135,11 @@ def test_gsr_tune_bad_input(tmp_path, capsys):
     # never overwrite an input
     assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label", "--out", str(prog)]) == 2
     assert "refusing to overwrite an input" in capsys.readouterr().err
+    # as many response columns as a pointwise item has
+    assert main(["tune", str(prog), "--all", "--data", str(data), "--label-field", "label",
+                 "--responses", "a,b,c"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "gsr tune: error: a pointwise run judges 1 response column; got 3 (a, b, c)"
 
 
 def test_a_program_with_both_tasks_is_tuned_for_the_one_named_by_mode(tmp_path, capsys):

@@ -24,8 +24,8 @@ from gsrlang.judges.llm.options import DEFAULT_CACHE, JudgeOptions, parse_role
 from gsrlang.lang.catalog import default_catalog
 
 __all__ = ["add_llm_arguments", "add_model_arguments", "add_table_arguments", "build_llm_judge", "cache_path",
-           "columnar_wanted", "engine_options", "judge_flags", "judge_options", "model_settings", "run_config",
-           "table_config"]
+           "columnar_wanted", "engine_options", "judge_flags", "judge_options", "model_settings", "response_columns",
+           "run_config", "table_config"]
 
 
 def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -237,6 +237,27 @@ def add_table_arguments(parser: argparse.ArgumentParser, trace_help: str) -> Non
     g.add_argument("--reference-field", metavar="NAME", help="a fixed reference")
 
 
+def response_columns(args: argparse.Namespace, mode: str, program=None) -> tuple[str, ...]:
+    """The response columns that --responses or --response-field name, for `gsr run` and for `gsr tune` and
+    `gsr ablate` with --data: a pairwise `program` whose criteria read no response gets two that are only named.
+    A UsageError unless there are as many as a `mode` item has."""
+    from gsrlang.commands import UsageError
+    from gsrlang.files.needs import program_needs
+
+    if args.responses:
+        responses = tuple(r.strip() for r in args.responses.split(",") if r.strip())
+    elif mode == "pairwise" and program is not None and not program_needs(program).responses:
+        responses = ("A", "B")  # never read: the candidates are only named
+    else:
+        responses = (args.response_field,)
+    need = 1 if mode == "pointwise" else 2
+    if len(responses) != need:
+        raise UsageError(f"a {mode} run judges {need} response column{'s' if need > 1 else ''}; got "
+                         f"{len(responses)} ({', '.join(responses)})" +
+                         (": name them with --responses A,B" if mode == "pairwise" else ""))
+    return responses
+
+
 def table_config(args: argparse.Namespace, program, mode: str | None, label: str, path: str | None = None):
     """Where `gsr tune` or `gsr ablate` reads its labelled items, from the flags: --trace, or --data with its
     columns (only those the program reads, as `gsr run` asks for them); `path`: another file of the same
@@ -248,13 +269,11 @@ def table_config(args: argparse.Namespace, program, mode: str | None, label: str
     if get("trace"):
         return TableConfig(trace=path or args.trace, program_label=label)
     from gsrlang.files.dataset import default_id_field
-    from gsrlang.files.needs import column_map, program_needs
+    from gsrlang.files.needs import column_map
 
     if not args.label_field:
         raise UsageError("--data needs --label-field (the human label to learn from)")
-    responses = tuple(r.strip() for r in args.responses.split(",")) if args.responses else (args.response_field,)
-    if mode == "pairwise" and not args.responses and not program_needs(program).responses:
-        responses = ("A", "B")  # never read: the candidates are only named (as gsr run names them)
+    responses = response_columns(args, mode, program)
     id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
     try:
         columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,

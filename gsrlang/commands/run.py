@@ -284,20 +284,10 @@ def print_summary(summary, program, args, stream) -> None:
 
 def _columns(args, mode: str, program=None, default_ids: bool = True):
     """The columns to read; with `program`, only those its criteria read (gsrlang.files.needs)."""
-    from gsrlang.files.needs import column_map, program_needs
+    from gsrlang.commands.config import response_columns
+    from gsrlang.files.needs import column_map
 
-    needs = program_needs(program) if program is not None else None
-    need = 1 if mode == "pointwise" else 2
-    if args.responses:
-        responses = tuple(r.strip() for r in args.responses.split(",") if r.strip())
-    elif needs is not None and not needs.responses and mode == "pairwise":
-        responses = ("A", "B")  # never read: the candidates are only named
-    else:
-        responses = (args.response_field,)
-    if len(responses) != need:
-        raise UsageError(f"a {mode} run judges {need} response column{'s' if need > 1 else ''}; got "
-                         f"{len(responses)} ({', '.join(responses)})" +
-                         (": name them with --responses A,B" if mode == "pairwise" else ""))
+    responses = response_columns(args, mode, program)
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     if args.limit is not None and args.limit < 0:
