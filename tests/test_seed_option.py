@@ -35,3 +35,15 @@ def test_the_largest_seed_tunes(tmp_path, capsys):
     assert main(["tune", str(prog), "--data", str(data), "--id-field", "id", "--label-field", "label", "--folds", "2",
                  "--bootstrap", "10", "--seed", str(SEED_MAX)]) == 0  # was: an internal error past 2**32
     assert f"seed {SEED_MAX}" in capsys.readouterr().out
+
+
+BOOTSTRAP = {**COMMANDS, "run": ["p.gsr", "--data", "d.jsonl"], "replay": ["t.jsonl"]}
+
+
+@pytest.mark.parametrize("command", sorted(BOOTSTRAP))
+def test_a_negative_bootstrap_is_a_usage_error_of_every_command(command, capsys):
+    """`--bootstrap` has one parser too (commands.common.bootstrap_count); run, replay and tune took -1."""
+    with pytest.raises(SystemExit) as stop:
+        main([command, *BOOTSTRAP[command], "--bootstrap", "-1"])
+    assert stop.value.code == 2
+    assert f"gsr {command}: error: argument --bootstrap: must not be negative" in capsys.readouterr().err

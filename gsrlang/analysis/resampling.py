@@ -134,7 +134,20 @@ def _correlation(w: np.ndarray, x: np.ndarray, y: np.ndarray, n: np.ndarray) -> 
         return np.clip(sxy / np.sqrt(sxx * syy), -1.0, 1.0)
 
 
-class PointwiseSample:
+class _Coded:
+    """Items coded by their distinct (prediction, gold) pair: ``codes`` (one of ``k`` per item, ``n`` items);
+    a subclass's ``counted`` gives the metrics from how often each pair was drawn."""
+
+    def resampled(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample (rows of drawn item indices); NaN where undefined."""
+        return self.counted(_tally(self.codes, self.k, indices), np.full(len(indices), float(self.n)))
+
+    def weighted(self, weights: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics of each resample given as per-item draw counts (rows x n: a cluster bootstrap)."""
+        return self.counted(_group(weights, self.codes, self.k), weights.sum(axis=1))
+
+
+class PointwiseSample(_Coded):
     """Pointwise predictions (None: invalid) and gold scores, prepared for :func:`resampled`.
 
     Each resample gives what :func:`gsrlang.analysis.metrics.pointwise_metrics` gives on it:
@@ -160,14 +173,6 @@ class PointwiseSample:
         vp, vg = pi[valid], gi[valid]
         # the kappa's sums over the valid pairs: (p - g)^2, p, g, p^2 + g^2 (integers: exact in float64)
         self.kappa = np.stack([(vp - vg) ** 2, vp, vg, vp * vp + vg * vg], axis=1)
-
-    def resampled(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """The metrics of each resample (rows of drawn item indices); NaN where undefined."""
-        return self.counted(_tally(self.codes, self.k, indices), np.full(len(indices), float(self.n)))
-
-    def weighted(self, weights: np.ndarray) -> dict[str, np.ndarray]:
-        """The metrics of each resample given as per-item draw counts (rows x n: a cluster bootstrap)."""
-        return self.counted(_group(weights, self.codes, self.k), weights.sum(axis=1))
 
     def counted(self, drawn: np.ndarray, size: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of each resample from how often it drew each distinct pair (rows x k) and its size.
@@ -195,7 +200,7 @@ class PointwiseSample:
         return out
 
 
-class PairwiseSample:
+class PairwiseSample(_Coded):
     """Pairwise verdicts (None: invalid) and gold preferences, prepared for :func:`resampled`.
 
     Each resample gives what :func:`gsrlang.analysis.metrics.pairwise_metrics` gives on it.
@@ -215,14 +220,6 @@ class PairwiseSample:
                 decisive = p in ("first", "second")
                 rows.append([p == g, decisive and p == g, decisive, p is None, p == "tie", p == "abstain"])
         self.features = np.array(rows, dtype=np.float64)
-
-    def resampled(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """The metrics of each resample (rows of drawn item indices); NaN where undefined."""
-        return self.counted(_tally(self.codes, self.k, indices), np.full(len(indices), float(self.n)))
-
-    def weighted(self, weights: np.ndarray) -> dict[str, np.ndarray]:
-        """The metrics of each resample given as per-item draw counts (rows x n: a cluster bootstrap)."""
-        return self.counted(_group(weights, self.codes, self.k), weights.sum(axis=1))
 
     def counted(self, drawn: np.ndarray, size: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of each resample from how often it drew each distinct pair (rows x k) and its size."""

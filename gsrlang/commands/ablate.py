@@ -42,9 +42,9 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
                    help="with --data: the task to ablate, for a program that declares both (default: its only "
                         "task; a trace's records say theirs)")
-    p.add_argument("--bootstrap", type=int, default=500, metavar="N", help="bootstrap resamples (default: 500)")
-    from gsrlang.commands.common import add_seed_argument
+    from gsrlang.commands.common import add_bootstrap_argument, add_seed_argument
 
+    add_bootstrap_argument(p, default=500)
     add_seed_argument(p)
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
@@ -62,8 +62,6 @@ def run(args) -> int:
     program = load_program(args.program)
     if program is None:
         return 1
-    if args.bootstrap < 0:
-        raise UsageError("--bootstrap must not be negative")
     if args.trace and args.mode:
         raise UsageError("--mode is for --data: a trace's records say their task")
     mode = choose_mode(program, args.mode) if args.data else None

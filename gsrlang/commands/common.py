@@ -165,6 +165,25 @@ def add_seed_argument(parser, what: str = "bootstrap seed") -> None:
                         help=f"{what}: a whole number from 0 to {SEED_MAX} (default: 0)")
 
 
+def bootstrap_count(text: str) -> int:
+    """`--bootstrap N` (argparse type): a whole number of resamples, 0 or more."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def add_bootstrap_argument(parser, what: str = "", default: int = 1000) -> None:
+    """The one `--bootstrap N` option of every command that prints confidence intervals (`bootstrap_count`)."""
+    parser.add_argument("--bootstrap", type=bootstrap_count, default=default, metavar="N",
+                        help=f"bootstrap resamples{what} (default: {default})")
+
+
 def repeated_ids_warning(command: str, ids, source: str, policy: str) -> str | None:
     """The one warning of every command that reads items by id (compare, ablate, tune) when some id repeats;
     `policy` says what the command did with the repeats. None when every id is distinct."""

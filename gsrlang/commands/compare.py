@@ -36,9 +36,9 @@ examples:
 def add_arguments(p) -> None:
     p.add_argument("a", metavar="A", help="the baseline results file (JSONL)")
     p.add_argument("b", metavar="B", help="the results file to compare with it")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    from gsrlang.commands.common import add_seed_argument
+    from gsrlang.commands.common import add_bootstrap_argument, add_seed_argument
 
+    add_bootstrap_argument(p)
     add_seed_argument(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_group_arguments(p)
@@ -139,8 +139,6 @@ def run(args) -> int:
     from gsrlang.analysis.stats import mcnemar, paired_report, wins
     from gsrlang.files.dataset import DataError
 
-    if args.bootstrap < 0:
-        raise UsageError("--bootstrap must not be negative")
     with usage_errors(DataError):
         a, b = _read(args.a), _read(args.b)
     paired = paired_items(a, b, (args.a, args.b))

@@ -44,9 +44,9 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the report as JSON; with --trace, `cost` holds the model judges' tokens (prompt, "
                         "cached, completion, reasoning; per judge and criterion) and dollars from its run record")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    from gsrlang.commands.common import add_seed_argument
+    from gsrlang.commands.common import add_bootstrap_argument, add_seed_argument
 
+    add_bootstrap_argument(p)
     add_seed_argument(p)
     g = add_criterion_arguments(p)
     g.add_argument("--trace", metavar="FILE", help="the run's trace (the criteria's judgments)")
@@ -72,8 +72,6 @@ def run(args) -> int:
     for path in args.results:
         if not Path(path).is_file():
             raise UsageError(f"{path}: no such file")
-    if args.bootstrap < 0:
-        raise UsageError("--bootstrap must not be negative")
     groups = None
     if args.group_field:
         from gsrlang.analysis.metrics import read_results

@@ -48,8 +48,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", metavar="FILE", help="write one result line per item (`-`: standard output)")
     p.add_argument("--trace-out", dest="trace_out", metavar="FILE", help="write a new trace (for the edited program)")
     p.add_argument("--show", metavar="ITEM_ID", help="print this item's decision path from the replayed trace")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
+    from gsrlang.commands.common import add_bootstrap_argument
+
+    add_bootstrap_argument(p, " for the metrics' confidence intervals")
     p.add_argument("-q", "--quiet", action="store_true", help="only the outcome")
 
 

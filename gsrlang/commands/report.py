@@ -56,10 +56,9 @@ def add_arguments(p) -> None:
     p.add_argument("--program", metavar="PROGRAM",
                    help="the program the run used (default: the one the trace names, found by its hash)")
     p.add_argument("--title", metavar="TEXT", help="the page's title")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="bootstrap resamples for the 95%% intervals (default: 1000)")
-    from gsrlang.commands.common import add_seed_argument
+    from gsrlang.commands.common import add_bootstrap_argument, add_seed_argument
 
+    add_bootstrap_argument(p, " for the 95%% intervals")
     add_seed_argument(p)
     add_criterion_arguments(p)
 
@@ -71,8 +70,6 @@ def run(args) -> int:
 
     if (args.compare is None) != (args.compare_trace is None):
         raise UsageError("--compare and --compare-trace go together: the second run's results and its trace")
-    if args.bootstrap < 0:
-        raise UsageError("--bootstrap must not be negative")
     if (args.data or args.id_field) and not args.criterion:
         raise UsageError("--data and --id-field go with --criterion NAME=FIELD (the criteria to compare with the "
                          "data's human labels)")

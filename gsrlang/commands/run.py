@@ -90,8 +90,9 @@ def add_arguments(p) -> None:
                         "(by default a judgment that cannot is skipped, and the trace says why)")
     p.add_argument("--model", metavar="MODEL", help="the model for `llm` criteria (default: $GSR_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server for `llm` criteria")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="bootstrap resamples for the metrics' confidence intervals (default: 1000)")
+    from gsrlang.commands.common import add_bootstrap_argument
+
+    add_bootstrap_argument(p, " for the metrics' confidence intervals")
     c = p.add_argument_group("cost (model judges; docs/judges.md, \"Frontier models and cost\")")
     c.add_argument("--dry-run", action="store_true",
                    help="make no model call: print, per criterion and in total, the judgments the program needs, the "

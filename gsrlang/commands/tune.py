@@ -71,14 +71,14 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=("pointwise", "pairwise"),
                    help="the task to tune, for a program that declares both (default: its only task)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds (default: 5)")
-    from gsrlang.commands.common import add_seed_argument
+    from gsrlang.commands.common import add_bootstrap_argument, add_seed_argument
 
     add_seed_argument(p, "seed of the folds and the search")
     p.add_argument("--shrink", default="0.01", metavar="L",
                    help="pull towards the written numbers: L x mean squared relative move (default: 0.01); "
                         "`auto`: choose L from 0.01, 0.03, 0.1, 0.3, 1 by an inner CV of the items tuned on "
                         "(nested inside the reported CV)")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for CIs (default: 1000)")
+    add_bootstrap_argument(p, " for CIs")
     p.add_argument("--out", metavar="FILE", help="where to write the tuned program (default: PROGRAM.tuned.gsr)")
     p.add_argument("--name", metavar="NAME", help="the tuned program's rubric name (default: the program's, "
                    "without a `_tunable` suffix, with `_tuned`)")
