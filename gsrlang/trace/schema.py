@@ -167,27 +167,15 @@ def result_line(run, program, source: dict | None = None) -> dict:
     Otherwise the line names its program by name and content hash, so that results
     files can tell several runs of one program from runs of different programs.
     """
-    out: dict = {"id": run.id, "line": run.line, "status": run.status, "mode": run.mode}
-    if source is not None:
-        out["program"] = source
-    elif program is not None:
-        out["program"] = {"name": program.name, "hash": program.content_hash}
+    if source is None and program is not None:
+        source = {"name": program.name, "hash": program.content_hash}
     r = run.readout
     ok = run.status == "ok" and r is not None
-    if run.mode == "pointwise":
-        out["score"] = r.score if ok else None
-        out["raw"] = r.raw if ok else None
-        p = program.readout.pointwise if program is not None else None
-        if p is not None:
-            out["scale"] = [p.lo, p.hi]
-    else:
-        out["winner"] = r.winner if ok else None
-    out["sink"] = {c: jsonable(v) for c, v in r.sink.items()} if r is not None else None
-    out["label"] = run.label
-    if run.label_error:
-        out["label_error"] = run.label_error
-    out["reason"] = run.reason
-    return out
+    p = program.readout.pointwise if program is not None and run.mode == "pointwise" else None
+    return _parts_line(run.id, run.line, run.status, run.mode, source, r.score if ok else None,
+                       r.raw if ok else None, [p.lo, p.hi] if p is not None else None, r.winner if ok else None,
+                       {c: jsonable(v) for c, v in r.sink.items()} if r is not None else None, run.label,
+                       run.label_error, run.reason)
 
 
 def ok_line(item_id, line: int, mode: str, source: dict, sink: dict, label, label_error, read, scale=None) -> dict:
@@ -211,7 +199,9 @@ def invalid_line(item_id, line: int, mode: str, source: dict, label, label_error
 
 def _parts_line(item_id, line, status, mode, source, score, raw, scale, winner, sink, label, label_error,
                 reason) -> dict:
-    out = {"id": item_id, "line": line, "status": status, "mode": mode, "program": source}
+    out = {"id": item_id, "line": line, "status": status, "mode": mode}
+    if source is not None:  # None: the item ran under no program, and `result_line` names none
+        out["program"] = source
     if mode == "pointwise":
         out["score"] = score
         out["raw"] = raw

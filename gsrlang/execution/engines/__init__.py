@@ -60,30 +60,6 @@ class RunJob:
     judges: object = None
     inputs: tuple = ()
 
-    @property
-    def program_path(self) -> str | None:
-        return self.config.program_path
-
-    @property
-    def out(self) -> str | None:
-        return self.config.out
-
-    @property
-    def trace(self) -> str | None:
-        return self.config.trace
-
-    @property
-    def concurrency(self) -> int:
-        return self.config.concurrency
-
-    @property
-    def limit(self) -> int | None:
-        return self.config.limit
-
-    @property
-    def short_circuit(self) -> bool:  # skip judgments that cannot change the result (gsrlang.execution.executor)
-        return self.config.short_circuit
-
 
 def engine(name: str) -> Callable:
     """The `run(job, registry, on_item) -> RunSummary` function of the engine called `name`."""

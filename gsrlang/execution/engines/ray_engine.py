@@ -146,7 +146,7 @@ class _BlockRunner:
 
         job, cache_server = setup
         self.plan = Plan(job.program)
-        self.static = Static(self.plan, job.program_path)
+        self.static = Static(self.plan, job.config.program_path)
         self.cache_server = cache_server
         self.registry = job.judges.build(_RemoteCache(cache_server) if cache_server is not None else None)
         self.labels = label_reader(job.program, job.mode, job.columns) if job.columns.label_field else None
@@ -155,7 +155,7 @@ class _BlockRunner:
         route = run_route(job.config, columns_possible=columnar_judges(self.plan, self.registry))
         self.columns = ColumnRunner(self.plan, self.registry, job.mode, self.labels, self.static) \
             if route.evaluate == COLUMNS else None
-        self.limit = CallLimit(job.concurrency)  # this actor's judge calls in flight
+        self.limit = CallLimit(job.config.concurrency)  # this actor's judge calls in flight
         self.job = job
 
     def pid(self) -> int:
@@ -173,22 +173,20 @@ class _BlockRunner:
         if self.job is None:
             self._setup(await setup[0])
         before = self.registry.usage()
-        results, traces = [], []
         if self.columns is not None:
-            for item_run, line, record in await self.columns.run(entries):
-                results.append(dumps(line))
-                if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
-                    if record is None:
-                        record = item_record(item_run, self.static, 0, line)
-                    record["p"] = 0
-                    traces.append(dumps_line(record))
+            done = await self.columns.run(entries)
         else:
-            async for item_run in run_items(self.plan, entries, self.registry, self.job.mode, self.limit,
-                                            self.labels, short_circuit=self.job.short_circuit):
-                line = result_line(item_run, self.job.program)
-                results.append(dumps(line))
-                if self.job.trace:  # version 2 item records of the one header the driver writes (key 0)
-                    traces.append(dumps_line(item_record(item_run, self.static, 0, line)))
+            done = [(item_run, result_line(item_run, self.job.program), None) async for item_run in
+                    run_items(self.plan, entries, self.registry, self.job.mode, self.limit, self.labels,
+                              short_circuit=self.job.config.short_circuit)]
+        results, traces = [], []
+        for item_run, line, record in done:
+            results.append(dumps(line))
+            if self.job.config.trace:  # version 2 item records of the one header the driver writes (key 0)
+                if record is None:
+                    record = item_record(item_run, self.static, 0, line)
+                record["p"] = 0
+                traces.append(dumps_line(record))
         if self.cache_server is not None:  # the block's puts are stored before it counts as done: the driver
             await self.cache_server.flush.remote()  # kills the cache server at the end, queued puts and all
         return {"index": index, "results": results, "trace": traces,
@@ -258,7 +256,7 @@ class _Run:
         a folder of that name that gsr did not make (no `run.json` of its own) is refused, never used."""
         from gsrlang.files.safeio import check_work_dir
 
-        target = next((p for p in (self.job.out, self.job.trace) if p and p != "-"), None)
+        target = next((p for p in (self.job.config.out, self.job.config.trace) if p and p != "-"), None)
         if target is None and not given:  # nothing is kept: no resume
             return Path(tempfile.mkdtemp(prefix="gsr-ray-")), True
         if given and not os.path.isdir(given):
@@ -267,8 +265,8 @@ class _Run:
         name = (Path(target).name if target else "run") + ".gsr-ray"
         work = Path(given) / name if given else Path(target).with_name(name)
         check_work_dir("the work folder", work,
-                       [("PROGRAM", self.job.program_path), ("--data", self.job.data), *self.job.inputs],
-                       [("--out", self.job.out), ("--trace", self.job.trace),
+                       [("PROGRAM", self.job.config.program_path), ("--data", self.job.data), *self.job.inputs],
+                       [("--out", self.job.config.out), ("--trace", self.job.config.trace),
                         ("--cache", self.job.judges.cache_path)])
         manifest = self._manifest()
         mine = work / MARK
@@ -299,11 +297,12 @@ class _Run:
 
     def _manifest(self) -> dict:
         job = self.job
-        return {"made_by": "gsr run --engine ray", "format": WORK_FORMAT, "program": job.program.content_hash, "data": str(job.data),
-                "data_stamp": _stamp(job.data), "judges": job.judges.fingerprint(),
+        return {"made_by": "gsr run --engine ray", "format": WORK_FORMAT, "program": job.program.content_hash,
+                "data": str(job.data), "data_stamp": _stamp(job.data), "judges": job.judges.fingerprint(),
                 "columns": attrs.asdict(job.columns, value_serializer=lambda _, __, v: list(v)
                                         if isinstance(v, tuple) else v),
-                "mode": job.mode, "limit": job.limit, "block_size": self.block_size, "trace": bool(job.trace)}
+                "mode": job.mode, "limit": job.config.limit, "block_size": self.block_size,
+                "trace": bool(job.config.trace)}
 
     def _part(self, index: int, what: str) -> Path:
         return self.work / f"block-{index:06d}.{what}"
@@ -374,8 +373,8 @@ class _Run:
         from itertools import islice
 
         items = read_items(self.job.data, self.job.columns)
-        if self.job.limit is not None:
-            items = islice(items, self.job.limit)
+        if self.job.config.limit is not None:
+            items = islice(items, self.job.config.limit)
         index = 0
         while True:
             block = list(islice(items, self.block_size))
@@ -395,7 +394,7 @@ class _Run:
             raise EngineError(f"a block failed on its actor: {exc}") from None
         index = done["index"]
         _write_whole(self._part(index, "results.jsonl"), "".join(t + "\n" for t in done["results"]))
-        if self.job.trace:
+        if self.job.config.trace:
             _write_whole(self._part(index, "trace.jsonl"), "".join(t + "\n" for t in done["trace"]))
         _write_whole(self._part(index, "done.json"), json.dumps({"items": len(done["results"]),
                                                                  "usage": done["usage"]}))
@@ -421,14 +420,14 @@ class _Run:
 
     def _merge(self, wall_s: float) -> None:
         """The blocks, in input order, into --out and --trace; the trace ends with the run summary."""
-        out = open_results(self.job.out, self.job.mode)
-        trace = open_output(self.job.trace)
+        out = open_results(self.job.config.out, self.job.mode)
+        trace = open_output(self.job.config.trace)
         try:
             if trace is not None:
                 from gsrlang.semantics.compose import Plan
                 from gsrlang.trace.write import Static, header_line
 
-                trace.write(header_line(Static(Plan(self.job.program), self.job.program_path), 0) + "\n")
+                trace.write(header_line(Static(Plan(self.job.program), self.job.config.program_path), 0) + "\n")
             for index in range(self.blocks):
                 if out is not None:
                     with self._part(index, "results.jsonl").open(encoding="utf-8") as f:
@@ -440,7 +439,7 @@ class _Run:
             end_results(out, self.summary)
             if trace is not None:
                 info = {"program": {"name": self.job.program.name, "hash": self.job.program.content_hash,
-                                    "path": self.job.program_path},
+                                    "path": self.job.config.program_path},
                         "engine": {"name": "ray", "blocks": self.blocks, "blocks_resumed": self.resumed,
                                    "block_size": self.block_size}}
                 record = run_summary_record(self.summary, _Usage(self.usage), wall_s, info)
