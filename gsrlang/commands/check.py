@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, add_format_arguments, collect_files, read_error, use_color
+from gsrlang.commands.common import DiagnosticPrinter, add_format_arguments, collect_files, read_error
 
 HELP = "check .gsr programs (files or folders) and report diagnostics"
 DESCRIPTION = """\
@@ -31,7 +30,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    printer = DiagnosticPrinter(args.format, use_color(args.color), __version__)
+    printer = DiagnosticPrinter(args.format, args.color)
     files = 0
     for path, problem in collect_files(args.paths):
         files += 1

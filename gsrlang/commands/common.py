@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from gsrlang import __version__
 from gsrlang.lang.diagnostics import Diagnostic, error
 from gsrlang.lang.diagnostics.render import (
     FORMATS,
@@ -64,10 +65,12 @@ def read_error(path: str, message: str) -> Diagnostic:
 
 class DiagnosticPrinter:
     """Accumulates (sources, diagnostics) per file and prints them in the chosen format, on standard output
-    or (`to_stderr`, for a command whose standard output is its result) standard error."""
+    or (`to_stderr`, for a command whose standard output is its result) standard error; `color` is the
+    --color choice (auto, always, never), for that stream."""
 
-    def __init__(self, fmt: str, color: bool, version: str, to_stderr: bool = False):
-        self.fmt, self.color, self.version, self.to_stderr = fmt, color, version, to_stderr
+    def __init__(self, fmt: str, color: str, to_stderr: bool = False):
+        self.fmt, self.to_stderr = fmt, to_stderr
+        self.color = use_color(color, sys.stderr if to_stderr else None)
         self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
         self.errors = self.warnings = 0
         self.printed_files = 0
@@ -118,7 +121,7 @@ class DiagnosticPrinter:
         if self.fmt not in ("json", "sarif"):
             return
         render = (lambda batches: render_json(batches, self.internal)) if self.fmt == "json" else \
-            (lambda batches: render_sarif(batches, self.version, self.internal))
+            (lambda batches: render_sarif(batches, __version__, self.internal))
         try:
             text = render(self.batches)
         except Exception as exc:  # still a valid document: the failure, without the diagnostics it stopped

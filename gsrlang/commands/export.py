@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, read_error, use_color, write_output
+from gsrlang.commands.common import DiagnosticPrinter, read_error, write_output
 from gsrlang.files.safeio import check_outputs
 
 HELP = "export a checked .gsr program as JSON (the graph, its types and its readout)"
@@ -42,7 +41,7 @@ def run(args) -> int:
 
     path = args.program
     check_outputs([("PROGRAM", path)], [("-o", args.output)])
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
+    printer = DiagnosticPrinter("full", args.color, to_stderr=True)
     if not Path(path).is_file():
         problem = f"no such file: `{path}`" if not Path(path).exists() else f"`{path}` is not a file"
         return _fail(printer, path, None, [read_error(path, problem)])

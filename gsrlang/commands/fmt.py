@@ -6,8 +6,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, collect_files, read_error, use_color
+from gsrlang.commands.common import DiagnosticPrinter, collect_files, read_error
 from gsrlang.files.safeio import write_atomic
 
 HELP = "format .gsr files (files or folders) in the canonical layout"
@@ -51,7 +50,7 @@ def run(args) -> int:
 
     if "-" in args.paths and len(args.paths) > 1:
         raise UsageError("`-` (standard input) cannot be combined with other paths")
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
+    printer = DiagnosticPrinter("full", args.color, to_stderr=True)
     if args.paths == ["-"]:
         return _run_stdin(args, printer)
     changed = unchanged = failed = unsafe = 0

@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, use_color, write_output
+from gsrlang.commands.common import DiagnosticPrinter, write_output
 from gsrlang.files.safeio import check_outputs
 
 HELP = "turn a program's JSON form (from `gsr export`) back into checked .gsr source"
@@ -68,7 +67,7 @@ def run(args) -> int:
         return 1
     shown = args.output or (Path(name).stem + ".gsr" if args.document != "-" else "<generated>.gsr")
     analysis = analyze(source, None)
-    printer = DiagnosticPrinter("full", use_color(args.color, sys.stderr), __version__, to_stderr=True)
+    printer = DiagnosticPrinter("full", args.color, to_stderr=True)
     if analysis.diagnostics:
         printer.add(shown, source, analysis.diagnostics)
     if analysis.program is None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gsrlang import __version__
-from gsrlang.commands.common import DiagnosticPrinter, use_color
+from gsrlang.commands.common import DiagnosticPrinter
 from gsrlang.files.safeio import check_outputs
 
 HELP = "draw a program's evaluation graph (svg, png, pdf or dot), optionally with one traced item"
@@ -71,7 +70,7 @@ def run(args) -> int:
         raise UsageError(f"cannot read `{args.program}`: {exc.strerror}") from exc
     if analysis.program is None:
         # diagnostics never mix with DOT on stdout
-        printer = DiagnosticPrinter(args.format, use_color(args.color, sys.stderr), __version__, to_stderr=True)
+        printer = DiagnosticPrinter(args.format, args.color, to_stderr=True)
         printer.add(args.program, analysis.text, analysis.diagnostics)
         printer.finish()
         print(f"gsr render: `{args.program}` has errors; nothing drawn", file=sys.stderr)

@@ -130,8 +130,7 @@ def add_arguments(p) -> None:
 
 def load_program(path: str):
     """The checked program, or None after printing its diagnostics."""
-    from gsrlang import __version__
-    from gsrlang.commands.common import DiagnosticPrinter, use_color
+    from gsrlang.commands.common import DiagnosticPrinter
     from gsrlang.lang.check.driver import analyze_file
 
     try:
@@ -139,7 +138,7 @@ def load_program(path: str):
     except OSError as exc:
         raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
     if analysis.program is None:
-        printer = DiagnosticPrinter("full", use_color("auto", sys.stderr), __version__, to_stderr=True)
+        printer = DiagnosticPrinter("full", "auto", to_stderr=True)
         printer.add(path, analysis.text, analysis.errors)
         print(f"gsr: `{path}` has {len(analysis.errors)} error{'s' if len(analysis.errors) != 1 else ''}; "
               "fix them first (`gsr check`)", file=sys.stderr)

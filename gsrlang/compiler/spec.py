@@ -56,19 +56,17 @@ def fmt_number(x) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _check_quantize(instance, attribute, value) -> None:
-    if value not in QUANTIZE:
-        raise SpecError(f"quantize must be one of {', '.join(QUANTIZE)}; got {value!r}")
+def _one_of(choices):
+    """An attrs validator: the value is one of `choices` (quantize, on_tie)."""
+    def check(instance, attribute, value) -> None:
+        if value not in choices:
+            raise SpecError(f"{attribute.name} must be one of {', '.join(choices)}; got {value!r}")
+    return check
 
 
 def _check_epsilon(instance, attribute, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise SpecError(f"epsilon must be a number in [0, 1), got {value!r}")
-
-
-def _check_on_tie(instance, attribute, value) -> None:
-    if value not in ON_TIE:
-        raise SpecError(f"on_tie must be one of {', '.join(ON_TIE)}; got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -79,7 +77,7 @@ class Pointwise:
     """
 
     scale: tuple = attrs.field(converter=parse_scale)
-    quantize: str = attrs.field(default="round", validator=_check_quantize)
+    quantize: str = attrs.field(default="round", validator=_one_of(QUANTIZE))
 
     kind = "pointwise"
 
@@ -101,7 +99,7 @@ class Pairwise:
     """Two candidates per item; the readout picks a winner or applies the tie policy."""
 
     epsilon: float = attrs.field(default=0.0, validator=_check_epsilon)
-    on_tie: str = attrs.field(default="tie", validator=_check_on_tie)
+    on_tie: str = attrs.field(default="tie", validator=_one_of(ON_TIE))
 
     kind = "pairwise"
 

@@ -47,10 +47,6 @@ SCHEMA_VERSION = 1
 class CacheError(LLMError):
     """The judgment cache file cannot be used."""
 
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
 
 class JudgmentCache:
     """SQLite-backed ``key -> dict`` store for model answers (see module docstring)."""

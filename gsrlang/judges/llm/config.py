@@ -93,15 +93,15 @@ NO_MODEL_MESSAGE = "no judge model configured: pass --model, set GSR_MODEL, or s
 
 
 class LLMError(Exception):
-    """Base class of every error raised by :mod:`gsrlang.judges.llm`."""
-
-
-class ConfigError(LLMError):
-    """Invalid or missing judge configuration."""
+    """Base class of every error raised by :mod:`gsrlang.judges.llm`; ``path``: the file at fault, if one is."""
 
     def __init__(self, message: str, *, path: Path | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class ConfigError(LLMError):
+    """Invalid or missing judge configuration."""
 
 
 # --------------------------------------------------------------------------- Secret
