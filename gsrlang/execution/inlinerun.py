@@ -50,7 +50,7 @@ from gsrlang.trace.decode import plain_column
 from gsrlang.trace.schema import invalid_line, jsonable, judgment_v2, ok_line, result_line
 from gsrlang.trace.write import outputs_v2, record_v2
 
-__all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "columnar_judges"]
+__all__ = ["CHUNK", "ColumnRun", "ColumnRunner", "column_line", "columnar_judges"]
 
 CHUNK = 2048  # items judged and evaluated together: large enough to amortize, small enough for flat memory
 COLLECT_EVERY = 16  # chunks between two runs of the cyclic garbage collector (see `ColumnRunner.batches`)
@@ -142,6 +142,18 @@ class _Judged:
         for (k, c), j in self.checked.items():
             out[c][k] = judgment_v2(j)
         return out
+
+
+def column_line(program, mode: str, item_id, line: int, source: dict, candidates, sink: list, label, label_error,
+                read, scale) -> dict:
+    """The result line `result_line` writes for an item valid in the columns, from its parts (`read`: its readout,
+    `readout.as_read`): ok, or invalid where its candidate ids repeat and the readout refuses its sink
+    (`readout.refused_repeats`)."""
+    refused = refused_repeats(program.readout, mode, candidates, sink)
+    if refused is not None:
+        return invalid_line(item_id, line, mode, source, label, label_error, f"readout: {refused.reason}", scale,
+                            refused.sink)
+    return ok_line(item_id, line, mode, source, dict(zip(candidates, sink)), label, label_error, read, scale)
 
 
 def _criterion_cause(judged: list, k: int):
@@ -247,15 +259,10 @@ class ColumnRunner:
         for k, item in enumerate(items):
             label, label_error = labelled[k]
             candidates = cands[k]
-            refused = refused_repeats(plan.program.readout, mode, candidates, sinks[k]) if ok[k] else None
-            if refused is not None:
-                status, reason = "invalid", f"readout: {refused.reason}"
-                line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale,
-                                    refused.sink)
-            elif ok[k]:
-                status, reason = "ok", None
-                line = ok_line(item.id, item.line, mode, self.source, dict(zip(candidates, sinks[k])), label,
-                               label_error, reads[k], self.scale)
+            if ok[k]:
+                line = column_line(plan.program, mode, item.id, item.line, self.source, candidates, sinks[k], label,
+                                   label_error, reads[k], self.scale)
+                status, reason = line["status"], line["reason"]
             else:  # left invalid: the reason is the item path's, from the causes settling found
                 status = "invalid"
                 reason = reason_of(plan, ev.causes[k], candidates, _criterion_cause(judged, k))

@@ -36,6 +36,7 @@ from typing import Iterator
 import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
+from gsrlang.execution.inlinerun import column_line
 from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
     recorded_outputs, replay_records
 from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
@@ -43,10 +44,10 @@ from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
-from gsrlang.semantics.readout import as_read, refused_repeats
+from gsrlang.semantics.readout import as_read
 from gsrlang.semantics.settle import liveness
 from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, ok_line, result_line
+from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, result_line
 
 __all__ = ["recompose_columnar"]
 
@@ -102,7 +103,8 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
             candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
             if candidates is not None:
                 if ok[k]:
-                    line = _line(item, result, candidates, sinks[k], reads[k], program, mode, source, scale)
+                    line = column_line(program, mode, item.get("id"), item.get("line", 0), source, candidates, sinks[k],
+                                       result.get("label"), result.get("label_error"), reads[k], scale)
                 else:
                     line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
                                     source, scale)
@@ -124,18 +126,6 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
     finally:
         if out != "-":
             handle.close()
-
-
-def _line(item: dict, result: dict, candidates: list, sink: list, read, program, mode: str, source: dict,
-          scale) -> dict:
-    """The result line `result_line` writes for an item valid in the columns (`refused_repeats`: the readout
-    refuses a sink whose candidate ids repeat)."""
-    parts = (item.get("id"), item.get("line", 0), mode, source)
-    label, label_error = result.get("label"), result.get("label_error")
-    refused = refused_repeats(program.readout, mode, candidates, sink)
-    if refused is not None:
-        return invalid_line(*parts, label, label_error, f"readout: {refused.reason}", scale, refused.sink)
-    return ok_line(*parts, dict(zip(candidates, sink)), label, label_error, read, scale)
 
 
 def _candidates(item: dict, m: int):
