@@ -304,6 +304,11 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
             if batcher is not None:
                 await batcher.aclose()
 
+    return _timed(go, summary, t0)
+
+
+def _timed(go, summary: RunSummary, t0: float) -> RunSummary:
+    """`asyncio.run(go())`, noting the summary's wall time since `t0` even when it raises."""
     try:
         asyncio.run(go())
     finally:
@@ -352,11 +357,7 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, con
 
         await _write_runs(stream(), out, trace, registry, summary, on_item, config.keep_pairs, t0, info)
 
-    try:
-        asyncio.run(go())
-    finally:
-        summary.seconds = time.perf_counter() - t0
-    return summary
+    return _timed(go, summary, t0)
 
 
 def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: bool, config: ReplayConfig = ReplayConfig(),

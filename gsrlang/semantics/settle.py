@@ -126,9 +126,7 @@ class Possibles:
         self.causes: dict[int, frozenset] = {}
 
     def set_top(self, row: int, causes) -> None:
-        self.open[row] = True
-        self.lo[row], self.hi[row], self.bits[row], self.may_abstain[row] = _top(self.type)
-        self.causes[row] = frozenset(causes)
+        self.set_possible(row, *_top(self.type), causes)
 
     def set_possible(self, row: int, lo: float, hi: float, bits: int, may_abstain: bool, causes) -> None:
         self.open[row] = True
