@@ -341,10 +341,12 @@ class Program:
 
         return bool(program_needs(self.checked).responses)
 
-    async def _execute(self, mode, item, registry, limit) -> Result:
-        return (await self._execute_all([(mode, item)], registry, limit))[0]
+    async def execute(self, mode, item, registry, limit) -> Result:
+        """`execute_all` of one (mode, item) pair. Both take started judges (`registry`, from `Judges.check`) and
+        their limit on calls in flight: what `score` runs, and what `gsr serve` calls (gsrlang.serve)."""
+        return (await self.execute_all([(mode, item)], registry, limit))[0]
 
-    async def _execute_all(self, items, registry, limit) -> list[Result]:
+    async def execute_all(self, items, registry, limit) -> list[Result]:
         """Score (mode, item) pairs, in order, the way a run of this program goes: the planner's route
         (gsrlang.execution.planner), column by column where every judge answers a column at once, else
         item by item under the judges' one limit on calls in flight (None: judges that all answer inline)."""
@@ -388,7 +390,7 @@ class Program:
         judges = judges or default_judges()
         mode, item = self.item(input, response, reference, responses=responses, record=record, id=id, mode=mode)
         registry = judges.check(self.checked)
-        return judges.run(lambda limit: self._execute(mode, item, registry, limit))
+        return judges.run(lambda limit: self.execute(mode, item, registry, limit))
 
     async def ascore(self, input: str = "", response: str | None = None, reference: str | None = None, *,
                      responses: Sequence[str] | None = None, record: Mapping | None = None,
@@ -397,7 +399,7 @@ class Program:
         judges = judges or default_judges()
         mode, item = self.item(input, response, reference, responses=responses, record=record, id=id, mode=mode)
         registry = judges.check(self.checked)
-        return await judges.arun(lambda limit: self._execute(mode, item, registry, limit))
+        return await judges.arun(lambda limit: self.execute(mode, item, registry, limit))
 
     def _batch(self, rows: Iterable[Mapping], mode: str | None):
         out = []
@@ -424,7 +426,7 @@ class Program:
         judges = judges or default_judges()
         items = self._batch(rows, mode)
         registry = judges.check(self.checked)
-        return judges.run(lambda limit: self._execute_all(items, registry, limit))
+        return judges.run(lambda limit: self.execute_all(items, registry, limit))
 
     async def ascore_batch(self, rows: Iterable[Mapping], *, judges: Judges | None = None,
                            mode: str | None = None) -> list[Result]:
@@ -432,7 +434,7 @@ class Program:
         judges = judges or default_judges()
         items = self._batch(rows, mode)
         registry = judges.check(self.checked)
-        return await judges.arun(lambda limit: self._execute_all(items, registry, limit))
+        return await judges.arun(lambda limit: self.execute_all(items, registry, limit))
 
 
 def _checked(analysis, path: str | None) -> Program:

@@ -50,7 +50,7 @@ def in_tmp(monkeypatch, tmp_path):
 
 
 def item_by_item(monkeypatch):
-    """The engine as it was: every item of a batch through `Program._execute` alone (the item path)."""
+    """The engine as it was: every item of a batch through `Program.execute` alone (the item path)."""
     async def one_at_a_time(self, batch):
         for entry in batch:
             await self._run_each(entry.served, entry.mode, [entry])
@@ -81,7 +81,7 @@ def test_a_batch_goes_through_the_column_route_once_per_program_and_mode(monkeyp
     alone: list = []
     spy(monkeypatch, executor, "run_items", item_runs, asyncgen=True)
     spy(monkeypatch, ColumnRunner, "run", column_runs)
-    spy(monkeypatch, gsrlang.Program, "_execute", alone)
+    spy(monkeypatch, gsrlang.Program, "execute", alone)
     with gsrlang.Judges() as judges:
         engine = Engine(program, judges)
 
@@ -149,13 +149,13 @@ def test_a_bug_answers_500_for_its_own_request_only(monkeypatch):
     """A bug that raises for one item (on the column path and alone): that item's request fails, the other
     request of the same micro-batch gets its rewards."""
     program = gsrlang.loads(RULES_PROGRAM)
-    real = gsrlang.Program._execute_all
+    real = gsrlang.Program.execute_all
 
     async def buggy(self, items, registry, limit):
         if any(item.id == "bad" for _, item in items):
             raise RuntimeError("a bug")
         return await real(self, items, registry, limit)
-    monkeypatch.setattr(gsrlang.Program, "_execute_all", buggy)
+    monkeypatch.setattr(gsrlang.Program, "execute_all", buggy)
     with gsrlang.Judges() as judges:
         engine = Engine(program, judges)
 

@@ -180,7 +180,7 @@ class Engine:
             groups.setdefault((entry.served, entry.mode), []).append(entry)
         for (served, mode), entries in groups.items():
             try:
-                results = await served.program._execute_all([(mode, e.item) for e in entries], served.registry,
+                results = await served.program.execute_all([(mode, e.item) for e in entries], served.registry,
                                                              None)
             except Exception:  # noqa: BLE001 - found out item by item below
                 await self._run_each(served, mode, entries)
@@ -192,7 +192,7 @@ class Engine:
     async def _run_each(self, served: Served, mode: str, entries: list[_Entry]) -> None:
         for k, entry in enumerate(entries):
             try:
-                result = await served.program._execute(mode, entry.item, served.registry, None)
+                result = await served.program.execute(mode, entry.item, served.registry, None)
             except Exception as exc:  # a bug in gsr (an item never raises): that request answers 500
                 self._deliver(entry, None, exc)
             else:
@@ -224,7 +224,7 @@ class Engine:
         async def work(limiter):
             async def one(entry: _Entry):
                 try:
-                    result = await entry.served.program._execute(entry.mode, entry.item, entry.served.registry,
+                    result = await entry.served.program.execute(entry.mode, entry.item, entry.served.registry,
                                                                  limiter)
                 except Exception as exc:  # a bug in gsr (an item never raises): that request answers 500
                     post(entry, None, exc)
