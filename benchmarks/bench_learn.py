@@ -28,7 +28,8 @@ Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
     sums); before the kernels took over (exact sums off in tuning) this was
     0.89 ms per candidate, 1.6x the anchor.
 
-Prints the figures; it asserts nothing. Run: python benchmarks/bench_learn.py [N]
+Prints the figures; it asserts nothing. Run: python benchmarks/bench_learn.py [N] [--four] (`--four`: part
+(5) alone).
 """
 
 from __future__ import annotations
@@ -169,5 +170,8 @@ def four_slots(n: int, repeats: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)
-    four_slots(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)
+    args = [a for a in sys.argv[1:] if a != "--four"]
+    size = int(args[0]) if args else 100_000
+    if "--four" not in sys.argv:
+        main(size)
+    four_slots(size)

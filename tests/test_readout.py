@@ -160,3 +160,31 @@ def test_the_column_readout_is_pythons_rounding_at_every_boundary(q):
     assert [quantize(r, v) for v in s[:200].tolist()] == expected[:200]
     assert snap(raw).tolist() == [round(v, 9) for v in raw.tolist()]
     assert not np.array_equal(np.round(raw, 9), snap(raw)) or q == "none"  # numpy's rounding alone is not it
+
+
+_SNAPPED_RULE = {"round": lambda v: math.floor(v + 0.5), "floor": math.floor, "ceil": math.ceil}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["round", "floor", "ceil"]),
+       st.lists(st.tuples(st.integers(-1000, 1000) | st.integers(-65_000, 65_000), st.sampled_from([0.0, 0.5]),
+                          st.integers(-40, 40), st.integers(-3, 3)), min_size=17, max_size=60),
+       st.floats(-100.0, 100.0) | st.sampled_from([2.0 ** 16, -1e300, math.nan, -0.0]))
+def test_whole_column_is_the_rule_of_the_snapped_value_near_every_boundary(how, near, extra):
+    """`whole_column` (two shifted floors, snap only where they differ) against the rule on Python's `round`,
+    on rows within a few 1e-10 and ulps of an integer or a half (where snap moves across, onto, or not quite
+    onto a boundary), and one more value, perhaps past 2^16, NaN or -0.0 (the whole column snapped then)."""
+    from gsrlang.semantics.readout import snap, whole_column
+
+    raw = []
+    for base, half, tenths, ulps in near:
+        v = base + half + tenths * 1e-10
+        for _ in range(abs(ulps)):
+            v = math.nextafter(v, math.copysign(math.inf, ulps))
+        raw.append(v)
+    x = np.array(raw + [extra, -0.0, -0.3, 0.3])
+    got = whole_column(x, how)
+    snapped = snap(x)
+    reference = np.floor(snapped + 0.5) if how == "round" else np.floor(snapped) if how == "floor" else np.ceil(snapped)
+    assert got.tobytes() == reference.tobytes()  # the same bits, the sign of a zero too
+    assert [g for g in got.tolist() if g == g] == [float(_SNAPPED_RULE[how](round(v, 9))) for v in x.tolist() if v == v]

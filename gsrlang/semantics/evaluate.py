@@ -212,7 +212,8 @@ class Evaluator:
         ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
         nodes = self.plan.nodes
         evaluation = Evaluation(table.mode, {nodes[i].id: c for i, c in cols.items()}, s, ok, table.failed, *ev)
-        self._settle_invalid(table, evaluation, params, thresholds, memo)
+        if bad_rows is not memo.zero:
+            self._settle_invalid(table, evaluation, params, thresholds, memo)
         return evaluation
 
     def _settle_invalid(self, table: Table, ev: Evaluation, params, thresholds, memo: _Memo) -> None:

@@ -225,7 +225,7 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
 
 
 # ---- exact sums ---------------------------------------------------------------------------------------------------
-BLOCK = 65536  # rows per block of `exact_sum` and `readout.snap` (in buffers made once: `scratch`)
+BLOCK = 16384  # rows per block of `exact_sum` and `readout.snap` (in buffers made once: `scratch`)
 
 _SCRATCH = threading.local()
 

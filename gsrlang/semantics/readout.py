@@ -34,7 +34,7 @@ from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.semantics.kernels import scratch
 
 __all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
-           "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column"]
+           "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column", "whole_column"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
@@ -115,38 +115,75 @@ def snap(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _whole(snapped, how: str, floor, ceil):
+    """The integer rules on a snapped value (a float or a column, with that kind's floor and ceil): `round`
+    halves up, `floor`, `ceil`."""
+    if how == "round":
+        return floor(snapped + 0.5)
+    return floor(snapped) if how == "floor" else ceil(snapped)
+
+
+_NEAR = 2e-9  # beyond snap's reach (5e-10, and an ulp below 2^16) from a rule's boundary, with room to spare
+
+
+def whole_column(raw: np.ndarray, how: str) -> np.ndarray:
+    """`_whole` of every row of `raw` snapped (`how`: round, floor or ceil), bit for bit; a fresh array.
+
+    snap moves a value by at most 5e-10 and an ulp, so it can change the integer only
+    within that of a boundary (a half-integer for `round`, an integer for `floor` and
+    `ceil`). Each row is taken twice, shifted by the rule's offset (0.5 for `round`) plus
+    and minus _NEAR, and floored (ceiled); where the two agree (both monotone), no
+    boundary lies within _NEAR - an ulp of the row, so snapped, it gives that integer,
+    and the shift on the side away from the boundary it would cross (up for floor, down
+    for ceil) gives the snapped value's sign of zero too. The rows where they differ,
+    and a column with a value of 2^16 or more (or NaN), are snapped first. A block of
+    rows at a time (in `scratch`'s buffer: see kernels.scratch)."""
+    rows = len(raw)
+    if not rows or not max(float(raw.max()), -float(raw.min())) < 2.0 ** 16:  # (NaN too)
+        return _whole(snap(raw), how, np.floor, np.ceil)
+    offset = 0.5 if how == "round" else 0.0
+    rule = np.ceil if how == "ceil" else np.floor
+    near = -_NEAR if how == "ceil" else _NEAR
+    out, doubt = np.empty(rows), np.empty(rows, bool)
+    (y,) = scratch("whole", 1)
+    for start in range(0, rows, len(y)):
+        stop = min(rows, start + len(y))
+        xb, yb, ob = raw[start:stop], y[:stop - start], out[start:stop]
+        np.add(xb, offset + near, out=ob)
+        rule(ob, out=ob)
+        np.add(xb, offset - near, out=yb)
+        rule(yb, out=yb)
+        np.not_equal(ob, yb, out=doubt[start:stop])
+    if doubt.any():
+        at = np.flatnonzero(doubt)
+        out[at] = _whole(snap(raw[at]), how, np.floor, np.ceil)
+    return out
+
+
 class _Scalar:
     """The readout's primitives on one Python float (the item path: no array for one or two rows)."""
 
     snap = staticmethod(lambda x: round(x, SNAP_DECIMALS))
-    floor = staticmethod(math.floor)
-    ceil = staticmethod(math.ceil)
+    whole = staticmethod(lambda x, how: _whole(round(x, SNAP_DECIMALS), how, math.floor, math.ceil))
     affine = staticmethod(lambda lo, s, span: lo + s * span)
-    plus = staticmethod(lambda x, c: x + c)
     count = staticmethod(lambda cuts, x: sum(1 for t in cuts if t <= x))
     where = staticmethod(lambda c, x, y: x if c else y)
 
 
 class _Columns:
-    """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE).
-
-    `floor`, `ceil` and `plus` write into their argument, always a fresh array in `_quantize` (a snapped
-    column): a new array of 100,000 rows costs its first touch of every page, several times the pass itself."""
+    """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE)."""
 
     snap = staticmethod(snap)
-    floor = staticmethod(lambda x: np.floor(x, out=x))
-    ceil = staticmethod(lambda x: np.ceil(x, out=x))
+
+    @staticmethod
+    def whole(x, how):
+        return whole_column(x, how)
 
     @staticmethod
     def affine(lo, s, span):
         raw = s * span
         raw += lo  # (IEEE addition commutes: the bits of lo + s * span)
         return raw
-
-    @staticmethod
-    def plus(x, c):
-        x += c
-        return x
 
     @staticmethod
     def count(cuts, x):
@@ -164,12 +201,8 @@ def _quantize(r: PointwiseReadout, s, cuts, ops) -> tuple:
     """The quantization rule, written once: (raw, score) for `s`, a float or a column (`ops` says which)."""
     raw = ops.affine(r.lo, s, r.hi - r.lo)  # lo + s (hi - lo)
     q = r.quantize
-    if q == "round":
-        return raw, ops.floor(ops.plus(ops.snap(raw), 0.5))
-    if q == "floor":
-        return raw, ops.floor(ops.snap(raw))
-    if q == "ceil":
-        return raw, ops.ceil(ops.snap(raw))
+    if q in ("round", "floor", "ceil"):
+        return raw, ops.whole(raw, q)
     if q == "thresholds":
         return raw, int(r.lo) + ops.count(cuts, ops.snap(s))
     if q == "none":
