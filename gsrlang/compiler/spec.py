@@ -20,6 +20,7 @@ from typing import Union
 import attrs
 
 from gsrlang.lang.tasks import ON_TIE, QUANTIZE
+from gsrlang.lang.types import fmt_number
 
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*\.\.\s*(-?\d+(?:\.\d+)?)\s*$")
 
@@ -49,11 +50,6 @@ def parse_scale(value) -> tuple[Union[int, float], Union[int, float]]:
     if not lo < hi:
         raise SpecError(f"a scale needs LO < HI, got {fmt_number(lo)}..{fmt_number(hi)}")
     return lo, hi
-
-
-def fmt_number(x) -> str:
-    """A number as .gsr writes it: 5, 0.05."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def _one_of(choices):

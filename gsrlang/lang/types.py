@@ -19,6 +19,11 @@ def _fmt_num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(float(x))  # 1e308, not 309 digits
 
 
+def fmt_number(x) -> str:
+    """A number as .gsr writes it: 5, 0.05."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
 @records.frozen
 class JType:
     kind: str  # "bool" | "score" | "ordinal" | "nominal"
@@ -167,6 +172,11 @@ def substitute(pattern: Pattern, bindings: dict[str, JType]) -> JType | None:
 # ---- raw values (a data file's cell) as judgment values -----------------------------------------------
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
+
+
+def is_number(value) -> bool:
+    """An int or a float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def number_of(value) -> float | None:

@@ -50,7 +50,7 @@ from typing import Iterable, Sequence
 
 import attrs
 
-from gsrlang.lang.types import JType, number_of
+from gsrlang.lang.types import JType, fmt_number, number_of
 from gsrlang.semantics.judgment import ABSTAIN
 
 from .jsonparse import clip
@@ -146,10 +146,6 @@ def _fmt_value(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".") if not float(v).is_integer() else str(int(v))
 
 
-def _fmt_num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
-
-
 def options_for(t: JType, levels, rng: random.Random | None) -> tuple[Option, ...]:
     """The options of a Bool / Ordinal / Nominal type, shuffled with ``rng`` (None: declared order)."""
     anchors = {lv.key: lv.text for lv in levels}
@@ -213,11 +209,11 @@ class AnswerSpec:
         lines: list[str] = []
         if t.kind == "score":
             what = "a whole number" if self.weighted else "a number"
-            lines.append(f"Answer with {what} from {_fmt_num(t.lo)} to {_fmt_num(t.hi)}"
+            lines.append(f"Answer with {what} from {fmt_number(t.lo)} to {fmt_number(t.hi)}"
                          f" (higher is better on this criterion's scale).")
             if self.anchors:
                 lines.append("Anchors:")
-                lines += [f"- {_fmt_num(v)}: {text}" for v, text in self.anchors]
+                lines += [f"- {fmt_number(v)}: {text}" for v, text in self.anchors]
         else:
             what = {"bool": "Options", "ordinal": "Options (levels of an ordered scale; each value is the level's "
                     "position on a 0-1 scale, 1 best)", "nominal": "Options"}[t.kind]
@@ -236,7 +232,7 @@ class AnswerSpec:
     def allowed_text(self) -> str:
         t = self.type
         if t.kind == "score":
-            what = f"a number from {_fmt_num(t.lo)} to {_fmt_num(t.hi)}"
+            what = f"a number from {fmt_number(t.lo)} to {fmt_number(t.hi)}"
         else:
             what = "one of the option letters " + ", ".join(o.letter for o in self.options)
         return what + (f', or "{CANNOT_ASSESS}"' if self.optional else "")
@@ -317,7 +313,7 @@ class AnswerSpec:
             if x is None or not math.isfinite(x):
                 raise OutsideType(f"{_short(raw)} is not a number; answer with {self.allowed_text()}")
             if not t.lo <= x <= t.hi:
-                raise OutsideType(f"{_fmt_num(x)} is outside {_fmt_num(t.lo)}..{_fmt_num(t.hi)}; answer with "
+                raise OutsideType(f"{fmt_number(x)} is outside {fmt_number(t.lo)}..{fmt_number(t.hi)}; answer with "
                                   f"{self.allowed_text()}")
             return float(x)
         option = self._option(raw)
@@ -359,7 +355,7 @@ class AnswerSpec:
         if verdict is ABSTAIN or verdict is None:
             return CANNOT_ASSESS
         if self.type.kind == "score":
-            return _fmt_num(float(verdict))
+            return fmt_number(float(verdict))
         label = ("true" if verdict else "false") if isinstance(verdict, bool) else str(verdict)
         o = next((o for o in self.options if o.label == label), None)
         return f"{o.letter} ({o.shown})" if o else label

@@ -22,6 +22,7 @@ import attrs
 
 from gsrlang.lang.check.context import Context
 from gsrlang.lang.syntax import ast
+from gsrlang.lang.types import fmt_number
 
 OPERATOR_KINDS = ("transform", "reduce", "gate")
 
@@ -147,25 +148,22 @@ def check_tunables(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -
                 ctx.error("GSR320", "only an operator's numeric parameter, a `thresholds` cut point or an ordinal "
                                     "level's value can be tuned",
                           number.tune.span, "not tunable here", path=path,
-                          help=f"write the number alone: `{_text(number.value)}`")
+                          help=f"write the number alone: `{fmt_number(number.value)}`")
 
 
 def _check_range(ctx: Context, number: ast.Number, what: str, bounds: tuple[float, float], path) -> None:
     lo, hi = number.tune.lo.value, number.tune.hi.value
-    span = number.tune.span
+    span, written = number.tune.span, f"{fmt_number(lo)}..{fmt_number(hi)}"
     if not lo < hi:
-        ctx.error("GSR305", f"the tuning range of {what} is empty: {_text(lo)}..{_text(hi)}", span, "empty range",
+        ctx.error("GSR305", f"the tuning range of {what} is empty: {written}", span, "empty range",
                   path=path, help="write the lower bound first, e.g. `0.35 in 0.1..0.6`")
     elif not lo <= number.value <= hi:
-        ctx.error("GSR305", f"{what} is {_text(number.value)}, outside its tuning range {_text(lo)}..{_text(hi)}",
+        ctx.error("GSR305", f"{what} is {fmt_number(number.value)}, outside its tuning range {written}",
                   number.span, "outside its range", path=path, help="the range must hold the starting value")
     elif lo < bounds[0] or hi > bounds[1]:
-        ctx.error("GSR305", f"the tuning range of {what} leaves [{_text(bounds[0])}, {_text(bounds[1])}]", span,
-                  "out of range", path=path, help=f"keep it within [{_text(bounds[0])}, {_text(bounds[1])}]")
-
-
-def _text(x) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
+        allowed = f"[{fmt_number(bounds[0])}, {fmt_number(bounds[1])}]"
+        ctx.error("GSR305", f"the tuning range of {what} leaves {allowed}", span,
+                  "out of range", path=path, help=f"keep it within {allowed}")
 
 
 def _tunable_numbers(root) -> list[ast.Number]:

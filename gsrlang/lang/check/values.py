@@ -5,13 +5,9 @@ from __future__ import annotations
 from gsrlang.lang.catalog import ParamSig, Symbol, literal_value
 from gsrlang.lang.check.context import Context, names_in, suggestion
 from gsrlang.lang.syntax import ast
-from gsrlang.lang.types import JType, Pattern
+from gsrlang.lang.types import JType, Pattern, is_number
 
 INVALID = object()
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def literal_fits(t: JType, expr) -> bool:
