@@ -254,10 +254,8 @@ def stored_difference(static: list[dict], getters: list, line: int, stored: Stor
     checked = stored.header.get("_checked")
     if checked is None:
         nodes = stored.header["nodes"]
-        checked = None
         if nodes and run.values is not None:
-            logical = {"item": rec.get("item"), "nodes": [dict(n, output=None) for n in nodes]}
-            checked = _structure_difference(static, getters, line, logical, item_id)
+            checked = _structure_difference(static, getters, line, nodes, item_id)
         stored.header["_checked"] = checked or False
     if checked:
         return attrs.evolve(checked, item_id=item_id, trace_line=line)
@@ -292,8 +290,7 @@ def stored_difference(static: list[dict], getters: list, line: int, stored: Stor
     return None
 
 
-def _structure_difference(static, getters, line, record, item_id) -> Difference | None:
-    nodes = record["nodes"]
+def _structure_difference(static, getters, line, nodes: list, item_id) -> Difference | None:
     if len(nodes) != len(static):
         return Difference(item_id, line, "result", None, f"{len(nodes)} nodes", f"{len(static)} nodes",
                           "the program has a different number of nodes than the record")
@@ -313,18 +310,6 @@ def _differing_key(get, want, base: dict, rec: dict) -> str | None:
     except KeyError:
         pass
     return next(k for k in base if rec.get(k) != base[k])
-
-
-def _same_vector(a, b) -> bool:
-    """Strict equality of two output vectors (lists of JSON scalars, or None)."""
-    if a is None or b is None:
-        return a is b
-    if type(a) is not list or len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if type(x) is not type(y) or x != y:
-            return False
-    return True
 
 
 def structure_getters(static: list[dict]) -> list[tuple]:
@@ -366,7 +351,7 @@ def first_difference(plan: Plan, static: list[dict], line: int, record: dict, ru
             if rec.get("unknown") != unknown_flags(v):
                 return diff(base["id"], rec.get("unknown"), unknown_flags(v),
                             detail="which candidates' values are settled differs")
-            if not _same_vector(rec_out, got):
+            if not same(rec_out, got):
                 if isinstance(rec_out, list) and isinstance(got, list) and len(rec_out) == len(got):
                     c = next(k for k in range(len(got)) if not same(rec_out[k], got[k]))
                     return diff(base["id"], rec_out[c], got[c], candidates[c] if c < len(candidates) else None)
@@ -446,11 +431,10 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
     prepared: dict = {}  # program hash -> (plan, node statics, getters); bounded like the program cache
     for line, record in records:
         header = record.get("program") or {}
-        source = {"name": header.get("name"), "hash": header.get("hash"), "path": header.get("path")}
         if carried(record):
             run = carried_run(record)
             static = NotRun(header.get("path"), header.get("index"), header.get("name"), header.get("hash"))
-            result = result_line(run, None, source)
+            result = result_line(run, None, static.source)
             difference = first_difference(None, [], line, record, run, result)  # the result line only
             yield line, record, run, result, difference, static
             continue
