@@ -266,15 +266,10 @@ def _first_record(path: str) -> dict | None:
 
 
 def _print_metrics(summary, program, bootstrap: int, out, scale=None) -> None:
-    from gsrlang.analysis.metrics import format_report
+    from gsrlang.commands.run import print_agreement
 
     p = program.readout.pointwise if program is not None else None
-    if p is not None:
-        scale = (p.lo, p.hi)
-    report = summary.metrics(scale if summary.mode == "pointwise" else None, bootstrap)
-    if report is not None:
-        print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=out)
-        print(format_report(report), file=out)
+    print_agreement(summary, (p.lo, p.hi) if p is not None else scale, bootstrap, out)
 
 
 def _show(args, shown, out, summary) -> bool:

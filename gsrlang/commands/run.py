@@ -256,8 +256,6 @@ def _count_rows(path: str) -> int | None:
 
 
 def print_summary(summary, program, args, stream) -> None:
-    from gsrlang.analysis.metrics import format_report
-
     short = summary.hash.split(":")[-1][:12]
     print(f"{program.name} ({short}), {summary.mode}: {summary.line()} in {summary.seconds:.2f} s", file=stream)
     if getattr(args, "ids", None):
@@ -269,17 +267,29 @@ def print_summary(summary, program, args, stream) -> None:
         total = summary.judgments + summary.skipped
         print(f"  short-circuit: {summary.skipped} of {total} judgments skipped: they could not change the result "
               "(the trace says why; --no-short-circuit judges everything)", file=stream)
+    p = program.readout.pointwise
+    _print_written(summary, args, (p.lo, p.hi) if p else None, stream)
+
+
+def _print_written(summary, args, scale, stream) -> None:
+    """The end of a run's summary: the files written, then the agreement with the labels (unless --quiet)."""
     written = [f"results {args.out}" if getattr(args, "out", None) else None,
                f"trace {args.trace}" if getattr(args, "trace", None) else None]
     written = [w for w in written if w]
     if written:
         print("  wrote " + ", ".join(written), file=stream)
     if getattr(args, "label_field", True) and not args.quiet:
-        p = program.readout.pointwise
-        report = summary.metrics((p.lo, p.hi) if (p and summary.mode == "pointwise") else None, args.bootstrap)
-        if report is not None:
-            print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
-            print(format_report(report), file=stream)
+        print_agreement(summary, scale, args.bootstrap, stream)
+
+
+def print_agreement(summary, scale, bootstrap: int, stream) -> None:
+    """The agreement of a run (gsr run, gsr replay) with its labels, if any; `scale`: the pointwise scale."""
+    from gsrlang.analysis.metrics import format_report
+
+    report = summary.metrics(scale if summary.mode == "pointwise" else None, bootstrap)
+    if report is not None:
+        print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
+        print(format_report(report), file=stream)
 
 
 def _columns(args, mode: str, program=None, default_ids: bool = True):
@@ -611,8 +621,6 @@ def run_per_item(args) -> int:
 
 def print_index_summary(summary, programs, args, stream) -> None:
     """The end-of-run summary of a per-item run: counts, the programs, metrics."""
-    from gsrlang.analysis.metrics import format_report
-
     print(f"per-item programs of {programs.index}, {summary.mode}: {summary.line()} in {summary.seconds:.2f} s",
           file=stream)
     checked = f"{programs.checked} program file{'s' if programs.checked != 1 else ''} checked"
@@ -623,15 +631,7 @@ def print_index_summary(summary, programs, args, stream) -> None:
     if summary.label_problems:
         print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
               "(left out of the metrics; see `label_error` in the results)", file=stream)
-    written = [w for w in (f"results {args.out}" if args.out else None, f"trace {args.trace}" if args.trace else None)
-               if w]
-    if written:
-        print("  wrote " + ", ".join(written), file=stream)
-    if args.label_field and not args.quiet:
-        report = summary.metrics(programs.scale if summary.mode == "pointwise" else None, args.bootstrap)
-        if report is not None:
-            print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
-            print(format_report(report), file=stream)
+    _print_written(summary, args, programs.scale, stream)
 
 
 def run_model_settings(args):
