@@ -283,3 +283,27 @@ def test_exact_sum_and_snap_over_several_blocks(monkeypatch):
     assert len(kernels.scratch("exact_sum", 5)[0]) == 1000
     x = np.concatenate([rng.random(1_500) * 4 + 1, (rng.integers(0, 8, 1_000) + 0.5) / 2 + 2.0 ** -50])
     assert snap(x).tolist() == [round(v, 9) for v in x.tolist()]
+
+
+def test_a_clamped_kernels_unit_output_skips_the_range_check_and_nothing_else():
+    """`unfit` trusts a clamped kernel's values to lie in [0, 1] only where the node's type holds [0, 1]; its
+    abstentions are still checked, and every kernel that says it is clamped gives values in [0, 1]."""
+    from gsrlang.semantics.settle import unfit
+
+    assert {name for name, k in KERNELS.items() if k.clamped} == {"mean", "weighted_mean"}
+    values, none = np.array([0.0, 0.5, 1.0] * 10), np.zeros(30, bool)
+    assert unfit(SCORE, True)(values + 2.0, none) is None  # not looked at
+    assert unfit(SCORE)(values + 2.0, none).all()
+    narrow = unfit(JType("score", lo=0.25, hi=1.0), True)(values, none)
+    assert narrow is not None and narrow.tolist() == [True, False, False] * 10
+    abstained = none.copy()
+    abstained[4] = True
+    assert unfit(SCORE, True)(values, abstained).tolist() == abstained.tolist()
+    assert unfit(SCORE_OPT, True)(values, abstained) is None
+    rng = np.random.default_rng(5)
+    items = [kernels.NodeValues(v, np.zeros(40, bool), np.zeros(40, bool))
+             for v in (rng.normal(0.5, 2.0, 40), np.full(40, np.nan), rng.normal(0.5, 2.0, 40))]
+    for name in ("mean", "weighted_mean"):
+        kw = {"weights": [0.5, -0.2, 0.7]} if name == "weighted_mean" else {}
+        out = KERNELS[name].fn(items, **kw).values
+        assert ((out >= 0.0) & (out <= 1.0)).all() and not np.signbit(out).any()

@@ -104,6 +104,7 @@ class Kernel:
     why: Callable  # (row, *ports, **params) -> the reason a failed row failed
     ports: tuple[str, ...]  # the stdlib's port names, in declaration order
     params: tuple[str, ...]  # the stdlib's parameter names
+    clamped: bool = False  # every output value is in [0, 1] (the wrapper clamps it)
 
 
 KERNELS: dict[str, Kernel] = {}
@@ -218,7 +219,7 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
             def reason(row, *args, **kw):
                 return why(row, *args, **kw)
 
-        KERNELS[name] = Kernel(name, kind, run, reason, ports, params)
+        KERNELS[name] = Kernel(name, kind, run, reason, ports, params, clamped)
         return fn
 
     return register

@@ -54,13 +54,15 @@ __all__ = ["CORNER_LIMIT", "Possibles", "from_possibles", "liveness", "settle", 
 CORNER_LIMIT = 512  # operator evaluations per node and row before settling falls back to the whole type
 
 
-def unfit(t) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+def unfit(t, unit: bool = False) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
     """The type fit of `t`'s columns, `t` read once (every operator output is checked: `Step.unfit`): the rows
     whose value does not fit (None: every row fits), an abstention where `t` cannot abstain, a Score outside
     its range or not finite (NaN fails both comparisons). The common case, every value in range, is settled
     by the column's minimum and maximum (on a few rows, the item path's, by a list: numpy's reductions cost
-    several times more there)."""
-    score, optional, lo, hi = t.kind == "score", t.optional, t.lo, t.hi
+    several times more there), and not looked at when `unit` says every value is in [0, 1] (a clamped
+    kernel's output) and `t`'s range holds [0, 1]."""
+    optional, lo, hi = t.optional, t.lo, t.hi
+    score = t.kind == "score" and not (unit and lo <= 0.0 and hi >= 1.0)
 
     def rows(values: np.ndarray, abstain: np.ndarray) -> np.ndarray | None:
         few = len(values) <= 16
