@@ -222,7 +222,7 @@ async def _write_runs(batches, out: str | None, trace: str | None, registry, sum
                 if on_item:
                     on_item(run, line)
         if writer:
-            record = run_summary_record(summary, registry, time.perf_counter() - t0, run_info())
+            record = run_summary_record(summary, registry.usage(), time.perf_counter() - t0, run_info())
             if summary.stopped:
                 record.update(complete=False, stopped=summary.stopped, unwritten=summary.unwritten)
             writer.write_summary(record)
@@ -253,12 +253,12 @@ def recorded_complete(record: dict | None) -> bool:
     return record is not None and record.get("complete", True) is True
 
 
-def run_summary_record(summary: RunSummary, registry, wall_s: float, run_info: dict) -> dict:
-    """The record that ends a completed run's trace: counts, wall time and each judge's usage (model calls,
-    HTTP requests, cache hits, tokens, ...)."""
+def run_summary_record(summary: RunSummary, usage: dict, wall_s: float, run_info: dict) -> dict:
+    """The record that ends a completed run's trace: counts, wall time and each judge's usage (`usage`, as a
+    registry's `usage()` gives it: model calls, HTTP requests, cache hits, tokens, ...)."""
     return summary_record(mode=summary.mode, **run_info, items=summary.items, ok=summary.ok,
                           invalid=summary.invalid, failed=summary.failed, label_problems=summary.label_problems,
-                          labelled=summary.labelled, wall_s=round(wall_s, 3), judges=registry.usage(),
+                          labelled=summary.labelled, wall_s=round(wall_s, 3), judges=usage,
                           short_circuit={"judgments": summary.judgments, "skipped": summary.skipped})
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-import types
 from pathlib import Path
 
 __all__ = ["TraceSink"]
@@ -60,8 +59,7 @@ class _Segment:
         spent = {kind: _delta(counters, self.usage.get(kind) or {}) for kind, counters in usage_now.items()}
         info = {"program": {"name": self.program.name, "hash": self.program.hash, "path": self.program.path},
                 "served": True}
-        registry = types.SimpleNamespace(usage=lambda: spent)  # all that run_summary_record asks of a registry
-        record = run_summary_record(self.summary, registry, time.perf_counter() - self.started, info)
+        record = run_summary_record(self.summary, spent, time.perf_counter() - self.started, info)
         self.writer.write_summary(record)
         self.file.handle.close()
 

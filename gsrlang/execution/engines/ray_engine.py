@@ -224,16 +224,6 @@ def _criteria_in_order(usage: dict, program) -> None:
 # ------------------------------------------------------------------------------------------------ the driver
 
 
-class _Usage:
-    """The judges' summed usage over every block, where the run summary asks a registry for it."""
-
-    def __init__(self, usage: dict):
-        self._usage = usage
-
-    def usage(self) -> dict:
-        return self._usage
-
-
 class _Run:
     def __init__(self, ray, job: RunJob, registry, on_item):
         self.ray, self.job, self.registry, self.on_item = ray, job, registry, on_item
@@ -442,7 +432,7 @@ class _Run:
                                     "path": self.job.config.program_path},
                         "engine": {"name": "ray", "blocks": self.blocks, "blocks_resumed": self.resumed,
                                    "block_size": self.block_size}}
-                record = run_summary_record(self.summary, _Usage(self.usage), wall_s, info)
+                record = run_summary_record(self.summary, self.usage, wall_s, info)
                 trace.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         finally:
             for f in (out, trace):
