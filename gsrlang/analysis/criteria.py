@@ -17,7 +17,7 @@ import math
 from typing import Sequence
 
 from gsrlang.analysis.metrics import metrics_with_confidence
-from gsrlang.files.dataset import DataError, MissingFieldError, get_path, read_rows
+from gsrlang.files.dataset import DataError, MissingFieldError, get_path, id_records
 from gsrlang.trace import TraceView
 from gsrlang.trace.read import read_trace
 
@@ -67,20 +67,13 @@ def _scale(node: dict) -> tuple[float, float] | None:
 def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]], id_field: str | None = None,
                         bootstrap: int = 1000, seed: int = 0) -> dict:
     """{criterion: report} with `field`, `n_unusable` (labels that are not numbers) and the metrics with CIs."""
-    if id_field is None:  # as `gsr run` gives ids: the data's `id` column when it has one
-        from gsrlang.files.dataset import default_id_field
-
-        id_field = default_id_field(data)
     labels: dict[str, dict] = {field: {} for _, field in pairs}
-    for row in read_rows(data):
-        if not isinstance(row.record, dict):
-            continue
-        key = row.default_id if id_field is None else row.record.get(id_field)
+    for key, record in id_records(data, id_field):
         for field in labels:
             try:
-                labels[field][str(key)] = get_path(row.record, field)
+                labels[field][key] = get_path(record, field)
             except MissingFieldError:
-                labels[field][str(key)] = None
+                labels[field][key] = None
     judged: dict[str, dict] = {name: {} for name, _ in pairs}
     types: dict[str, dict] = {}
     for _, record in read_trace(trace):

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from gsrlang.files.dataset import MissingFieldError, get_path, read_rows
+from gsrlang.files.dataset import MissingFieldError, get_path, id_records, read_rows
 
 __all__ = ["GroupError", "data_groups", "group_candidates", "group_folds", "group_key", "groups_note", "read_records"]
 
@@ -51,23 +51,16 @@ def group_key(value) -> object:
 def data_groups(path, field: str, id_field: str | None = None) -> tuple[dict, int]:
     """({item id: group key or None}, rows without the field) of a data file, ids as `gsr run` gives them
     (`id_field`, else the data's `id` column, else the row's position)."""
-    if id_field is None:  # as `gsr run` gives ids: the data's `id` column when it has one
-        from gsrlang.files.dataset import default_id_field
-
-        id_field = default_id_field(path)
     out: dict = {}
     missing = 0
-    for row in read_rows(path):
-        if not isinstance(row.record, dict):
-            continue
-        key = row.default_id if id_field is None else row.record.get(id_field)
+    for key, record in id_records(path, id_field):
         try:
-            value = group_key(get_path(row.record, field))
+            value = group_key(get_path(record, field))
         except MissingFieldError:
             value = None
         if value is None:
             missing += 1
-        out[str(key)] = value
+        out[key] = value
     return out, missing
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "check_columns",
     "default_id_field",
     "get_path",
+    "id_records",
     "parse_pairwise_label",
     "parse_pointwise_label",
     "read_items",
@@ -676,6 +677,16 @@ def default_id_field(path: str | Path) -> str | None:
             continue
         return "id" if "id" in row.record else None
     return None
+
+
+def id_records(path: str | Path, id_field: str | None = None) -> Iterator[tuple[str, dict]]:
+    """(item id, record) of each object row of a data file, the ids as `gsr run` gives them: `id_field`, else
+    the data's `id` column when it has one, else the row's position."""
+    if id_field is None:
+        id_field = default_id_field(path)
+    for row in read_rows(path):
+        if isinstance(row.record, dict):
+            yield str(row.default_id if id_field is None else row.record.get(id_field)), row.record
 
 
 def check_columns(path: str | Path, columns: ColumnMap) -> None:
