@@ -124,3 +124,30 @@ def test_repeated_ids_are_warned_about_in_every_command(run, tmp_path, capsys, c
     warning = [line for line in err.splitlines() if "repeats an id" in line]
     assert len(warning) == 1 and warning[0].startswith(f"gsr {command}: warning: {doubled}: 1 item repeats")
     assert "'tc-000'" in warning[0]
+
+
+def _with_judgment_status(src: Path, dst: Path, status) -> None:
+    """Copy the trace `src` with every recorded judgment of its item records given the JSON `status`."""
+    lines = []
+    for line in src.read_text().splitlines():
+        record = json.loads(line)
+        for marks in (record.get("j") or {}).values():
+            for mark in marks:
+                if "status" not in mark:
+                    mark["status"] = status
+        lines.append(json.dumps(record))
+    dst.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("status", [7, "fine", None, [1]])
+def test_an_unknown_judgment_status_reads_as_ok_on_every_replay_path(run, tmp_path, capsys, status):
+    # a status gsr never writes read as ok by the columns but raised an internal error item by item
+    _, _, trace = run
+    edited = tmp_path / "t.jsonl"
+    _with_judgment_status(trace, edited, status)
+    assert main(["replay", str(trace), "--out", str(tmp_path / "want.jsonl"), "-q", "--bootstrap", "0"]) == 0
+    for extra in ([], ["--out", str(tmp_path / "o.jsonl")], ["--trace-out", str(tmp_path / "t2.jsonl")]):
+        capsys.readouterr()
+        assert main(["replay", str(edited), "-q", "--bootstrap", "0", *extra]) == 0, capsys.readouterr().err
+        assert "internal error" not in capsys.readouterr().err
+    assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "want.jsonl").read_bytes()

@@ -71,6 +71,8 @@ def recorded_judgment(d: dict, output, score: bool) -> Judgment:
     status = d.get("status", "ok")
     if status == "invalid" or status == "skipped":
         return Judgment(d.get("value"), status, d.get("reason"), d.get("raw"), d.get("provenance") or {})
+    if status != "abstained":  # any other recorded status reads as ok (SPECIAL), as the columns read it
+        status = "ok"
     if output is None:
         output = ABSTAIN
     elif score and type(output) is int:
