@@ -15,13 +15,13 @@ import attrs
 from gsrlang.lang import records
 
 
-def _fmt_num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(float(x))  # 1e308, not 309 digits
-
-
 def fmt_number(x) -> str:
     """A number as .gsr writes it: 5, 0.05."""
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _fmt_num(x: float) -> str:  # a type's bounds: `fmt_number`, but 1e308, not 309 digits
+    return fmt_number(x) if abs(x) < 1e16 else repr(float(x))
 
 
 @records.frozen
