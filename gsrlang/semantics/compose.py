@@ -161,8 +161,8 @@ class Plan:
             ports.append((port.is_list, sources))
             port_types[port.name] = self.nodes[sources[0]].type
         kwargs = bind_params(node.params, port_types, node.type)
-        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports), unfit(node.type, kernel.clamped),
-                    tuple(s for _, sources in ports for s in sources))
+        return Step(i, node, kernel, kwargs, tuple(ports), tuple(p.name for p in sig.ports),
+                    unfit(node.type, kernel.clamped), tuple(s for _, sources in ports for s in sources))
 
     def compose(self, values: list, m: int) -> list:
         """Fill in `values` (one entry per node; criteria already set, each a tuple of m values).

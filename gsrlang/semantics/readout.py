@@ -33,8 +33,8 @@ import numpy as np
 from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.semantics.kernels import scratch
 
-__all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns", "read_pairwise",
-           "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column", "whole_column"]
+__all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns",
+           "read_pairwise", "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column", "whole_column"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
@@ -175,9 +175,7 @@ class _Columns:
 
     snap = staticmethod(snap)
 
-    @staticmethod
-    def whole(x, how):
-        return whole_column(x, how)
+    whole = staticmethod(whole_column)
 
     @staticmethod
     def affine(lo, s, span):
