@@ -288,7 +288,7 @@ class Program:
         self.checked = checked
         self.path = path
         self._plan = Plan(checked)
-        self._static = Static(self._plan, path)
+        self.static = Static(self._plan, path)  # what its trace records are written with
         self._runners: dict = {}  # mode -> (registry, its ColumnRunner)
 
     name = property(lambda self: self.checked.name)
@@ -361,9 +361,9 @@ class Program:
             entries = [items[k][1] for k in where]
             if route.evaluate == COLUMNS:
                 done = await self._columns(mode, registry).run(entries)
-                results = [_result(run, self._static, line, record) for run, line, record in done]
+                results = [_result(run, self.static, line, record) for run, line, record in done]
             else:
-                results = [_result(run, self._static) async for run in
+                results = [_result(run, self.static) async for run in
                            run_items(self._plan, entries, registry, mode, limit, window=max(1, len(entries)))]
             for k, result in zip(where, results):
                 out[k] = result
@@ -375,7 +375,7 @@ class Program:
 
         made = self._runners.get(mode)
         if made is None or made[0] is not registry:
-            made = self._runners[mode] = (registry, ColumnRunner(self._plan, registry, mode, None, self._static))
+            made = self._runners[mode] = (registry, ColumnRunner(self._plan, registry, mode, None, self.static))
         return made[1]
 
     def score(self, input: str = "", response: str | None = None, reference: str | None = None, *,

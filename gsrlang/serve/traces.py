@@ -48,9 +48,9 @@ class _Segment:
 
     def write(self, result) -> None:
         if result.record is not None:  # made by the column path: the record the writer would make from the run
-            self.writer.write_record(dict(result.record), self.program._static)
+            self.writer.write_record(dict(result.record), self.program.static)
         else:
-            self.writer.write(result.run, self.program._static, result.line)
+            self.writer.write(result.run, self.program.static, result.line)
         self.summary.count(result.run, result.line, keep_pairs=False)
 
     def close(self, usage_now: dict) -> None:
