@@ -72,25 +72,34 @@ class RunSummary:
         return self.invalid + self.failed + self.label_problems
 
     def count(self, run: ItemRun, line: dict, keep_pairs: bool) -> None:
+        made, skipped = run.judgment_counts()
+        pred = None
+        if run.status == "ok" and keep_pairs and run.label is not None:
+            pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
+        self.count_item(run.id, run.status, run.label_error, made, skipped, run.label, pred, keep_pairs)
+
+    def count_item(self, item_id, status: str, label_error, made: int, skipped: int, label, pred,
+                   keep_pairs: bool = True) -> None:
+        """Count one item: its `status` (ok, invalid or failed), `made` judgments made and `skipped` skipped,
+        and (`keep_pairs`) its prediction `pred` (None unless ok) against its `label` when it has one. Verify and
+        what-if count the items the columns vouched for so, with no ItemRun made for them."""
         self.items += 1
-        self.count_id(run.id)
-        if run.status == "ok":
+        self.count_id(item_id)
+        if status == "ok":
             self.ok += 1
-        elif run.status == "invalid":
+        elif status == "invalid":
             self.invalid += 1
         else:
             self.failed += 1
-        if run.label_error:
+        if label_error:
             self.label_problems += 1
-        made, skipped = run.judgment_counts()
         self.judgments += made
         self.skipped += skipped
-        if run.label is not None:
+        if label is not None:
             self.labelled += 1
             if keep_pairs:
-                pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
-                self.preds.append(pred if run.status == "ok" else None)
-                self.golds.append(run.label)
+                self.preds.append(pred)
+                self.golds.append(label)
 
     def count_id(self, item_id) -> None:
         """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id

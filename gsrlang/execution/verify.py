@@ -686,27 +686,7 @@ def _summarize(plan, ids, labels, label_errors, preds, decided: dict, m, summary
             summary.skipped += skipped
             summary.count_difference(difference)
             continue
-        count_valid(summary, item_id, labels[k], preds[k], k in label_errors, judged)
-
-
-def count_valid(summary: RunSummary, item_id, label, pred, label_error: bool, judged: int,
-                valid: bool = True, skipped: int = 0) -> None:
-    """`RunSummary.count` of an item that the columns vouched for (no ItemRun is made for it): `judged`
-    judgments made and `skipped` skipped; `valid`: whether it has a result (else `pred` is None)."""
-    summary.items += 1
-    summary.count_id(item_id)
-    if valid:
-        summary.ok += 1
-    else:
-        summary.invalid += 1
-    if label_error:
-        summary.label_problems += 1
-    summary.judgments += judged
-    summary.skipped += skipped
-    if label is not None:
-        summary.labelled += 1
-        summary.preds.append(pred)
-        summary.golds.append(label)
+        summary.count_item(item_id, "ok", k in label_errors, judged, 0, labels[k], preds[k])
 
 
 def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,

@@ -40,7 +40,6 @@ from gsrlang.execution.inlinerun import column_line
 from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
     recorded_outputs, replay_records
 from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
-from gsrlang.execution.verify import count_valid
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
@@ -117,7 +116,8 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
                 continue
             valid = line["status"] == "ok"
             pred = None if not valid else line["score"] if pointwise is not None else line["winner"]
-            count_valid(summary, line["id"], line["label"], pred, "label_error" in line, judged - skips, valid, skips)
+            summary.count_item(line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
+                               pred)
             if skips and not valid:  # what the program needs of what the recorded run skipped
                 for criterion in _needed(plan, evaluation, k, m, rec, header):
                     summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
