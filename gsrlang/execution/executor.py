@@ -206,8 +206,7 @@ def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...
     sink = dict(zip(candidates, sink_values))
     result = read(plan.program.readout, mode, candidates, sink)
     status = "ok" if result.status == "ok" else "invalid"
-    why = None if result.status == "ok" else f"readout: {result.reason}"
-    return ItemRun(item_id, line, mode, candidates, status, why, tuple(values), judgments, result, label,
+    return ItemRun(item_id, line, mode, candidates, status, result.item_reason, tuple(values), judgments, result, label,
                    label_error, failed)
 
 

@@ -151,7 +151,7 @@ def column_line(program, mode: str, item_id, line: int, source: dict, candidates
     (`readout.refused_repeats`)."""
     refused = refused_repeats(program.readout, mode, candidates, sink)
     if refused is not None:
-        return invalid_line(item_id, line, mode, source, label, label_error, f"readout: {refused.reason}", scale,
+        return invalid_line(item_id, line, mode, source, label, label_error, refused.item_reason, scale,
                             refused.sink)
     return ok_line(item_id, line, mode, source, dict(zip(candidates, sink)), label, label_error, read, scale)
 

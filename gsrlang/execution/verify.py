@@ -255,7 +255,7 @@ class _Decide:
             sink = ev.sink[k].tolist()
             readout = refused_repeats(plan.program.readout, ev.mode, candidates, sink)
             if readout is not None:  # candidates that repeat: the readout refuses them, as on the item path
-                return ItemRun(*fields, "invalid", f"readout: {readout.reason}", values, readout=readout, **labelled)
+                return ItemRun(*fields, "invalid", readout.item_reason, values, readout=readout, **labelled)
             sink = dict(zip(candidates, sink))
             if ev.mode == "pointwise":
                 ((raw, score),) = as_read(plan.program.readout.pointwise, ev.raw[k:k + 1], ev.score[k:k + 1], None)

@@ -33,11 +33,13 @@ import numpy as np
 from gsrlang.lang.program import PairwiseReadout, PointwiseReadout, Readout
 from gsrlang.semantics.kernels import scratch
 
-__all__ = ["ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read", "read_columns",
-           "read_pairwise", "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column", "whole_column"]
+__all__ = ["READOUT_REASON", "ReadoutResult", "SNAP_DECIMALS", "as_read", "quantize", "quantize_column", "read",
+           "read_columns", "read_pairwise", "read_pointwise", "refused_repeats", "snap", "verdict", "verdict_column",
+           "whole_column"]
 
 SNAP_DECIMALS = 9
 EXPECTED_CANDIDATES = {"pointwise": 1, "pairwise": 2}
+READOUT_REASON = "readout: "  # how an item's result reason begins when the readout refused its sink
 
 
 @attrs.frozen
@@ -49,6 +51,12 @@ class ReadoutResult:
     raw: float | None = None  # pointwise: lo + s * (hi - lo)
     score: float | int | None = None  # pointwise: the quantized native score
     winner: str | None = None  # pairwise: "first" | "second" | "tie" | "abstain"
+
+    @property
+    def item_reason(self) -> str | None:
+        """The reason an item's result gives when this readout refused its sink (`READOUT_REASON` and the
+        readout's own); None when it is ok."""
+        return None if self.status == "ok" else READOUT_REASON + str(self.reason)
 
     def to_json(self) -> dict:
         out = {"mode": self.mode, "status": self.status, "sink": dict(self.sink)}

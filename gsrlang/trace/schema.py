@@ -81,6 +81,7 @@ from json.encoder import c_make_encoder, encode_basestring
 
 from gsrlang.files.dataset import DataError
 from gsrlang.semantics.judgment import Judgment
+from gsrlang.semantics.readout import READOUT_REASON
 from gsrlang.semantics.values import ABSTAIN, Unsettled
 
 __all__ = ["HEADER", "MALFORMED", "READABLE_VERSIONS", "RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps",
@@ -231,8 +232,8 @@ def readout_of_result(result: dict) -> dict | None:
         out.update(raw=result.get("raw"), score=result.get("score"))
     else:
         out["winner"] = result.get("winner")
-    out["reason"] = None if ok else (reason[len("readout: "):] if isinstance(reason, str)
-                                      and reason.startswith("readout: ") else reason)
+    out["reason"] = None if ok else (reason[len(READOUT_REASON):] if isinstance(reason, str)
+                                      and reason.startswith(READOUT_REASON) else reason)
     return out
 
 
