@@ -599,12 +599,20 @@ def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, prog
     return problem
 
 
-def _floats(values: list, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(the values as float64, NaN where one is not a float; where one is not a float)."""
+def _floats_differ(values: list, col: np.ndarray, n: int, zeros: bool) -> np.ndarray:
+    """Where a recorded value is not a float, or not the float of `col` (`_unequal`)."""
     if set(map(type, values)) == {float}:
-        return np.array(values, np.float64), np.zeros(n, bool)
+        return _unequal(np.array(values, np.float64), col, zeros)
     floats = np.fromiter((type(v) is float for v in values), bool, n)
-    return np.array([v if type(v) is float else np.nan for v in values], np.float64), ~floats
+    return ~floats | _unequal(np.array([v if type(v) is float else np.nan for v in values], np.float64), col, zeros)
+
+
+def _unequal(values: np.ndarray, col: np.ndarray, zeros: bool) -> np.ndarray:
+    """Where `values` is not `col` (and with `zeros`, where either is -0.0: equal to 0.0, but written otherwise)."""
+    wrong = values != col
+    if zeros:
+        wrong |= (values == 0) & np.signbit(values) | (col == 0) & np.signbit(col)
+    return wrong
 
 
 def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: CheckedProgram, n: int,
@@ -622,11 +630,7 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Check
         names = list(map(itemgetter(c), cands))
         if set(map(type, names)) != {str}:
             names = [x if type(x) is str else None for x in names]
-        values, bad = _floats(list(map(dict.get, sinks, names)), n)
-        wrong |= bad
-        wrong |= values != ev.sink[:, c]
-        if zeros:
-            wrong |= negative_zeros(values) | negative_zeros(ev.sink[:, c])
+        wrong |= _floats_differ(list(map(dict.get, sinks, names)), ev.sink[:, c], n, zeros)
     if mode == "pointwise":
         scores, raws = readout[0], readout[1]
         if program.readout.pointwise.quantize != "none":
@@ -635,27 +639,15 @@ def _result_differs(cands, sinks, readout, ev, mode: str, m: int, program: Check
                 values = np.array(scores, np.float64)
             except (TypeError, ValueError, OverflowError):
                 values = np.array([float(x) if type(x) is int and abs(x) < 2 ** 53 else np.nan for x in scores])
+            wrong |= _unequal(values, ev.score, zeros)
         else:
-            values, bad = _floats(scores, n)
-            wrong |= bad
-        wrong |= values != ev.score
-        if zeros:
-            wrong |= negative_zeros(values) | negative_zeros(ev.score)
-        values, bad = _floats(raws, n)
-        wrong |= bad
-        wrong |= values != ev.raw
-        if zeros:
-            wrong |= negative_zeros(values) | negative_zeros(ev.raw)
+            wrong |= _floats_differ(scores, ev.score, n, zeros)
+        wrong |= _floats_differ(raws, ev.raw, n, zeros)
     else:
         winners = readout[0]
         wrong |= ~np.fromiter(map(eq, winners, ev.winner), bool, n)
         wrong |= _rows(set(map(type, winners)) == {str}, lambda w: type(w) is str, winners, n)
     return wrong
-
-
-def negative_zeros(values: np.ndarray) -> np.ndarray:
-    """Where a float column holds -0.0 (equal to 0.0, but written otherwise)."""
-    return (values == 0) & np.signbit(values)
 
 
 def _summarize(plan, ids, labels, label_errors, preds, decided: dict, m, summary):
