@@ -287,3 +287,48 @@ def test_cap_and_floor_columns_are_the_elementwise_gate_bit_for_bit(at):
         got = KERNELS[op].fn(NodeValues(v, zero, zero), NodeValues(t, zero, zero), at=at).values
         expected = np.where(t, pick(v, at), v)
         assert got.tobytes() == expected.tobytes(), (op, at, got, expected)
+
+
+def _columns_of(ev):
+    """Every per-item column of an evaluation, as bytes (NaN and -0.0 compared by their bits) or lists."""
+    return [ev.sink.tobytes(), ev.ok.tobytes(), ev.failed.tobytes(),
+            None if ev.raw is None else ev.raw.tobytes(), None if ev.score is None else ev.score.tobytes(),
+            None if ev.winner is None else ev.winner.tolist()]
+
+
+@pytest.mark.examples
+@settings(max_examples=examples(100), **SETTINGS)
+@given(st.data())
+def test_the_distinct_items_evaluated_and_taken_back_are_the_whole_table_bit_for_bit(data):
+    """`Table.distinct` + `Evaluation.at` (what tuning evaluates) against every item evaluated: items drawn from
+    a few kinds (a failed one among them), so that most repeat."""
+    text, _ = data.draw(checkable_programs())
+    program = analyze(text).program
+    for mode in modes(program):
+        m = 1 if mode == "pointwise" else 2
+        kinds = [{n.id: [(j.status, j.value) for j in (_judgment(data.draw, n.type) for _ in range(m))]
+                  for n in program.criteria} for _ in range(data.draw(st.integers(1, 4)))] + [None]
+        picks = data.draw(st.lists(st.integers(0, len(kinds) - 1), min_size=1, max_size=30))
+        table = table_from_cells(program, mode, [(f"i{k}", None, kinds[p]) for k, p in enumerate(picks)])
+        small, at = table.distinct()
+        assert len(small) <= len(set(picks)) and at.shape == (len(table),)
+        twins = [int(small.ids[a][1:]) for a in at.tolist()]  # the item each is evaluated as
+        assert all(kinds[picks[t]] == kinds[p] for t, p in zip(twins, picks))
+        evaluator = Evaluator(program)
+        assert _columns_of(evaluator.run(small).at(at)) == _columns_of(evaluator.run(table))
+
+
+def test_distinct_items_are_told_apart_by_every_column_and_mask():
+    program = analyze('rubric d "d"\ntask pairwise { epsilon = 0  on_tie = tie }\ncriterion a: Score? = human(field: "a")\n'
+                      'criterion b: Bool = human(field: "b")\nsink cap(base: mean(items: [a], on_abstain: zero), trigger: b, at: 0.5)\n').program
+    cells = [{"a": [("ok", 0.5), ("ok", 1.0)], "b": [("ok", True), ("ok", False)]},
+             {"a": [("ok", 0.5), ("ok", 1.0)], "b": [("ok", True), ("ok", True)]},  # b differs, second candidate
+             {"a": [("ok", 1.0), ("ok", 0.5)], "b": [("ok", True), ("ok", False)]},  # candidates swapped
+             {"a": [("abstained", None), ("ok", 1.0)], "b": [("ok", True), ("ok", False)]},
+             {"a": [("invalid", None), ("ok", 1.0)], "b": [("ok", True), ("ok", False)]},
+             {"a": [("ok", 0.0), ("ok", 1.0)], "b": [("ok", True), ("ok", False)]},
+             None]
+    table = table_from_cells(program, "pairwise", [(f"i{k}", None, c) for k, c in enumerate(cells * 3)])
+    small, at = table.distinct()
+    assert small.ids == [f"i{k}" for k in range(len(cells))]
+    assert at.tolist() == list(range(len(cells))) * 3

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from gsrlang.analysis.rewrite import HEADER_PREFIX
-from gsrlang.analysis.tune import FitSettings, cross_validate, fit, knobs, predict
+from gsrlang.analysis.tune import FitSettings, Space, cross_validate, fit, knobs, predict
 from gsrlang.cli import main
 from gsrlang.execution.tracetable import table_from_cells
 from gsrlang.lang.check.driver import analyze, analyze_file
+from gsrlang.semantics.evaluate import Evaluator, with_parameters
 
 pytest.importorskip("scipy")
 
@@ -291,3 +292,22 @@ def test_a_newline_in_a_file_name_stays_in_the_header_comment(tmp_path, capsys):
     capsys.readouterr()
     written = analyze_file(str(out)).program
     assert written is not None and written.readout.pairwise is None
+
+
+def test_a_search_evaluates_repeated_items_once_with_the_same_outcome():
+    """Ratings take few values, so items repeat: the search evaluates the distinct ones and gives every item its
+    twin's outcome, which is the outcome of evaluating it, bit for bit, under any parameter set."""
+    program = analyze(SYNTH).program
+    rng = np.random.default_rng(5)
+    rows = [{"id": f"x{i}", "a": float(a), "b": float(b), "label": 3.0}
+            for i, (a, b) in enumerate(rng.integers(0, 5, size=(400, 2)) / 4)]
+    table = table_of(program, rows)
+    ks = knobs(program)
+    space = Space(program, ks)
+    assert len(table.distinct()[0]) == 25
+    for theta in [space.start, space.lower, space.upper, rng.uniform(space.lower, space.upper)]:
+        got = space.run(table, theta)
+        params, cuts = space.overrides(theta)
+        want = Evaluator(with_parameters(program, params, cuts)).run(table)
+        assert (got.sink.tobytes(), got.ok.tolist(), got.score.tobytes()) == \
+            (want.sink.tobytes(), want.ok.tolist(), want.score.tobytes())

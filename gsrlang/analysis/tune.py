@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from gsrlang.analysis.metrics import pairwise_metrics, pointwise_metrics
-from gsrlang.semantics.evaluate import Evaluator, Table, with_parameters
+from gsrlang.semantics.evaluate import Evaluation, Evaluator, Table, with_parameters
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.span import Span
 
@@ -158,6 +158,7 @@ class Space:
         self._evaluator = Evaluator(program)
         self.width = np.where(self.upper > self.lower, self.upper - self.lower, 1.0)
         self.weight_groups = self._weight_groups()
+        self._twins: tuple = (None, None, None)  # the last table run: it, the table evaluated, each item's row
 
     def _weight_groups(self) -> list:
         """Per reducer with tunable weights: (knob indices, their slots, every weight as written)."""
@@ -224,13 +225,23 @@ class Space:
             out.setdefault(k.node, {})[_split(k.key)[1]] = float(theta[i])
         return out
 
-    def run(self, table: Table, theta: Sequence[float], cuts: bool = True):
-        """The columnar evaluation of `table` under `theta` (`cuts=False`: the written cut points)."""
+    def run(self, table: Table, theta: Sequence[float], cuts: bool = True) -> Evaluation:
+        """The columnar evaluation of `table`'s items under `theta` (`cuts=False`: the written cut points). A
+        search reads its per-item columns alone; the node columns may be missing (`Evaluation.at`).
+
+        A search evaluates the same table hundreds of times, and judgments take few values (a Bool, a level,
+        a score on a rating scale), so items often repeat one another: where at most half of them are
+        distinct, only the distinct ones are evaluated, and each item takes its twin's outcome."""
+        if self._twins[0] is not table:
+            small, at = table.distinct()
+            self._twins = (table, small, at) if 2 * len(small) <= len(table) else (table, table, None)
+        _, small, at = self._twins
         params, thresholds = self.overrides(theta)
         evaluator = self._evaluator
         if self.level_index:  # level values are part of the types the plan binds: a plan of its own
             evaluator = Evaluator(with_levels(self.program, self.levels(theta)))
-        return evaluator.run(table, params=params, thresholds=thresholds if cuts else None)
+        ev = evaluator.run(small, params=params, thresholds=thresholds if cuts else None)
+        return ev.at(at) if at is not None else ev
 
     def program_for(self, theta: Sequence[float]) -> CheckedProgram:
         params, cuts = self.overrides(theta)

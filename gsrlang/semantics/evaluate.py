@@ -30,6 +30,7 @@ every path uses (`read_columns`).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Sequence
 
 import attrs
@@ -41,7 +42,7 @@ from gsrlang.semantics.kernels import NodeValues, decode, encode
 from gsrlang.semantics.readout import read_columns
 from gsrlang.semantics.settle import Possibles, from_possibles, settle
 
-__all__ = ["Evaluation", "Evaluator", "SINK_TOLERANCE", "Table"]
+__all__ = ["Evaluation", "Evaluator", "SINK_TOLERANCE", "Table", "Taken"]
 
 SINK_TOLERANCE = 1e-12
 
@@ -78,6 +79,24 @@ class Table:
         crit = {k: NodeValues(c.values[rows], c.abstain[rows], c.invalid[rows]) for k, c in self.criteria.items()}
         return Table(self.mode, [self.ids[i] for i in index], crit, self.failed[index],
                      [self.labels[i] for i in index], self.label_errors)
+
+    def distinct(self) -> tuple["Table", np.ndarray]:
+        """The table of this one's distinct items, each the first of its kind, in order, and per item the
+        position of its kind there. Items are alike when every criterion's value and masks are the same bits, candidate by
+        candidate, and so is `failed`: an item's evaluation depends on nothing else, so the evaluation of the
+        distinct table taken at those positions (`Evaluation.at`) is this table's, bit for bit."""
+        n = len(self)
+        parts = [self.failed.reshape(n, 1).view(np.uint8)]
+        for c in self.criteria.values():
+            for column in c:
+                parts.append(np.ascontiguousarray(column).reshape(n, -1).view(np.uint8))
+        key = np.ascontiguousarray(np.hstack(parts))
+        key = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+        _, first, at = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # the kinds in the order they first appear
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        return self.take(first[order]), rank[at.ravel()]
 
 
 # ---- evaluation ----------------------------------------------------------------------------------------------------
@@ -122,11 +141,36 @@ class Evaluation:
                     out[pos] = tuple(cells[p * m:p * m + m] for cells in settled)
         return out
 
+    def at(self, items: np.ndarray) -> "Taken":
+        """The outcome of the items at `items` (positions, as `Table.distinct` gives them), column by column."""
+        return Taken(self, items)
+
     def predictions(self) -> list:
         """Per item, the prediction as the metrics take it: the score / winner, or None where not ok."""
         if self.mode == "pointwise":
             return [float(s) if ok else None for s, ok in zip(self.score, self.ok)]
         return [w if ok else None for w, ok in zip(self.winner, self.ok)]
+
+
+class Taken:
+    """An evaluation's per-item columns taken at some items' positions (`Evaluation.at`), each when first read:
+    a search reads two or three of them. The node columns, causes and settled values, which are by row of the
+    evaluation, are not taken."""
+
+    def __init__(self, ev: Evaluation, items: np.ndarray):
+        self.mode, self._ev, self._items = ev.mode, ev, items
+
+    def _take(self, name: str):
+        column = getattr(self._ev, name)
+        return None if column is None else np.take(column, self._items, axis=0)
+
+    sink = cached_property(lambda self: self._take("sink"))
+    ok = cached_property(lambda self: self._take("ok"))
+    failed = cached_property(lambda self: self._take("failed"))
+    raw = cached_property(lambda self: self._take("raw"))
+    score = cached_property(lambda self: self._take("score"))
+    winner = cached_property(lambda self: self._take("winner"))
+    predictions = Evaluation.predictions
 
 
 class _Memo(Masks):
