@@ -170,12 +170,12 @@ class Judges:
 
     def _build_llm(self):
         from gsrlang.judges.llm.config import NO_MODEL_MESSAGE, LLMError, resolve_settings
-        from gsrlang.judges.llm.options import create_from_settings
+        from gsrlang.judges.llm.options import JudgeOptions, build_llm_judge
 
         flags = {k: v for k, v in self.options.items() if v is not None}
         try:
             settings = resolve_settings(flags)
-            return create_from_settings(settings, cache=self.cache)
+            return build_llm_judge(settings, JudgeOptions(cache=self.cache))
         except LLMError as exc:
             if str(exc) == NO_MODEL_MESSAGE:
                 return None  # reported by the registry's check, with the usual help

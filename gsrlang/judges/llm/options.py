@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DEFAULT_CACHE", "JudgeOptions", "build_llm_judge", "create_from_settings", "create_judge",
-           "model_settings", "parse_role", "price_overrides"]
+__all__ = ["DEFAULT_CACHE", "JudgeOptions", "build_llm_judge", "create_judge", "model_settings", "parse_role",
+           "price_overrides"]
 
 DEFAULT_CACHE = os.path.join(".gsr-cache", "judgments.sqlite")
 
@@ -73,36 +73,26 @@ def model_settings(flags: dict, config_path: str | Path | None = None):
 
 
 def build_llm_judge(settings, options: JudgeOptions = JudgeOptions(), **judge_kwargs: Any):
-    """The LLM judge for resolved `settings` and the judge's own `options`.
+    """The LLM judge for resolved `settings` and the judge's own `options` (paths are opened here).
 
     Raises :class:`gsrlang.judges.llm.config.ConfigError` (an ``LLMError``) for an unusable
     configuration, a few-shot file that cannot be read or a cache that cannot be opened;
     the message never contains a key.
     """
-    return create_from_settings(
-        settings, cache=options.cache, fewshot=options.fewshot, fewshot_k=options.fewshot_k,
-        max_reasks=options.max_reasks, joint_disagreement=options.joint_disagreement or "mean",
-        deadline_s=options.deadline_s, weighted=options.weighted, budget_usd=options.budget_usd,
-        plan=options.plan, **judge_kwargs)
-
-
-def create_from_settings(settings, *, cache: str | None = DEFAULT_CACHE, fewshot: str | None = None,
-                         fewshot_k: int = 4, max_reasks: int = 2, joint_disagreement: str = "mean",
-                         **judge_kwargs: Any):
-    """An LLMJudge from resolved settings and the judge's own options (paths are opened here)."""
     from gsrlang.judges.llm.config import ConfigError
     from gsrlang.judges.llm.fewshot import FewShotBank
     from gsrlang.judges.llm.cache import open_judgment_cache
     from gsrlang.judges.llm.judge import LLMJudge
 
-    if fewshot_k is not None and fewshot_k < 0:
-        raise ConfigError(f"--fewshot-k must be >= 0, got {fewshot_k}")
+    if options.fewshot_k is not None and options.fewshot_k < 0:
+        raise ConfigError(f"--fewshot-k must be >= 0, got {options.fewshot_k}")
     seed = settings.default.seed or 0
-    bank = FewShotBank.load(fewshot, k=fewshot_k, seed=seed) if fewshot else None
+    bank = FewShotBank.load(options.fewshot, k=options.fewshot_k, seed=seed) if options.fewshot else None
     judge_kwargs.setdefault("price_overrides", price_overrides(settings))
-    store = open_judgment_cache(Path(cache)) if cache else None
-    return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=max_reasks,
-                    joint_disagreement=joint_disagreement, owns_cache=True, **judge_kwargs)
+    store = open_judgment_cache(Path(options.cache)) if options.cache else None
+    return LLMJudge(settings, cache=store, fewshot=bank, max_reasks=options.max_reasks,
+                    joint_disagreement=options.joint_disagreement, owns_cache=True, deadline_s=options.deadline_s,
+                    weighted=options.weighted, budget_usd=options.budget_usd, plan=options.plan, **judge_kwargs)
 
 
 def price_overrides(settings) -> dict:
@@ -132,4 +122,4 @@ def create_judge(options: dict | None = None):
     settings = resolve_settings(options)
     cache = None if own.pop("no_cache", False) else own.pop("cache", DEFAULT_CACHE)
     own.pop("cache", None)
-    return create_from_settings(settings, cache=cache, **own)
+    return build_llm_judge(settings, JudgeOptions(cache=cache, **own))
