@@ -62,7 +62,7 @@ import attrs
 from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.llm.cache import JudgmentCache
 from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, LLMClient, Usage, describe_adaptation
-from gsrlang.judges.llm.config import ConfigError, JudgeSettings
+from gsrlang.judges.llm.config import OPENAI_DEFAULT_BASE_URL, ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
 from gsrlang.judges.llm.jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip
 from gsrlang.judges.llm.prompts import (
@@ -87,12 +87,6 @@ __all__ = ["DISAGREEMENT_POLICIES", "LLMJudge", "aggregate", "call_seed", "combi
 
 UNIT_VERSION = "gsr-unit/1"
 DISAGREEMENT_POLICIES = default_catalog().enums["Disagreement"].members  # declared once, in stdlib/rules.gsr
-
-
-def _declared_policy(proc) -> str | None:
-    """The criterion's own `llm(on_disagree: ...)`, which overrides the run's default policy."""
-    value = proc.args.get("on_disagree")
-    return str(value) if value is not None else None
 _OPENAI_REASONING = re.compile(r"^(o1|o3|o4|gpt-5)(-|$)")  # OpenAI's reasoning model families (no logprobs)
 FIRST_ANSWER_GUESS = 300  # completion tokens expected of the first call (--budget), before any answer is seen
 DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
@@ -418,7 +412,7 @@ class LLMJudge:
         client = self.pool.for_role(role)
         if client.logprobs_refused:
             return f"model {config.model!r} at {client.origin} returns none (its negotiation record says so)"
-        if config.effective_base_url.rstrip("/") == "https://api.openai.com/v1" and \
+        if config.effective_base_url.rstrip("/") == OPENAI_DEFAULT_BASE_URL and \
                 _OPENAI_REASONING.match(config.model):
             return f"{config.model!r} is an OpenAI reasoning model, which returns none"
         return None
@@ -619,11 +613,7 @@ class LLMJudge:
                 "votes": [{"value": _value_json(v.value), "status": v.status, "reason": v.reason, "raw": v.raw,
                            **v.provenance} for v in votes],
                 "model": ",".join(dict.fromkeys(str(v.provenance.get("model")) for v in votes)),
-                "tokens": {"prompt": sum(v.provenance.get("tokens", {}).get("prompt", 0) for v in votes),
-                           "completion": sum(v.provenance.get("tokens", {}).get("completion", 0) for v in votes)},
-                "latency_s": max((v.provenance.get("latency_s", 0.0) for v in votes), default=0.0),
-                "cached": all(v.provenance.get("cached") for v in votes),
-                "calls": sum(v.provenance.get("calls", 0) for v in votes),
+                **_totals([v.provenance for v in votes]),
             }
             if ens.args.get("weights") is not None:
                 prov["weights"] = list(ens.args["weights"])
@@ -688,6 +678,7 @@ class LLMJudge:
             return seed, role, spec, out
 
         done = await asyncio.gather(*(one(o, n) for o, n in zip(orders, names)))
+        policy = str(proc.args.get("on_disagree") or self.joint_disagreement)  # the criterion's own, else the run's
         judgments = []
         for k, cand in enumerate(cands):
             per_order = []
@@ -706,7 +697,6 @@ class LLMJudge:
                 if r.get("evidence"):
                     rec["evidence"] = r["evidence"]
                 records.append(rec)
-            policy = _declared_policy(proc) or self.joint_disagreement
             j, relation = combine_orders(policy, node.type, per_order[0], per_order[1])
             if relation == "disagree" and k == 0:
                 self.stats.joint_disagreements += 1
@@ -718,11 +708,7 @@ class LLMJudge:
                 "orders": records,
                 "model": records[0].get("model"),
                 "seed": records[0].get("seed"),
-                "tokens": {"prompt": sum(r["tokens"]["prompt"] for r in records),
-                           "completion": sum(r["tokens"]["completion"] for r in records)},
-                "latency_s": max(r.get("latency_s", 0.0) for r in records),
-                "cached": all(r.get("cached") for r in records),
-                "calls": sum(r.get("calls", 0) for r in records) if k == 0 else 0,
+                **_totals(records),  # the calls are counted on the first candidate only
             }
             judgments.append(Judgment(j.value, j.status, j.reason, records[0]["raw"], prov))
         return judgments
@@ -775,7 +761,16 @@ class LLMJudge:
                 f"{dollars(self._reserved)} in flight, this call about {dollars(expected)})")
         return None
 
-    def _spend(self, client: LLMClient, prompt: int, cached: int, completion: int) -> None:
+    def _count_tokens(self, client: LLMClient, out: _Outcome, prompt: int, completion: int, cached: int,
+                      reasoning: int, bought: bool = True) -> None:
+        """Add a call's tokens to its unit's; a call `bought` now (not answered by the cache) also counts for
+        --budget: its dollars, and its answer's length (the expected length of the next)."""
+        out.prompt_tokens += prompt
+        out.completion_tokens += completion
+        out.cached_tokens += cached
+        out.reasoning_tokens += reasoning
+        if not bought:
+            return
         self._answers[0] += completion
         self._answers[1] += 1
         price = self.price(client) if self.budget_usd is not None else None
@@ -787,12 +782,6 @@ class LLMJudge:
         return self.stopped_by_budget is not None and any(
             _not_bought(j.provenance) for row in run.judgments.values() for j in row)
 
-    def _role_stats(self, role: str) -> _RoleStats:
-        rs = self._roles.get(role)
-        if rs is None:
-            rs = self._roles[role] = _RoleStats()
-        return rs
-
     async def _unit(self, client: LLMClient, role: str, messages: list[dict], spec: AnswerSpec,
                     keys: list[str] | None, sample: int, opts: dict, node_id: str | None = None) -> _Outcome:
         request = ChatRequest(messages=messages, schema=spec.schema(keys), temperature=opts["temperature"],
@@ -800,7 +789,7 @@ class LLMJudge:
                               top_logprobs=TOP_LOGPROBS if spec.weighted and keys is None else None)
         stats = self.stats
         stats.units += 1
-        rs = self._role_stats(role)
+        rs = self._roles.setdefault(role, _RoleStats())
         rs.units += 1
         unit_key = None
         if self.cache is not None:
@@ -867,12 +856,8 @@ class LLMJudge:
                 all_cached = False
                 out.requests += client.usage.http_requests - before
                 usage = exc.usage or {}
-                out.prompt_tokens += usage.get("prompt_tokens", 0)
-                out.completion_tokens += usage.get("completion_tokens", 0)
-                out.cached_tokens += usage.get("cached_tokens", 0)
-                out.reasoning_tokens += usage.get("reasoning_tokens", 0)
-                self._spend(client, usage.get("prompt_tokens", 0), usage.get("cached_tokens", 0),
-                            usage.get("completion_tokens", 0))
+                self._count_tokens(client, out, *(usage.get(f"{k}_tokens", 0)
+                                                  for k in ("prompt", "completion", "cached", "reasoning")))
                 out.model = exc.model or out.model
                 raw = self._kept(exc.text)
                 if isinstance(exc, RefusalError):
@@ -884,12 +869,8 @@ class LLMJudge:
             else:
                 all_cached = all_cached and result.cached
                 out.requests += result.attempts
-                out.prompt_tokens += result.prompt_tokens
-                out.completion_tokens += result.completion_tokens
-                out.cached_tokens += result.cached_tokens
-                out.reasoning_tokens += result.reasoning_tokens
-                if not result.cached:
-                    self._spend(client, result.prompt_tokens, result.cached_tokens, result.completion_tokens)
+                self._count_tokens(client, out, result.prompt_tokens, result.completion_tokens, result.cached_tokens,
+                                   result.reasoning_tokens, bought=not result.cached)
                 out.latency_s += result.latency_s
                 out.model, out.structured = result.model, result.structured
                 if result.cached:
@@ -1001,6 +982,15 @@ def _tokens(out: "_Outcome") -> dict:
     if out.reasoning_tokens:
         d["reasoning"] = out.reasoning_tokens
     return d
+
+
+def _totals(parts: Sequence[dict]) -> dict:
+    """The tokens, latency, cache flag and calls of a judgment made of several (an ensemble's votes, a joint
+    judgment's orders), from their provenances."""
+    return {"tokens": {k: sum(p.get("tokens", {}).get(k, 0) for p in parts) for k in ("prompt", "completion")},
+            "latency_s": max((p.get("latency_s", 0.0) for p in parts), default=0.0),
+            "cached": all(p.get("cached") for p in parts),
+            "calls": sum(p.get("calls", 0) for p in parts)}
 
 
 def _zero() -> dict:

@@ -2,7 +2,7 @@
 
     table = price_of("gpt-5-mini", None)                     # a Price (USD per million tokens), or None
     table = price_of("gpt-5-mini", None, batch=True)         # the Batch API's price
-    cost = call_cost(table, prompt=1200, cached=1024, completion=300)   # dollars (float), None when unknown
+    cost = table.cost(prompt=1200, cached=1024, completion=300)   # dollars (float)
 
 **Where prices come from.** `genai-prices` (Pydantic's price library, updated with every
 provider change and shipped with its data, so it works offline; gsr never asks it to
@@ -41,10 +41,11 @@ from typing import Any, Mapping
 
 import attrs
 
-__all__ = ["OPENAI_URL", "Price", "PriceError", "call_cost", "cost_record", "cost_text", "dollars", "load_overrides",
-           "price_of", "token_parts"]
+from .config import OPENAI_DEFAULT_BASE_URL as OPENAI_URL
 
-OPENAI_URL = "https://api.openai.com/v1"
+__all__ = ["OPENAI_URL", "Price", "PriceError", "cost_record", "cost_text", "dollars", "load_overrides", "price_of",
+           "token_parts"]
+
 _FIELDS = ("input", "cached_input", "output", "batch_input", "batch_cached_input", "batch_output")
 
 
@@ -64,11 +65,6 @@ class Price:
     def cost(self, prompt: int, cached: int, completion: int) -> float:
         cached = min(max(cached, 0), max(prompt, 0))
         return ((prompt - cached) * self.input + cached * self.cached_input + completion * self.output) / 1e6
-
-
-def call_cost(price: Price | None, prompt: int, cached: int, completion: int) -> float | None:
-    """Dollars of one call's tokens; None when the price is unknown."""
-    return None if price is None else price.cost(prompt, cached, completion)
 
 
 def load_overrides(*paths: Path | None) -> dict[str, dict[str, float]]:
