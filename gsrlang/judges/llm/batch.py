@@ -140,8 +140,7 @@ class Part:
     waiters: dict = attrs.field(factory=dict, eq=False, repr=False)
 
     def to_json(self) -> dict:
-        d = attrs.asdict(self, filter=lambda a, _: a.name != "waiters")
-        return d
+        return attrs.asdict(self, filter=lambda a, _: a.name != "waiters")
 
     @classmethod
     def from_json(cls, d: dict) -> "Part":
@@ -538,10 +537,9 @@ class Batcher:
         if not w.future.done():
             client = w.client
             client.usage.failures += 1
-            w.future.set_exception(JudgeCallError(
-                client._scrub(f"judge call to model {client.config.model!r} at {client.origin} failed in a batch: "
-                              f"{failure.detail}"), status=failure.status, kind=failure.kind,
-                server_message=failure.server_message, attempts=w.retries + 1, model=client.config.model))
+            w.future.set_exception(failure.error(client._scrub(
+                f"judge call to model {client.config.model!r} at {client.origin} failed in a batch: {failure.detail}"),
+                w.retries + 1, client.config.model))
 
     def _online(self, w: _Wait) -> None:
         """Answer `w` through the online path (its retries, its negotiation), in a task of its own."""

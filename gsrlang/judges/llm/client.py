@@ -349,6 +349,11 @@ class CallFailure(Exception):
         self.wants_max_completion_tokens = wants_max_completion_tokens
         self.param = param  # the request parameter the server refused (its error's `param`), if it named one
 
+    def error(self, message: str, attempts: int, model: str) -> JudgeCallError:
+        """The judge error of a call that ended with this failure, saying `message`."""
+        return JudgeCallError(message, status=self.status, kind=self.kind, server_message=self.server_message,
+                              attempts=attempts, retryable=self.retryable, model=model)
+
 
 def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     if not headers:
@@ -610,8 +615,6 @@ class LLMClient:
         )
         self.deadline_at = deadline_at  # time.monotonic() past which no call runs (the run's --deadline)
 
-    _LADDER = LADDER
-
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, base_url={self._origin!r}, structured={self.structured_mode!r})"
 
@@ -627,7 +630,7 @@ class LLMClient:
         """The mode used now for requests with a schema (after any fallback)."""
         if self.config.structured != "auto":
             return self.config.structured
-        return self._settled or next(m for m in self._LADDER if m not in self._rejected)
+        return self._settled or next(m for m in LADDER if m not in self._rejected)
 
     @property
     def rejected_modes(self) -> frozenset[str]:
@@ -635,17 +638,13 @@ class LLMClient:
         return frozenset(self._rejected)
 
     def _mode_for(self, request: ChatRequest) -> str:
-        if self.config.structured != "auto":
-            mode = self.config.structured
-            if request.schema is None:  # nothing to send a schema or grammar for
+        mode = self.structured_mode
+        if request.schema is None:  # nothing to send a schema or grammar for
+            if self.config.structured != "auto":
                 return {"json_schema": "json_object", "grammar": "off"}.get(mode, mode)
-            return mode
-        if request.schema is None:
             weak = self._settled in ("grammar", "off") or "json_object" in self._rejected
             return "off" if weak else "json_object"
-        if self._settled is not None:
-            return self._settled
-        return next((m for m in self._LADDER if m not in self._rejected), "off")
+        return mode
 
     def _scrub(self, text: str) -> str:
         for s in self._secrets:
@@ -822,18 +821,8 @@ class LLMClient:
         elif context is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
-        msg = self._scrub(
-            f"judge call to model {self.config.model!r} at {self._origin} failed {how}: {failure.detail}{hint}"
-        )
-        error = JudgeCallError(
-            msg,
-            status=failure.status,
-            kind=failure.kind,
-            server_message=failure.server_message,
-            attempts=attempts,
-            retryable=failure.retryable,
-            model=self.config.model,
-        )
+        error = failure.error(self._scrub(f"judge call to model {self.config.model!r} at {self._origin} failed "
+                                          f"{how}: {failure.detail}{hint}"), attempts, self.config.model)
         if failure.kind == "connection" and not self._answered:
             self._fatal = error  # never reached: the calls still queued fail at once with the same line
         return error

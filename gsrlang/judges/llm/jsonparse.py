@@ -53,7 +53,6 @@ class AnswerFormatError(LLMError):
         self.model: str | None = details.pop("model", None)
         self.structured: str | None = details.pop("structured", None)
         self.finish_reason: str | None = details.pop("finish_reason", None)
-        self.details = details
 
 
 class RefusalError(AnswerFormatError):
