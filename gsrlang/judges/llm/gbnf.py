@@ -38,21 +38,12 @@ def rule_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", name).strip("-") or "r"
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}  # the control characters GBNF writes with a backslash
+
+
 def literal(text: str) -> str:
     """A GBNF string literal."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + "".join("\\" + ch if ch in '"\\' else _ESCAPES.get(ch, ch) for ch in text) + '"'
 
 
 def _class_char(code: int) -> str:
@@ -62,7 +53,7 @@ def _class_char(code: int) -> str:
         return "\\" + ch
     if ch in "-^\f\v":
         return f"\\x{code:02X}"
-    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, ch)
+    return _ESCAPES.get(ch, ch)
 
 
 _CATEGORIES = {

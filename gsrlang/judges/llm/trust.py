@@ -81,32 +81,36 @@ def is_trusted(path: Path, data: bytes, folder: Path) -> bool:
     return trusted_files(folder).get(str(Path(path).resolve())) == file_digest(data)
 
 
-def _save(files: dict[str, str], folder: Path, caches: dict[str, str] | None = None) -> Path:
+def _save(folder: Path, name: str, table: dict[str, str]) -> Path:
+    """Write the trust store with its table `name` ("files", "caches") replaced by `table`; its path."""
     from gsrlang.files.safeio import write_atomic
 
     store = folder / TRUST_STORE
-    caches = trusted_caches(folder) if caches is None else caches
+    tables = {"files": trusted_files(folder), "caches": trusted_caches(folder), name: table}
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    doc = {"version": 1, "files": dict(sorted(files.items())), "caches": dict(sorted(caches.items()))}
+    doc = {"version": 1, **{k: dict(sorted(t.items())) for k, t in tables.items()}}
     write_atomic(store, json.dumps(doc, indent=2) + "\n")
     os.chmod(store, 0o600)
     return store
 
 
+def _forget(folder: Path, name: str, key: str) -> bool:
+    """Remove `key` from the trust store's table `name`; False when it was not there."""
+    table = _table(folder, name)
+    if table.pop(key, None) is None:
+        return False
+    _save(folder, name, table)
+    return True
+
+
 def trust_file(path: Path, data: bytes, folder: Path) -> Path:
     """Record `data` (the file's content, as shown to the user) as trusted; the trust store's path. Raises OSError."""
-    files = trusted_files(folder)
-    files[str(Path(path).resolve())] = file_digest(data)
-    return _save(files, folder)
+    return _save(folder, "files", {**trusted_files(folder), str(Path(path).resolve()): file_digest(data)})
 
 
 def untrust_file(path: Path, folder: Path) -> bool:
     """Forget a trusted file; False when it was not trusted."""
-    files = trusted_files(folder)
-    if files.pop(str(Path(path).resolve()), None) is None:
-        return False
-    _save(files, folder)
-    return True
+    return _forget(folder, "files", str(Path(path).resolve()))
 
 
 def host_of(url: str) -> tuple[str, int | None]:
@@ -159,15 +163,9 @@ def other_owner(path: Path) -> int | None:
 
 def trust_cache(cache_id: str, path: Path, folder: Path) -> Path:
     """Record a judgment cache (by the id stored in it) as the user's; the trust store's path. Raises OSError."""
-    caches = trusted_caches(folder)
-    caches[cache_id] = str(Path(path).resolve())
-    return _save(trusted_files(folder), folder, caches)
+    return _save(folder, "caches", {**trusted_caches(folder), cache_id: str(Path(path).resolve())})
 
 
 def untrust_cache(cache_id: str, folder: Path) -> bool:
     """Forget a judgment cache; False when it was not trusted."""
-    caches = trusted_caches(folder)
-    if caches.pop(cache_id, None) is None:
-        return False
-    _save(trusted_files(folder), folder, caches)
-    return True
+    return _forget(folder, "caches", cache_id)
