@@ -42,8 +42,6 @@ def _shown(value) -> str:
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(value)
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
 
 

@@ -15,7 +15,7 @@ project file says which).
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import os
 from typing import Mapping
 
@@ -155,6 +155,3 @@ def load_llm_judge(options: Mapping | None = None) -> Judge | None:
         return create_judge(options)
     except Exception as exc:  # a configuration problem, reported before any item runs
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from exc
-
-
-import importlib.util  # noqa: E402  (used by llm_judge_available)

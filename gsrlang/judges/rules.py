@@ -81,10 +81,9 @@ def regex(response: str, /, *, pattern: str, ignore_case: bool = False) -> tuple
 @rule("contains")
 def contains(response: str, /, *, text: str, case_sensitive: bool = False) -> tuple[bool, str]:
     """True when the response contains `text` (case-insensitive unless `case_sensitive`)."""
-    needle = text
-    hay, pin = (response, needle) if case_sensitive else (response.casefold(), needle.casefold())
+    hay, pin = (response, text) if case_sensitive else (response.casefold(), text.casefold())
     found = pin in hay
-    return found, f"{'contains' if found else 'does not contain'} {_excerpt(needle)!r}"
+    return found, f"{'contains' if found else 'does not contain'} {_excerpt(text)!r}"
 
 
 @rule("contains_any")

@@ -893,8 +893,7 @@ class _Declarations:
         t = info.type
         values = {}
         for key, text, value in c.levels:
-            key_text = key
-            line = f"level {key_text} {_string(text)}"
+            line = f"level {key} {_string(text)}"
             if value is not None:
                 line += f" = {repr(float(value)) if not _is_int(value) else str(value)}"
                 if f"values[{key}]" in info.tune:

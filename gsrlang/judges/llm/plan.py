@@ -55,18 +55,12 @@ class CallPlan:
         self._keys: set[str] = set()
         self.clients: dict[str, Any] = {}  # criterion -> the client (model, server) that judges it
 
-    def _row(self, node_id: str | None) -> dict[str, Any]:
-        name = node_id or "(unnamed)"
-        row = self.rows.get(name)
-        if row is None:
-            row = self.rows[name] = {"judgments": 0, "calls": 0, "merged": 0, "cached": 0, "prompt_tokens": 0}
-        return row
-
     def add(self, node_id: str | None, client, request, cached: bool = False) -> None:
         """One call unit of a criterion: answered by the cache, merged with an identical one, or a new call."""
-        row = self._row(node_id)
+        name = node_id or "(unnamed)"
+        row = self.rows.setdefault(name, {"judgments": 0, "calls": 0, "merged": 0, "cached": 0, "prompt_tokens": 0})
         row["judgments"] += 1
-        self.clients.setdefault(node_id or "(unnamed)", client)
+        self.clients.setdefault(name, client)
         if cached:
             row["cached"] += 1
             return

@@ -253,12 +253,9 @@ class AnswerSpec:
     # ---- the JSON Schema
     def answer_schema(self) -> dict:
         t = self.type
-        if t.kind == "score" and self.weighted:
-            value: dict = {"type": "integer", "enum": list(range(int(t.lo), int(t.hi) + 1))}
-            if self.optional:
-                value = {"anyOf": [value, {"type": "string", "enum": [CANNOT_ASSESS]}]}
-        elif t.kind == "score":
-            value = {"type": "number", "minimum": t.lo, "maximum": t.hi}
+        if t.kind == "score":
+            value: dict = {"type": "integer", "enum": list(range(int(t.lo), int(t.hi) + 1))} if self.weighted \
+                else {"type": "number", "minimum": t.lo, "maximum": t.hi}
             if self.optional:
                 value = {"anyOf": [value, {"type": "string", "enum": [CANNOT_ASSESS]}]}
         else:
