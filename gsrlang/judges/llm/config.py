@@ -449,9 +449,7 @@ def _project_layer(path: Path, env: Mapping[str, str], user_dir: Path) -> _FileL
     from gsrlang.judges.llm.trust import is_trusted
 
     raw, doc = _read_toml(path)
-    layer = _FileLayer(path, trusted=is_trusted(path, raw, user_dir))
-    layer.default, layer.roles = _judge_tables(path, doc, env, layer, user_dir)
-    return layer
+    return _judge_tables(doc, env, _FileLayer(path, trusted=is_trusted(path, raw, user_dir)), user_dir)
 
 
 def _user_layer(user_dir: Path, env: Mapping[str, str]) -> _FileLayer:
@@ -461,8 +459,7 @@ def _user_layer(user_dir: Path, env: Mapping[str, str]) -> _FileLayer:
     if not path.is_file():
         return _FileLayer()
     _, doc = _read_toml(path)
-    layer = _FileLayer(path, trusted=True)
-    layer.default, layer.roles = _judge_tables(path, doc, env, layer, user_dir)
+    layer = _judge_tables(doc, env, _FileLayer(path, trusted=True), user_dir)
     trust = doc.get("trust", {})
     hosts = trust.get("hosts", []) if isinstance(trust, dict) else None
     if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
@@ -472,10 +469,12 @@ def _user_layer(user_dir: Path, env: Mapping[str, str]) -> _FileLayer:
     return layer
 
 
-def _judge_tables(path: Path, doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir: Path) -> _Layer:
+def _judge_tables(doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir: Path) -> _FileLayer:
+    """`layer` with the settings of its file's `[judge]` and `[judge.roles.NAME]` tables (`doc`)."""
+    path = layer.path
     judge = doc.get("judge")
     if judge is None:
-        return {}, {}
+        return layer
     if not isinstance(judge, dict):
         raise ConfigError(f"{path}: 'judge' must be a table ([judge])", path=path)
     allowed = (set(FIELDS) - {"api_key"}) | {"api_key_env"}
@@ -516,13 +515,12 @@ def _judge_tables(path: Path, doc: dict, env: Mapping[str, str], layer: _FileLay
     roles_tbl = judge.get("roles", {})
     if not isinstance(roles_tbl, dict):
         raise ConfigError(f"{path}: [judge] roles must be a table of tables ([judge.roles.NAME])", path=path)
-    default = table({k: v for k, v in judge.items() if k != "roles"}, "[judge]")
-    roles: dict[str, dict[str, Any]] = {}
+    layer.default = table({k: v for k, v in judge.items() if k != "roles"}, "[judge]")
     for name, tbl in roles_tbl.items():
         if not isinstance(tbl, dict):
             raise ConfigError(f"{path}: [judge.roles.{name}] must be a table, got {tbl!r}", path=path)
-        roles[name] = table(tbl, f"[judge.roles.{name}]")
-    return default, roles
+        layer.roles[name] = table(tbl, f"[judge.roles.{name}]")
+    return layer
 
 
 def _env_layer(env: Mapping[str, str], known_roles: Iterable[str]) -> _Layer:
