@@ -35,9 +35,6 @@ class JudgeRegistry:
     def __init__(self, judges: Mapping[str, Judge] | None = None):
         self._judges: dict[str, Judge] = dict(judges or {})
 
-    def register(self, kind: str, judge: Judge) -> None:
-        self._judges[kind] = judge
-
     def get(self, kind: str) -> Judge | None:
         return self._judges.get(kind)
 

@@ -29,6 +29,7 @@ _LAZY = {
     "jsonparse": ("AnswerFormatError", "RefusalError", "extract_json"),
 }
 _MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
@@ -39,25 +40,3 @@ def __getattr__(name: str) -> Any:
 
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
-
-__all__ = [
-    "AnswerFormatError",
-    "CacheError",
-    "ChatRequest",
-    "ChatResult",
-    "ClientPool",
-    "ConfigError",
-    "JudgeCallError",
-    "JudgeConfig",
-    "JudgeSettings",
-    "JudgmentCache",
-    "LLMClient",
-    "LLMError",
-    "RefusalError",
-    "STRUCTURED_MODES",
-    "Secret",
-    "Usage",
-    "extract_json",
-    "find_config_file",
-    "resolve_settings",
-]

@@ -315,9 +315,6 @@ class Usage:
             return NotImplemented
         return Usage(**{k: v + getattr(other, k) for k, v in self.as_dict().items()})
 
-    def copy(self) -> "Usage":
-        return Usage(**self.as_dict())
-
 
 # --------------------------------------------------------------------------- client
 
@@ -980,12 +977,10 @@ class LLMClient:
             param = failure.param
             if param in ADAPTABLE and param not in tried:
                 tried.add(param)
-                if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
-                    self._adapt(param)
-                    error = self._fail(failure, attempts)
-                    self._fatal = error
-                    raise error from None
                 self._adapt(param)
+                if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
+                    self._fatal = self._fail(failure, attempts)
+                    raise self._fatal from None
                 self.usage.adaptations += 1
                 continue
             if negotiating and self._negotiated is not None:
@@ -1011,8 +1006,7 @@ class LLMClient:
     ) -> ChatResult:
         choice = resp.choices[0]
         message = choice.message
-        usage = resp.usage
-        pt, ct, cached, reasoning = token_counts(usage)
+        pt, ct, cached, reasoning = token_counts(resp.usage)
         self.usage.prompt_tokens += pt
         self.usage.completion_tokens += ct
         self.usage.cached_tokens += cached
@@ -1133,10 +1127,7 @@ class ClientPool:
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
-        for client in self._clients.values():
-            total = total + client.usage
-        return total
+        return sum((client.usage for client in self._clients.values()), Usage())
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
