@@ -506,7 +506,7 @@ class LLMJudge:
                                          batch=self.batch_pricing)
         return self._prices[key]
 
-    def _account(self, client: LLMClient, role: str, node_id: str | None, out: "_Outcome", cache_hits: int) -> None:
+    def _account(self, client: LLMClient, role: str, node_id: str, out: "_Outcome", cache_hits: int) -> None:
         """Add a unit's calls and tokens to the totals, its judge's and its criterion's, with their dollars."""
         s = self.stats
         s.prompt_tokens += out.prompt_tokens
@@ -520,9 +520,8 @@ class LLMJudge:
             s.unpriced_calls += 1
         elif cost:
             s.cost_usd += cost
-        rows = [self._by_judge.setdefault(role, {"model": client.config.model, **_zero()})]
-        if node_id is not None:
-            rows.append(self._by_criterion.setdefault(node_id, _zero()))
+        rows = [self._by_judge.setdefault(role, {"model": client.config.model, **_zero()}),
+                self._by_criterion.setdefault(node_id, _zero())]
         for row in rows:
             row["calls"] += out.calls
             row["cache_hits"] += cache_hits
@@ -783,7 +782,7 @@ class LLMJudge:
             _not_bought(j.provenance) for row in run.judgments.values() for j in row)
 
     async def _unit(self, client: LLMClient, role: str, messages: list[dict], spec: AnswerSpec,
-                    keys: list[str] | None, sample: int, opts: dict, node_id: str | None = None) -> _Outcome:
+                    keys: list[str] | None, sample: int, opts: dict, node_id: str) -> _Outcome:
         request = ChatRequest(messages=messages, schema=spec.schema(keys), temperature=opts["temperature"],
                               seed=opts["seed"], sample=sample,
                               top_logprobs=TOP_LOGPROBS if spec.weighted and keys is None else None)

@@ -55,12 +55,11 @@ class CallPlan:
         self._keys: set[str] = set()
         self.clients: dict[str, Any] = {}  # criterion -> the client (model, server) that judges it
 
-    def add(self, node_id: str | None, client, request, cached: bool = False) -> None:
+    def add(self, node_id: str, client, request, cached: bool = False) -> None:
         """One call unit of a criterion: answered by the cache, merged with an identical one, or a new call."""
-        name = node_id or "(unnamed)"
-        row = self.rows.setdefault(name, {"judgments": 0, "calls": 0, "merged": 0, "cached": 0, "prompt_tokens": 0})
+        row = self.rows.setdefault(node_id, {"judgments": 0, "calls": 0, "merged": 0, "cached": 0, "prompt_tokens": 0})
         row["judgments"] += 1
-        self.clients.setdefault(name, client)
+        self.clients.setdefault(node_id, client)
         if cached:
             row["cached"] += 1
             return
