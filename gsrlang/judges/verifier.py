@@ -56,10 +56,7 @@ def unregister_verifier(name: str) -> None:
 def _entry_points():
     from importlib import metadata  # here, not above: importing it costs a run without verifiers ~20-50 ms of CPU
 
-    try:
-        return metadata.entry_points(group=ENTRY_POINT_GROUP)
-    except TypeError:  # pragma: no cover - Python < 3.10 style
-        return metadata.entry_points().get(ENTRY_POINT_GROUP, ())
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
 def find_verifier(name: str) -> Callable | None:

@@ -639,7 +639,7 @@ class _Writer:
                     self.err(_at(ppath, "on_tie"), f"expected one of {', '.join(ON_TIE)}, found {json_repr(on_tie)}")
                     ok = False
                 if ok:
-                    lines.append(f"task pairwise {{ epsilon = {_float_text(epsilon)}  on_tie = {on_tie} }}")
+                    lines.append(f"task pairwise {{ epsilon = {float(epsilon)!r}  on_tie = {on_tie} }}")
         return lines
 
     # ---- literals ----
@@ -691,10 +691,6 @@ class _Writer:
             return "{" + ", ".join(parts) + "}"
         self.err(path, f"{_jtype(value)} is not a value a .gsr program can state")
         return None
-
-
-def _float_text(x) -> str:
-    return repr(float(x))
 
 
 def _same(a, b) -> bool:

@@ -42,6 +42,7 @@ from typing import Any, Mapping
 import attrs
 
 from .config import OPENAI_DEFAULT_BASE_URL as OPENAI_URL
+from .config import tomllib  # the standard library's, or tomli on Python 3.10
 
 __all__ = ["OPENAI_URL", "Price", "PriceError", "cost_record", "cost_text", "dollars", "load_overrides", "price_of",
            "token_parts"]
@@ -70,11 +71,6 @@ class Price:
 def load_overrides(*paths: Path | None) -> dict[str, dict[str, float]]:
     """{model: {field: USD per million}} from the `[prices]` tables of these TOML files (earlier files win).
     Raises PriceError for a table that is not prices."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-
     out: dict[str, dict[str, float]] = {}
     for path in reversed([p for p in paths if p is not None]):
         try:
