@@ -315,7 +315,10 @@ def test_the_distinct_items_evaluated_and_taken_back_are_the_whole_table_bit_for
         twins = [int(small.ids[a][1:]) for a in at.tolist()]  # the item each is evaluated as
         assert all(kinds[picks[t]] == kinds[p] for t, p in zip(twins, picks))
         evaluator = Evaluator(program)
-        assert _columns_of(evaluator.run(small).at(at)) == _columns_of(evaluator.run(table))
+        whole = _columns_of(evaluator.run(table))
+        assert _columns_of(evaluator.run(small).at(at)) == whole
+        # without the readout (what a surrogate search reads): the same sink and validity, no results
+        assert _columns_of(evaluator.run(small, read=False).at(at)) == whole[:3] + [None, None, None]
 
 
 def test_distinct_items_are_told_apart_by_every_column_and_mask():

@@ -225,9 +225,10 @@ class Space:
             out.setdefault(k.node, {})[_split(k.key)[1]] = float(theta[i])
         return out
 
-    def run(self, table: Table, theta: Sequence[float], cuts: bool = True) -> Evaluation:
-        """The columnar evaluation of `table`'s items under `theta` (`cuts=False`: the written cut points). A
-        search reads its per-item columns alone; the node columns may be missing (`Evaluation.at`).
+    def run(self, table: Table, theta: Sequence[float], read: bool = True) -> Evaluation:
+        """The columnar evaluation of `table`'s items under `theta` (`read=False`: the sink and validity alone,
+        what a surrogate of the sink reads, `Evaluator.run`). A search reads its per-item columns alone; the
+        node columns may be missing (`Evaluation.at`).
 
         A search evaluates the same table hundreds of times, and judgments take few values (a Bool, a level,
         a score on a rating scale), so items often repeat one another: where at most half of them are
@@ -240,7 +241,7 @@ class Space:
         evaluator = self._evaluator
         if self.level_index:  # level values are part of the types the plan binds: a plan of its own
             evaluator = Evaluator(with_levels(self.program, self.levels(theta)))
-        ev = evaluator.run(small, params=params, thresholds=thresholds if cuts else None)
+        ev = evaluator.run(small, params=params, thresholds=thresholds, read=read)
         return ev.at(at) if at is not None else ev
 
     def program_for(self, theta: Sequence[float]) -> CheckedProgram:
@@ -459,7 +460,7 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty,
 
         def loss(x):
             theta[free] = x
-            ev = space.run(table, theta, cuts=False)
+            ev = space.run(table, theta, read=False)
             use = ev.ok & labelled
             s = ev.sink[use, 0]
             if all_cuts:
@@ -473,7 +474,7 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty,
         if free:
             theta[free] = _search(loss, space.lower[free], space.upper[free], first[free], settings, True, progress)
         if all_cuts:
-            ev = space.run(table, theta, cuts=False)
+            ev = space.run(table, theta, read=False)
             use = ev.ok & labelled
             a, b, _ = _link(ev.sink[use, 0], y[use])
             if b > 0:
@@ -527,7 +528,7 @@ def _fit_ordinal(space: "Space", table: Table, settings: FitSettings, penalty, f
 
     def loss(x):
         theta[:] = x[:-1]
-        ev = space.run(table, theta, cuts=False)
+        ev = space.run(table, theta, read=False)
         use = ev.ok & labelled
         nll = ordinal_nll(ev.sink[use, 0], category[use], cuts_of(theta), math.exp(x[-1]))
         return (float(nll.sum()) + (labelled.sum() - use.sum()) * log_k) / (n * log_k) + penalty(theta)
@@ -555,7 +556,7 @@ def _fit_pairwise(space: "Space", table: Table, settings: FitSettings, penalty,
     n = max(1, int(labelled.sum()))
 
     def loss(x):
-        ev = space.run(table, x)
+        ev = space.run(table, x, read=False)
         use = ev.ok & labelled
         fitted = _bradley_terry(ev.sink[use, 0] - ev.sink[use, 1], t[use])
         return (fitted * use.sum() + (labelled.sum() - use.sum())) / n + penalty(np.asarray(x))

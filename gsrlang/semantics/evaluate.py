@@ -228,7 +228,10 @@ class Evaluator:
         self._memos[id(table)] = memo  # most recently used last
         return memo
 
-    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None) -> Evaluation:
+    def run(self, table: Table, params: dict | None = None, thresholds: Sequence[float] | None = None,
+            read: bool = True) -> Evaluation:
+        """`read=False`: the sink and validity alone, no readout (raw, score and winner None): what a search by
+        a surrogate of the sink reads."""
         params = params or {}
         memo = self._memo(table)
         cols = dict(memo.columns)
@@ -253,7 +256,7 @@ class Evaluator:
             s[bad_rows] = 0.0
             ok = ~bad_rows.reshape(-1, m).any(axis=1)
         s = s.reshape(-1, m)
-        ev = read_columns(self.program.readout, table.mode, s, ok, thresholds)
+        ev = read_columns(self.program.readout, table.mode, s, ok, thresholds) if read else ()
         nodes = self.plan.nodes
         evaluation = Evaluation(table.mode, {nodes[i].id: c for i, c in cols.items()}, s, ok, table.failed, *ev)
         if bad_rows is not memo.zero:
@@ -295,9 +298,11 @@ class Evaluator:
         if not good.any():
             return
         done, s = todo[good], s.reshape(-1, m)[good]
-        raw, score, winner = read_columns(self.program.readout, table.mode, s, np.ones(len(done), bool), thresholds)
         ev.ok[done] = True
         ev.sink[done] = s
+        if ev.raw is None and ev.winner is None:  # not read out
+            return
+        raw, score, winner = read_columns(self.program.readout, table.mode, s, np.ones(len(done), bool), thresholds)
         if ev.mode == "pointwise":
             ev.raw[done], ev.score[done] = raw, score
         else:
