@@ -124,13 +124,10 @@ def model_configured(options: Mapping | None = None) -> bool:
     if os.environ.get("GSR_MODEL"):
         return True
     try:
-        from gsrlang.judges.llm import ConfigError, resolve_settings
+        from gsrlang.judges.llm import resolve_settings
 
-        try:
-            return bool(resolve_settings({}).default.model)
-        except ConfigError:
-            return False
-    except Exception:  # noqa: BLE001 - no usable configuration means no model
+        return bool(resolve_settings({}).default.model)
+    except Exception:  # noqa: BLE001 - no usable configuration (a ConfigError, or worse) means no model
         return False
 
 

@@ -739,12 +739,12 @@ class LLMClient:
         if len(short) > 300:
             short = short[:299] + "\u2026"
         lowered = message.lower()
-        rejected = format_rejected(status, message, kwargs, getattr(exc, "param", None))
+        param = getattr(exc, "param", None)
+        rejected = format_rejected(status, message, kwargs, param)
         retryable = (status in RETRYABLE_STATUS or status >= 500) and not rejected
         wants_mct = (
             status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         )
-        param = getattr(exc, "param", None)
         refused = None
         if status in (400, 422) and not rejected:
             if isinstance(param, str) and param in ADAPTABLE and param in kwargs:

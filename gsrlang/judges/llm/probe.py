@@ -106,8 +106,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
         if report["model_listed"] is False:
             report["error"] = (f"{report['server']} does not serve model {config.model!r} (it lists "
                                f"{', '.join(models) or 'none'}): pass --model with one of those")
-        root = base.rstrip("/")
-        root = root[:-3] if root.endswith("/v1") else root
+        root = base.rstrip("/").removesuffix("/v1")
         status, props = await asyncio.to_thread(_get_json, root + "/props", key, config.timeout_s,
                                                 config.max_answer_bytes)
         n_ctx = props.get("default_generation_settings", {}).get("n_ctx") if status == 200 and isinstance(
