@@ -335,3 +335,5 @@ def test_distinct_items_are_told_apart_by_every_column_and_mask():
     small, at = table.distinct()
     assert small.ids == [f"i{k}" for k in range(len(cells))]
     assert at.tolist() == list(range(len(cells))) * 3
+    empty = table.take(np.zeros(0, np.intp))
+    assert empty.distinct()[0] is empty and empty.distinct()[1].shape == (0,)

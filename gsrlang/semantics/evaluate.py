@@ -86,6 +86,8 @@ class Table:
         candidate, and so is `failed`: an item's evaluation depends on nothing else, so the evaluation of the
         distinct table taken at those positions (`Evaluation.at`) is this table's, bit for bit."""
         n = len(self)
+        if not n:
+            return self, np.zeros(0, np.intp)
         parts = [self.failed.reshape(n, 1).view(np.uint8)]
         for c in self.criteria.values():
             for column in c:
