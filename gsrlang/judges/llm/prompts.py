@@ -239,11 +239,8 @@ class AnswerSpec:
 
     def format_text(self, keys: Sequence[str] | None = None) -> str:
         """The answer-format instructions (for one response, or per response key in joint mode)."""
-        fields = []
-        if self.evidence:
-            fields.append('"evidence": [exact quotes from the response that support the verdict]')
-        fields.append('"reason": "one or two sentences"')
-        fields.append(f'"answer": {self.allowed_text()}')
+        fields = ['"evidence": [exact quotes from the response that support the verdict]'] if self.evidence else []
+        fields += ['"reason": "one or two sentences"', f'"answer": {self.allowed_text()}']
         one = "{" + ", ".join(fields) + "}"
         if keys is None:
             return f"Answer format: a JSON object {one}"
@@ -261,15 +258,9 @@ class AnswerSpec:
         else:
             enum = [o.letter for o in sorted(self.options, key=lambda o: (len(o.letter), o.letter))]
             value = {"type": "string", "enum": enum + ([CANNOT_ASSESS] if self.optional else [])}
-        props: dict = {}
-        required = []
-        if self.evidence:
-            props["evidence"] = {"type": "array", "items": {"type": "string"}}
-            required.append("evidence")
-        props["reason"] = {"type": "string"}
-        props["answer"] = value
-        required += ["reason", "answer"]
-        return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+        props: dict = {"evidence": {"type": "array", "items": {"type": "string"}}} if self.evidence else {}
+        props.update(reason={"type": "string"}, answer=value)  # every property is required, the verdict last
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
     def schema(self, keys: Sequence[str] | None = None) -> dict:
         one = self.answer_schema()
