@@ -117,11 +117,6 @@ def _disagreement(line: dict, mode: str) -> float | None:
     return 1 if "tie" in (winner, label) else 2
 
 
-def _item_flags(view: TraceView) -> tuple[bool, bool]:
-    """(some criterion abstained, some gate fired) for one trace record."""
-    return view.abstained(), bool(view.fired_gates())
-
-
 class _Strings:
     """A table of distinct strings (reasons and decision paths repeat): the page stores indices."""
 
@@ -157,7 +152,6 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
     for line, record in zip(run.results, run.records):
         view = TraceView.of_record(record)
         nodes = view.nodes
-        abstained, fired = _item_flags(view)
         judged = []
         for cid in criteria:
             per = []
@@ -182,7 +176,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
         rows.append([str(line.get("id")), line.get("status"),
                      line.get("score") if mode == "pointwise" else line.get("winner"),
                      line.get("raw"), line.get("label"), _disagreement(line, mode),
-                     int(abstained), int(fired), strings(line.get("reason")),
+                     int(view.abstained()), int(bool(view.fired_gates())), strings(line.get("reason")),
                      [_value(sink.get(c)) for c in sorted(sink)] if sink else None, judged, values, path])
     return rows
 
