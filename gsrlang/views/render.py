@@ -150,6 +150,12 @@ class RenderOptions:
     max_lines: int = 3
 
 
+def edge_id(edge) -> str:
+    """An edge's element id in the drawn graph (the report's script finds decision-path edges by it)."""
+    source, target, port, slot = edge
+    return f"edge:{source}->{target}:{port}" + (f"[{slot}]" if slot is not None else "")
+
+
 def build_graph(program: CheckedProgram, trace: TraceItem | None = None, options: RenderOptions = RenderOptions()):
     """The program as a `graphviz.Digraph` (with the trace's overlay when given)."""
     import graphviz
@@ -168,8 +174,7 @@ def build_graph(program: CheckedProgram, trace: TraceItem | None = None, options
     _keep_declaration_order(g, program)
     for node in program.nodes:
         for inp in sorted(node.inputs, key=_port_order(node)):
-            attrs_ = {"id": f"edge:{inp.source}->{node.id}:{inp.port}" + (f"[{inp.slot}]" if inp.slot is not None
-                                                                            else "")}
+            attrs_ = {"id": edge_id((inp.source, node.id, inp.port, inp.slot))}
             if inp.slot is not None:
                 attrs_["label"] = _slot_label(node, inp.port, inp.slot)
             if overlay and (inp.source, node.id, inp.port, inp.slot) in overlay.path_edges:
@@ -599,4 +604,4 @@ def _short_json(v) -> str:
 
 
 __all__ = ["FORMATS", "GraphvizMissing", "RenderOptions", "TraceItem", "build_graph",
-           "DecisionPath", "decision_path", "read_trace_item", "render", "to_dot", "trace_item_from_record"]
+           "DecisionPath", "decision_path", "edge_id", "read_trace_item", "render", "to_dot", "trace_item_from_record"]

@@ -144,7 +144,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
            node_ids: list[str]) -> list[list]:
     """One compact row per item (see the page script for the layout). Decision paths go in `paths` (items repeat
     them: a path depends only on the node values, computed once per distinct set of values)."""
-    from gsrlang.views.render import decision_path, trace_item_from_record
+    from gsrlang.views.render import decision_path, edge_id, trace_item_from_record
 
     mode = run.mode
     node_index = {n: k for k, n in enumerate(node_ids)}
@@ -169,7 +169,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
             if key not in seen:
                 overlay = decision_path(program, trace_item_from_record(record))
                 found = [sorted(node_index[n] for n in overlay.nodes if n in node_index), sorted(overlay.changed),
-                         sorted(overlay.fired - overlay.changed), sorted(_edge_id(e) for e in overlay.edges)]
+                         sorted(overlay.fired - overlay.changed), sorted(map(edge_id, overlay.edges))]
                 seen[key] = paths(dumps_line(found))
             path = seen[key]
         sink = line.get("sink") or {}
@@ -179,11 +179,6 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
                      int(view.abstained()), int(bool(view.fired_gates())), strings(line.get("reason")),
                      [_value(sink.get(c)) for c in sorted(sink)] if sink else None, judged, values, path])
     return rows
-
-
-def _edge_id(edge) -> str:
-    source, target, port, slot = edge
-    return f"edge:{source}->{target}:{port}" + (f"[{slot}]" if slot is not None else "")
 
 
 # ---- charts (inline SVG) ---------------------------------------------------------------------------------------
