@@ -239,20 +239,35 @@ def run(args) -> int:
     return _run_one(args, contract)
 
 
-def _open_cache(args):
-    if args.no_cache:
-        return None
+def _with_cache(args, compile_with):
+    """asyncio.run(compile_with(cache)) with the compile cache open (None under --no-cache), closed after; the
+    cache is seen through a _CacheView (--retry-failed)."""
+    import asyncio
+
     from gsrlang.compiler.cache import DEFAULT_CACHE, CompileCache
     from gsrlang.judges.llm import CacheError
 
+    if args.no_cache:
+        return asyncio.run(compile_with(None))
     with usage_errors(CacheError):
-        return CompileCache(args.cache or DEFAULT_CACHE)
+        cache = CompileCache(args.cache or DEFAULT_CACHE)
+    try:
+        return asyncio.run(compile_with(_CacheView(cache, args.retry_failed)))
+    finally:
+        cache.close()
+
+
+def _print_prompt(spec) -> int:
+    """--print-prompt: the compile prompt for `spec` on standard output."""
+    from gsrlang.compiler.prompt import PromptError, build_prompt
+
+    with usage_errors(PromptError):
+        prompt = build_prompt(spec)
+    sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
+    return 0
 
 
 def _run_one(args, contract) -> int:
-    import asyncio
-
-    from gsrlang.compiler.prompt import PromptError, build_prompt
     from gsrlang.compiler.spec import CompileSpec, SpecError
 
     rubric = _read_text(args.rubric, "rubric")
@@ -262,41 +277,28 @@ def _run_one(args, contract) -> int:
     except SpecError as exc:
         raise UsageError(f"{args.rubric}: {exc}") from None
     if args.print_prompt:
-        with usage_errors(PromptError):
-            prompt = build_prompt(spec)
-        sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
-        return 0
+        return _print_prompt(spec)
     out = Path(args.output) if args.output else None
     if out is not None and out.is_dir():
         raise UsageError(f"-o {args.output} is a folder; give a file name")
     config = _settings(args)
     printer = _Printer(args, out.name if out else "program.gsr")
-    cache = _open_cache(args)
-    try:
-        result = asyncio.run(_compile_one(spec, config, args, cache, out, printer.round))
-    finally:
-        if cache is not None:
-            cache.close()
+    result = _with_cache(args, lambda cache: _compile_one(spec, config, args, cache, out, printer.round))
     return _report_one(args, result, out)
 
 
-def _server_facts(args, config) -> dict:
-    """What `gsr probe` (or a run's negotiation) recorded for this server and model, beside the compile cache."""
+def _knowledge(args):
+    """The store of what `gsr probe` (or a run's negotiation) found about servers, beside the compile cache
+    (None under --no-cache)."""
     from gsrlang.compiler.cache import DEFAULT_CACHE
     from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
 
-    if args.no_cache:
-        return {}
-    return KnowledgeStore(knowledge_path(args.cache or DEFAULT_CACHE)).get(config.effective_base_url, config.model)
+    return None if args.no_cache else KnowledgeStore(knowledge_path(args.cache or DEFAULT_CACHE))
 
 
-def _remember(args, config, **facts) -> None:
-    from gsrlang.compiler.cache import DEFAULT_CACHE
-    from gsrlang.judges.llm.server import KnowledgeStore, knowledge_path
-
-    if not args.no_cache:
-        KnowledgeStore(knowledge_path(args.cache or DEFAULT_CACHE)).update(config.effective_base_url, config.model,
-                                                                            **facts)
+def _server_facts(store, config) -> dict:
+    """What `store` (or nothing, None) recorded for this server and model."""
+    return {} if store is None else store.get(config.effective_base_url, config.model)
 
 
 def _fitted_prompt(spec, args, config, facts, announce: bool = True):
@@ -326,7 +328,8 @@ async def _compile_one(spec, config, args, cache, out, on_round):
     from gsrlang.judges.llm.server import context_from_error
 
     try:
-        facts = _server_facts(args, config)
+        store = _knowledge(args)
+        facts = _server_facts(store, config)
         async with CompilerClient(config) as client:
             for attempt in range(2):
                 prompt = _fitted_prompt(spec, args, config, facts)
@@ -334,13 +337,14 @@ async def _compile_one(spec, config, args, cache, out, on_round):
                     return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
                                                 grammar_field=_grammar_field(args, facts), json_form=args.json_form,
                                                 path=out, on_round=on_round, prompt=prompt,
-                                                cache=_CacheView(cache, args.retry_failed) if cache else None)
+                                                cache=cache)
                 except LLMError as exc:  # a context overflow names the context: fit the prompt to it, once
                     context = context_from_error(getattr(exc, "server_message", None) or "")
                     if attempt or context is None or args.context or facts.get("context_length"):
                         raise
                     facts = {**facts, "context_length": context}
-                    _remember(args, config, context_length=context)
+                    if store is not None:
+                        store.update(config.effective_base_url, config.model, context_length=context)
     except PromptError as exc:
         raise UsageError(str(exc)) from None
     except LLMError as exc:
@@ -395,22 +399,20 @@ def _report_one(args, result, out: Path | None) -> int:
     return 1
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path | str, text: str, what: str = "") -> None:
     from gsrlang.files.safeio import write_atomic
 
     try:
         write_atomic(path, text)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {what}{path}: {exc.strerror or exc}") from None
 
 
 # ---- batch --------------------------------------------------------------------------------------------
 def _run_batch(args, contract) -> int:
-    import asyncio
     import json
 
     from gsrlang.compiler.batch import CompileFields, CompileItem, RefusedField, read_compile_items
-    from gsrlang.compiler.prompt import PromptError, build_prompt
     from gsrlang.files.dataset import DataError
 
     with usage_errors(RefusedField, ValueError):
@@ -422,29 +424,16 @@ def _run_batch(args, contract) -> int:
         first = next((i for i in items if isinstance(i, CompileItem)), None)
         if first is None:
             raise UsageError(f"{args.data}: no usable item")
-        with usage_errors(PromptError):
-            prompt = build_prompt(first.spec)
-        sys.stdout.write(f"=== system\n{prompt.system}\n=== user\n{prompt.user}")
-        return 0
+        return _print_prompt(first.spec)
     config = _settings(args)
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out-dir {args.out_dir} is not a folder")
-    cache = _open_cache(args)
-    try:
-        report = asyncio.run(_compile_batch(items, config, args, cache, out_dir))
-    finally:
-        if cache is not None:
-            cache.close()
+    report = _with_cache(args, lambda cache: _compile_batch(items, config, args, cache, out_dir))
     sys.stderr.write(report.summary())
     print(f"programs and {out_dir / 'index.jsonl'} written", file=sys.stderr)
     if args.report:
-        from gsrlang.files.safeio import write_atomic
-
-        try:
-            write_atomic(args.report, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+        _write(args.report, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", "the report ")
     if any(e.error_kind == "model" for e in report.entries):
         return 2
     return 1 if report.count("failed") or report.count("error") else 0
@@ -455,12 +444,11 @@ async def _compile_batch(items, config, args, cache, out_dir):
     from gsrlang.compiler.prompt import PromptError
     from gsrlang.compiler.synthesize import CompilerClient, compile_rubric
 
-    view = _CacheView(cache, args.retry_failed) if cache else None
     total = len(items)
     done = [0]
     printer = _Printer(args, "program.gsr")
 
-    facts = _server_facts(args, config)
+    facts = _server_facts(_knowledge(args), config)
     announced = []
 
     async with CompilerClient(config) as client:
@@ -473,7 +461,7 @@ async def _compile_batch(items, config, args, cache, out_dir):
                 announced.append(True)
                 return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
                                             grammar_field=_grammar_field(args, facts), json_form=args.json_form,
-                                            path=path, on_round=on_round, prompt=prompt, cache=view)
+                                            path=path, on_round=on_round, prompt=prompt, cache=cache)
 
         def on_item(item, result):
             done[0] += 1
