@@ -126,13 +126,14 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return _pearson(_average_ranks(xs), _average_ranks(ys))
 
 
-def _qwk(preds: Sequence[int], golds: Sequence[int], lo: int, hi: int) -> tuple[float | None, str | None]:
-    """The kappa over the categories lo..hi in closed form, O(n) in the items whatever the scale's width.
+def _qwk(preds: Sequence[int], golds: Sequence[int]) -> tuple[float | None, str | None]:
+    """The kappa over any categories lo..hi holding the values, in closed form, O(n) in the items whatever the
+    scale's width.
 
     With weights (i - j)^2 / (k - 1)^2, the observed disagreement is sum (p - g)^2 / (k - 1)^2 and the
     expected one, over every pairing of a prediction with a gold, (n sum p^2 + n sum g^2 - 2 sum p sum g) /
-    (n (k - 1)^2): the (k - 1)^2 cancels, and categories nobody used add nothing. So no k x k table is
-    built (a scale 0..100000 needed ~80 GB); the sums are exact integers."""
+    (n (k - 1)^2): the (k - 1)^2 cancels, and categories nobody used add nothing: lo..hi does not change the
+    kappa. So no k x k table is built (a scale 0..100000 needed ~80 GB); the sums are exact integers."""
     if not preds:
         return None, "no valid items"
     n = len(preds)
@@ -149,15 +150,11 @@ def quadratic_weighted_kappa(
 ) -> float | None:
     """Cohen's kappa with quadratic weights over the integer categories lo..hi.
 
-    ``lo``/``hi`` default to the smallest and largest rating present; values
-    outside a given range widen it. Returns None when kappa is undefined: no
+    ``lo``/``hi`` (default: the smallest and largest rating present) do not
+    change the value: categories nobody used add nothing. Returns None when kappa is undefined: no
     items, or every rating (predicted and gold) in the same single category.
     """
-    values = [*preds, *golds]
-    if not values:
-        return None
-    value, _ = _qwk(preds, golds, min(values) if lo is None else lo, max(values) if hi is None else hi)
-    return value
+    return _qwk(preds, golds)[0]
 
 
 def _share(count: int, total: int) -> float | None:
@@ -197,9 +194,8 @@ def pointwise_metrics(
     * ``pearson``, ``spearman``: correlation over **valid** items between the
       prediction and the unrounded gold (Spearman uses average ranks for ties).
     * ``qwk``: quadratic weighted kappa over **valid** items between the
-      prediction and the rounded gold, on the integer categories lo..hi taken
-      from ``scale`` (rounded) or else from the data, widened to include any
-      value outside them.
+      prediction and the rounded gold, on integer categories (any range lo..hi
+      holding the values gives the same kappa, so ``scale`` changes no entry).
 
     Undefined metrics are None, with the reason in ``report["undefined"]``.
 
@@ -237,11 +233,7 @@ def pointwise_metrics(
         else:
             pearson_r = _pearson(vp, vg)
             spearman_r = _pearson(_average_ranks(vp), _average_ranks(vg))
-        if scale is not None:
-            lo, hi = round_half_up(scale[0]), round_half_up(scale[1])
-        else:
-            lo, hi = min(*vp_int, *vg_int), max(*vp_int, *vg_int)
-        qwk, problem = _qwk(vp_int, vg_int, lo, hi)
+        qwk, problem = _qwk(vp_int, vg_int)
         if problem:
             reasons["qwk"] = problem
 

@@ -198,7 +198,7 @@ def _rows_of(args, table) -> list | None:
     return [by_id.get(str(i), (None, None)) for i in table.ids]
 
 
-def _groups(args, rows, n: int) -> tuple[list | None, int]:
+def _groups(args, rows) -> tuple[list | None, int]:
     """(each row's group or None, rows without the field)."""
     from gsrlang.analysis.groups import group_key
     from gsrlang.files.dataset import MissingFieldError, get_path
@@ -257,7 +257,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     from gsrlang.lang.check.driver import analyze
 
     rows = _rows_of(args, table) if (args.group_field or args.holdout_field or args.data) else None
-    groups, no_group = _groups(args, rows, len(table)) if rows is not None else (None, 0)
+    groups, no_group = _groups(args, rows) if rows is not None else (None, 0)
     if args.holdout_field:
         held = np.array(_holdout_mask(args, rows), bool)
         keep = np.flatnonzero(~held)

@@ -483,7 +483,7 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
             "types": [types[n] for n in criteria], "sink": run.header.get("sink"),
             "strings": strings.items, "paths": [json.loads(p) for p in paths.items], "items": items, "other": other_items,
             "changed": paired["changed"] if paired else None}
-    compare = _compare_section(paired, other) if other is not None else ""
+    compare = _compare_section(paired) if other is not None else ""
     summary = run.summary or {}
     facts = [f"program <b>{html.escape(str(name))}</b> ({html.escape(str(run.header.get('hash') or '')[:19])})",
              html.escape(str(run.mode)), f"{len(run.results)} items: {counts.get('ok', 0)} ok, "
@@ -531,7 +531,7 @@ def script_json(value) -> str:
     return text
 
 
-def _compare_section(paired: dict, other: Run) -> str:
+def _compare_section(paired: dict) -> str:
     diffs = paired["diffs"]
     chart = ""
     if diffs:
