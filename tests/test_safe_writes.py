@@ -244,3 +244,18 @@ def test_rows_that_could_not_be_read_are_not_repeated_ids(work, capsys, monkeypa
     assert [x["status"] for x in lines[:-1]].count("failed") == 3 and lines[-1]["duplicate_ids"] == 0
     assert main(["replay", "bt.jsonl"]) == 0
     assert "already had" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, named, says", [
+    (("--out", "r.jsonl/x.jsonl"), "r.jsonl", "a file is in the way of this folder"),
+    (("--out", "."), ".", "this is a folder, not a file"),
+    (("--trace", "r.jsonl/sub/t.jsonl"), "r.jsonl/sub", "a part of this path is a file, not a folder"),
+])
+def test_an_output_path_that_cannot_be_opened_is_one_error_line(work, capsys, argv, named, says):
+    """An output under a file, or onto a folder: the machine's state as the user gave it, said in one line that
+    names the path (not gsr's internal error), and nothing in the folder changed."""
+    before = snapshot(work)
+    assert main(list(run(*argv))) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines == [f"gsr run: error: `{named}`: {says}"]
+    assert snapshot(work) == before

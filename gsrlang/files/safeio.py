@@ -129,11 +129,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
 _DISK = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
          errno.EFBIG: "the file is too large for its file system", errno.EROFS: "the file system is read-only",
          errno.EIO: "the disk failed to read or write"}
+# errors of a path as given: what it names is missing, of the other kind, or closed to this user
+_PATH = {errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of this path is a file, not a folder",
+         errno.EISDIR: "this is a folder, not a file", errno.EEXIST: "a file is in the way of this folder",
+         errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+         errno.ENAMETOOLONG: "the name is too long", errno.ELOOP: "too many levels of symbolic links"}
 
 
 def disk_error(exc: BaseException) -> str | None:
     """The one-line message for an OSError that says the disk cannot take a write (ENOSPC, EDQUOT, EFBIG,
-    EROFS, EIO), naming the file when the error does; None for any other exception."""
+    EROFS, EIO), naming the file when the error does, or that a path the user gave cannot be opened as asked
+    (a folder that is missing or is a file, a file that is a folder, no permission), naming it; None for any
+    other exception."""
+    if isinstance(exc, OSError) and exc.errno in _PATH and exc.filename:
+        return f"`{exc.filename}`: {_PATH[exc.errno]}"
     if not isinstance(exc, OSError) or exc.errno not in _DISK:
         return None
     where = f" writing `{exc.filename}`" if exc.filename else ""
