@@ -17,7 +17,7 @@ import sys
 
 from gsrlang import __version__
 from gsrlang.commands import UsageError
-from gsrlang.files.safeio import PathClash, disk_error
+from gsrlang.files.safeio import PathClash, machine_error
 
 # name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -109,8 +109,8 @@ def _main(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except OSError as exc:  # a full disk, a read-only or vanished folder: the machine's state, not a bug
-        message = disk_error(exc)
+    except OSError as exc:  # a full disk, a read-only or vanished folder, a path that cannot be opened as given
+        message = machine_error(exc)
         if message is None:
             if os.environ.get("GSR_DEBUG"):
                 raise

@@ -322,8 +322,11 @@ def test_the_distinct_items_evaluated_and_taken_back_are_the_whole_table_bit_for
 
 
 def test_distinct_items_are_told_apart_by_every_column_and_mask():
-    program = analyze('rubric d "d"\ntask pairwise { epsilon = 0  on_tie = tie }\ncriterion a: Score? = human(field: "a")\n'
-                      'criterion b: Bool = human(field: "b")\nsink cap(base: mean(items: [a], on_abstain: zero), trigger: b, at: 0.5)\n').program
+    program = analyze('rubric d "d"\n'
+                      'task pairwise { epsilon = 0  on_tie = tie }\n'
+                      'criterion a: Score? = human(field: "a")\n'
+                      'criterion b: Bool = human(field: "b")\n'
+                      'sink cap(base: mean(items: [a], on_abstain: zero), trigger: b, at: 0.5)\n').program
     cells = [{"a": [("ok", 0.5), ("ok", 1.0)], "b": [("ok", True), ("ok", False)]},
              {"a": [("ok", 0.5), ("ok", 1.0)], "b": [("ok", True), ("ok", True)]},  # b differs, second candidate
              {"a": [("ok", 1.0), ("ok", 0.5)], "b": [("ok", True), ("ok", False)]},  # candidates swapped

@@ -186,9 +186,9 @@ def test_the_cache_keeps_an_unstored_answer_in_memory(tmp_path, monkeypatch):
 
 
 def test_disk_errors_are_named_and_others_are_not():
-    from gsrlang.files.safeio import disk_error
+    from gsrlang.files.safeio import machine_error
 
-    assert "the disk is full" in disk_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
-    assert "`out.jsonl`" in disk_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
-    assert "read-only" in disk_error(OSError(errno.EROFS, "Read-only file system"))
-    assert disk_error(OSError(errno.ENOENT, "No such file")) is None and disk_error(ValueError("x")) is None
+    assert "the disk is full" in machine_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
+    assert "`out.jsonl`" in machine_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
+    assert "read-only" in machine_error(OSError(errno.EROFS, "Read-only file system"))
+    assert machine_error(OSError(errno.ENOENT, "No such file")) is None and machine_error(ValueError("x")) is None

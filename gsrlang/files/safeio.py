@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["PathClash", "check_outputs", "check_work_dir", "disk_error", "same_file", "write_atomic"]
+__all__ = ["PathClash", "check_outputs", "check_work_dir", "machine_error", "same_file", "write_atomic"]
 
 Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
 
@@ -136,7 +136,7 @@ _PATH = {errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of this 
          errno.ENAMETOOLONG: "the name is too long", errno.ELOOP: "too many levels of symbolic links"}
 
 
-def disk_error(exc: BaseException) -> str | None:
+def machine_error(exc: BaseException) -> str | None:
     """The one-line message for an OSError that says the disk cannot take a write (ENOSPC, EDQUOT, EFBIG,
     EROFS, EIO), naming the file when the error does, or that a path the user gave cannot be opened as asked
     (a folder that is missing or is a file, a file that is a folder, no permission), naming it; None for any

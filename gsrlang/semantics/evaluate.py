@@ -82,9 +82,10 @@ class Table:
 
     def distinct(self) -> tuple["Table", np.ndarray]:
         """The table of this one's distinct items, each the first of its kind, in order, and per item the
-        position of its kind there. Items are alike when every criterion's value and masks are the same bits, candidate by
-        candidate, and so is `failed`: an item's evaluation depends on nothing else, so the evaluation of the
-        distinct table taken at those positions (`Evaluation.at`) is this table's, bit for bit."""
+        position of its kind there. Items are alike when every criterion's value and masks are the same bits,
+        candidate by candidate, and so is `failed`: an item's evaluation depends on nothing else, so the
+        evaluation of the distinct table taken at those positions (`Evaluation.at`) is this table's, bit for
+        bit."""
         n = len(self)
         if not n:
             return self, np.zeros(0, np.intp)
