@@ -110,18 +110,16 @@ def numpy_anchor() -> float:
 
 def bootstrap_per_resample(results: Path) -> tuple[float, float]:
     """(vectorised, one report per resample) seconds per resample on a results file's labelled items."""
-    from functools import partial
-
     from gsrlang.analysis.metrics import metrics_with_confidence, pointwise_metrics, read_results, with_confidence
 
     lines = [r for r in read_results(results) if r.get("kind") != "run_summary" and r.get("label") is not None]
     preds = [r["score"] if r["status"] == "ok" else None for r in lines]
     golds = [r["label"] for r in lines]
     t = time.perf_counter()
-    metrics_with_confidence("pointwise", preds, golds, (1, 5), n_resamples=1000)
+    metrics_with_confidence("pointwise", preds, golds, n_resamples=1000)
     fast = (time.perf_counter() - t) / 1000
     t = time.perf_counter()
-    with_confidence(partial(pointwise_metrics, scale=(1, 5)), preds, golds, n_resamples=20)
+    with_confidence(pointwise_metrics, preds, golds, n_resamples=20)
     slow = (time.perf_counter() - t) / 20
     return fast, slow
 

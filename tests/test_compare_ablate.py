@@ -49,8 +49,8 @@ def test_compare_gives_paired_differences_wins_and_mcnemar(runs, capsys):
     result = json.loads(capsys.readouterr().out)
     la, lb = _lines(a), _lines(b)
     golds = [x["label"] for x in la]
-    ma = pointwise_metrics([x["score"] for x in la], golds, scale=(1, 5))
-    mb = pointwise_metrics([x["score"] for x in lb], golds, scale=(1, 5))
+    ma = pointwise_metrics([x["score"] for x in la], golds)
+    mb = pointwise_metrics([x["score"] for x in lb], golds)
     exact = result["metrics"]["exact"]
     assert exact["a"] == ma["exact"] and exact["b"] == mb["exact"]
     assert exact["diff"] == pytest.approx(mb["exact"] - ma["exact"])
@@ -141,7 +141,7 @@ def test_per_criterion_agreement_in_gsr_metrics(runs, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)["criteria"]["maintains_context"]
     preds = [r["scores"]["coherence"] for i, r in enumerate(rows) if i != 1]
     golds = [r["human"]["coherence"] for i, r in enumerate(rows) if i != 1]
-    expected = pointwise_metrics(preds, golds, scale=(1, 3))
+    expected = pointwise_metrics(preds, golds)
     assert report["n_unusable"] == 1 and report["n"] == 239
     assert report["exact"]["value"] == expected["exact"] < 1.0
     assert report["mae"]["value"] == pytest.approx(expected["mae"])

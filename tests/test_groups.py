@@ -134,12 +134,12 @@ def test_cluster_bootstrap_widens_the_interval_of_correlated_items():
     effect = rng.normal(size=30)[groups]  # items of a group share a latent effect: hit together or miss together
     golds = np.full(len(groups), 3.0)
     preds = np.where(effect + 0.3 * rng.normal(size=len(groups)) > 0, 3, 1)
-    plain = metrics_with_confidence("pointwise", preds.tolist(), golds.tolist(), (1, 5), n_resamples=2000)
-    grouped = metrics_with_confidence("pointwise", preds.tolist(), golds.tolist(), (1, 5), n_resamples=2000,
+    plain = metrics_with_confidence("pointwise", preds.tolist(), golds.tolist(), n_resamples=2000)
+    grouped = metrics_with_confidence("pointwise", preds.tolist(), golds.tolist(), n_resamples=2000,
                                       groups=groups.tolist())
     width = {k: r["exact"]["ci95"][1] - r["exact"]["ci95"][0] for k, r in (("plain", plain), ("grouped", grouped))}
     assert width["grouped"] > 2 * width["plain"]
-    diff = paired_report("pointwise", [3] * len(preds), preds.tolist(), golds.tolist(), (1, 5), 2000, 0,
+    diff = paired_report("pointwise", [3] * len(preds), preds.tolist(), golds.tolist(), 2000, 0,
                          groups=groups.tolist())
     assert diff["exact"]["ci95"][1] - diff["exact"]["ci95"][0] > 2 * width["plain"]
 

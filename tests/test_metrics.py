@@ -7,7 +7,6 @@ import math
 import random
 import statistics
 from decimal import ROUND_HALF_UP, Decimal
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -72,7 +71,6 @@ def test_qwk_does_not_depend_on_empty_outer_categories():
     # categories nobody used add nothing to either sum.
     preds, golds = [1, 2, 3, 3, 2], [1, 3, 2, 3, 2]
     assert quadratic_weighted_kappa(preds, golds, 1, 5) == pytest.approx(quadratic_weighted_kappa(preds, golds))
-    assert pointwise_metrics(preds, golds, scale=(0, 10))["qwk"] == pytest.approx(pointwise_metrics(preds, golds)["qwk"])
 
 
 def test_spearman_with_ties_hand_computed():
@@ -166,7 +164,7 @@ def pointwise_samples(draw):
 @given(pointwise_samples(), st.randoms(use_true_random=False))
 def test_pointwise_properties(sample, rnd):
     preds, golds = sample
-    report = pointwise_metrics(preds, golds, scale=(1, 5))
+    report = pointwise_metrics(preds, golds)
     assert report["exact"] <= report["within1"] <= report["coverage"] <= 1
     for key in ("pearson", "spearman", "qwk"):
         value = report[key]
@@ -175,7 +173,7 @@ def test_pointwise_properties(sample, rnd):
             assert -1 - 1e-9 <= value <= 1 + 1e-9
     order = list(range(len(golds)))
     rnd.shuffle(order)
-    shuffled = pointwise_metrics([preds[i] for i in order], [golds[i] for i in order], scale=(1, 5))
+    shuffled = pointwise_metrics([preds[i] for i in order], [golds[i] for i in order])
     for key in ("n", "n_valid", *POINTWISE_KEYS):
         assert shuffled[key] == pytest.approx(report[key])
     assert shuffled["undefined"] == report["undefined"]
@@ -306,13 +304,12 @@ def _same_intervals(fast: dict, slow: dict, keys) -> None:
             assert a == pytest.approx(b, rel=1e-9, abs=1e-12), key
 
 
-@pytest.mark.parametrize("scale", [None, (1, 5)])
-def test_vectorised_bootstrap_matches_one_report_per_resample(scale):
+def test_vectorised_bootstrap_matches_one_report_per_resample():
     """metrics_with_confidence (all resamples at once, numpy) gives what with_confidence gives by running
     pointwise_metrics / pairwise_metrics on each resample in turn, for the same seed."""
     preds, golds = _sample_pointwise(150)
-    fast = metrics_with_confidence("pointwise", preds, golds, scale, n_resamples=300, seed=4)
-    slow = with_confidence(partial(pointwise_metrics, scale=scale), preds, golds, n_resamples=300, seed=4)
+    fast = metrics_with_confidence("pointwise", preds, golds, n_resamples=300, seed=4)
+    slow = with_confidence(pointwise_metrics, preds, golds, n_resamples=300, seed=4)
     assert fast == {**slow, **{k: fast[k] for k in POINTWISE_KEYS}}  # counts, undefined and bootstrap alike
     _same_intervals(fast, slow, POINTWISE_KEYS)
     rng = random.Random(2)
@@ -357,7 +354,7 @@ def test_bootstrap_intervals_match_scipy():
                    "pearson": lambda a, b: stats.pearsonr(a, b).statistic,
                    "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
                    "qwk": qwk}
-    ours = metrics_with_confidence("pointwise", preds, golds, (1, 5), n_resamples=400, seed=11)
+    ours = metrics_with_confidence("pointwise", preds, golds, n_resamples=400, seed=11)
     for key, statistic in independent.items():
         theirs = stats.bootstrap((np.arange(len(g)),), lambda i: statistic(p[i], g[i]), n_resamples=400,
                                  method="percentile", vectorized=False, rng=np.random.default_rng(11))
@@ -376,7 +373,7 @@ def test_paired_intervals_match_scipy():
     a = [3 if x is None else x for x in a]
     b = [min(5, x + 1) if i % 4 == 0 else x for i, x in enumerate(a)]
     pa, pb, g = (np.array(x, dtype=float) for x in (a, b, golds))
-    report = paired_report("pointwise", a, b, golds, (1, 5), n_resamples=300, seed=2)
+    report = paired_report("pointwise", a, b, golds, n_resamples=300, seed=2)
 
     def mae_diff(i):
         return np.mean(np.abs(pb[i] - g[i])) - np.mean(np.abs(pa[i] - g[i]))
@@ -404,8 +401,8 @@ def test_with_confidence_options():
 
 def test_with_confidence_with_extra_arguments_and_pairwise():
     preds, golds = _sample_pointwise(40)
-    report = with_confidence(partial(pointwise_metrics, scale=(1, 5)), preds, golds, n_resamples=50)
-    assert report["qwk"]["value"] == pointwise_metrics(preds, golds, scale=(1, 5))["qwk"]
+    report = with_confidence(pointwise_metrics, preds, golds, n_resamples=50)
+    assert report["qwk"]["value"] == pointwise_metrics(preds, golds)["qwk"]
     pair = with_confidence(pairwise_metrics, ["first", "second"] * 10, ["first"] * 20, n_resamples=50)
     assert pair["accuracy"]["value"] == 0.5 and pair["n_decisive"] == 20
 
@@ -458,7 +455,7 @@ def test_metrics_from_pointwise_results(tmp_path):
     assert report["status_counts"] == {"ok": 4, "invalid": 1, "failed": 1}
     assert list(report["runs"]) == [None] and "summary" not in report
     metrics = report["metrics"]
-    expected = pointwise_metrics([4, 2, None, None, 5], [4.33, 2.5, 3.0, 2.67, 1.0], scale=(1, 5))
+    expected = pointwise_metrics([4, 2, None, None, 5], [4.33, 2.5, 3.0, 2.67, 1.0])
     for key in POINTWISE_KEYS:
         assert metrics[key]["value"] == pytest.approx(expected[key])
     assert metrics["n"] == 5 and metrics["n_valid"] == 3
@@ -615,12 +612,12 @@ def test_topical_chat_agreement_with_simple_judges(tmp_path):
     assert [round_half_up(g) for g in golds] == rounded
 
     # A judge that returns the rounded human score agrees perfectly.
-    perfect = pointwise_metrics(rounded, golds, scale=(1, 5))
+    perfect = pointwise_metrics(rounded, golds)
     assert perfect["exact"] == perfect["within1"] == perfect["qwk"] == 1.0
     assert perfect["pearson"] > 0.95
 
     # A judge that always says 3 hits the items whose gold rounds to 3; correlations are undefined.
-    constant = pointwise_metrics([3] * len(golds), golds, scale=(1, 5))
+    constant = pointwise_metrics([3] * len(golds), golds)
     assert constant["exact"] == pytest.approx(rounded.count(3) / 240)
     assert constant["within1"] == pytest.approx(sum(abs(r - 3) <= 1 for r in rounded) / 240)
     assert constant["pearson"] is None and constant["spearman"] is None

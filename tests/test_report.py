@@ -225,8 +225,7 @@ def test_per_criterion_agreement_in_the_report(runs, tmp_path, capsys):
     text = out.read_text(encoding="utf-8")
     table = re.search(r'<table class="metrics" id="criteria">(.*?)</table>', text, re.S).group(1)
     # maintains_context is human(field: "scores.coherence"): its judgments are the first annotator's labels
-    expected = pointwise_metrics([r["scores"]["coherence"] for r in rows], [r["human"]["coherence"] for r in rows],
-                                 scale=(1, 3))
+    expected = pointwise_metrics([r["scores"]["coherence"] for r in rows], [r["human"]["coherence"] for r in rows])
     assert 0.5 < expected["exact"] < 1.0
     for key in ("exact", "within1", "mae", "qwk"):
         cell = re.search(rf'<td data-metric="{key}">([^<]*)<span class="ci">\[([^,]+), ([^\]]+)\]', table)

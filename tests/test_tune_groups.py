@@ -201,7 +201,7 @@ def test_row_folds_overestimate_and_group_folds_do_not(tmp_path):
     settings = FitSettings(shrink=0.0, maxiter=20, popsize=6)
 
     def mae(preds, golds):
-        return pointwise_metrics(preds, golds, scale=(1, 5))["mae"]
+        return pointwise_metrics(preds, golds)["mae"]
 
     def estimate(groups):
         """(the CV estimate of the MAE, the mean MAE of the same fold models on fresh groups)"""
@@ -239,8 +239,8 @@ def test_baselines_fit_a_linear_label():
     golds = list(table.labels)
     fold = (np.arange(n) % 5).tolist()
     models = baseline_predictions(program, table, golds, fold)
-    assert pointwise_metrics(models["linear"], golds, scale=(1, 5))["exact"] > 0.85
-    assert pointwise_metrics(models["ordered logit"], golds, scale=(1, 5))["exact"] > 0.9
+    assert pointwise_metrics(models["linear"], golds)["exact"] > 0.85
+    assert pointwise_metrics(models["ordered logit"], golds)["exact"] > 0.9
 
 
 class Recording(Progress):
@@ -281,7 +281,7 @@ def test_progress_bar_counts_folds_candidates_and_workers(tmp_path):
 
     program = _synthetic_program()
     table, _ = _synthetic_table(program, tmp_path / "items.jsonl", 4, 3, seed=0)
-    bar = command._Bar(2, "mae", (1, 5), table)
+    bar = command._Bar(2, "mae", table)
     count, best = multiprocessing.Value("q", 0), multiprocessing.Value("d", np.inf)
     with bar:
         bar.stage("fold 1 of 2")

@@ -50,18 +50,19 @@ def _number(value) -> float | None:
     return None
 
 
-def _scale(node: dict) -> tuple[float, float] | None:
-    """The numeric range of a criterion's recorded type (`Score[1..3]`, `Ordinal[1..5]`, `Bool`)."""
+def _numeric(node: dict) -> bool:
+    """Whether a criterion's recorded type is a number or a numeric range (`Score[1..3]`, `Ordinal[1..5]`, `Bool`)."""
     t = node.get("type", "").rstrip("?")
     if t == "Bool" or t == "Score":
-        return 0.0, 1.0
+        return True
     if "[" in t and ".." in t:
         lo, hi = t[t.index("[") + 1:t.rindex("]")].split("..")
         try:
-            return float(lo), float(hi)
+            float(lo), float(hi)
         except ValueError:
-            return None
-    return None
+            return False
+        return True
+    return False
 
 
 def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]], id_field: str | None = None,
@@ -89,8 +90,7 @@ def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]],
         raise DataError(f"{trace}: no criterion {', '.join(f'`{m}`' for m in missing)} in the trace")
     reports = {}
     for name, field in pairs:
-        scale = _scale(types[name])
-        if scale is None:
+        if not _numeric(types[name]):
             raise DataError(f"criterion `{name}` is a {types[name].get('type')}: its judgments are not numbers, so "
                             "they cannot be compared with a numeric label")
         preds, golds, unusable = [], [], 0
@@ -104,6 +104,6 @@ def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]],
                 continue
             preds.append(_number(value) if value is not None else None)
             golds.append(gold)
-        report = metrics_with_confidence("pointwise", preds, golds, scale, n_resamples=bootstrap, seed=seed)
+        report = metrics_with_confidence("pointwise", preds, golds, n_resamples=bootstrap, seed=seed)
         reports[name] = {"field": field, "n_unusable": unusable, **report}
     return reports

@@ -172,7 +172,6 @@ def _finalize(report: dict, reasons: dict[str, str]) -> dict:
 def pointwise_metrics(
     preds: Sequence[float | None],
     golds: Sequence[float],
-    scale: tuple[float, float] | None = None,
 ) -> dict:
     """Agreement of quantized pointwise scores with (possibly fractional) gold scores.
 
@@ -195,7 +194,7 @@ def pointwise_metrics(
       prediction and the unrounded gold (Spearman uses average ranks for ties).
     * ``qwk``: quadratic weighted kappa over **valid** items between the
       prediction and the rounded gold, on integer categories (any range lo..hi
-      holding the values gives the same kappa, so ``scale`` changes no entry).
+      holding the values gives the same kappa).
 
     Undefined metrics are None, with the reason in ``report["undefined"]``.
 
@@ -445,13 +444,13 @@ def metrics_with_confidence(
     min_defined: float = 0.5,
     groups: Sequence | None = None,
 ) -> dict:
-    """:func:`pointwise_metrics` (with ``scale``) or :func:`pairwise_metrics`, with a bootstrap interval on each
-    metric: what :func:`with_confidence` gives for that report function and seed, computed over all resamples at
-    once (numpy, :mod:`gsrlang.analysis.resampling`) instead of one report per resample. With ``groups`` (each item's
-    group), a cluster bootstrap over the groups."""
+    """:func:`pointwise_metrics` or :func:`pairwise_metrics`, with a bootstrap interval on each metric: what
+    :func:`with_confidence` gives for that report function and seed, computed over all resamples at once (numpy,
+    :mod:`gsrlang.analysis.resampling`) instead of one report per resample. With ``groups`` (each item's group), a
+    cluster bootstrap over the groups. ``scale`` changes nothing: no metric depends on the range."""
     _check_alpha(alpha)
     if mode == "pointwise":
-        point = pointwise_metrics(preds, golds, scale=scale)
+        point = pointwise_metrics(preds, golds)
         sample = PointwiseSample(preds, golds)
     elif mode == "pairwise":
         point = pairwise_metrics(preds, golds)
@@ -656,7 +655,7 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         preds = [p for p, _ in pairs]
         golds = [g for _, g in pairs]
         item_groups = None if groups is None else [groups.get(str(k)) for k in runs[run_id]]
-        per_run[run_id] = metrics_with_confidence(mode, preds, golds, scale, n_resamples=bootstrap, seed=seed,
+        per_run[run_id] = metrics_with_confidence(mode, preds, golds, n_resamples=bootstrap, seed=seed,
                                                   groups=item_groups)
 
     result = {

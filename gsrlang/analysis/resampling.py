@@ -151,8 +151,8 @@ class PointwiseSample(_Coded):
     """Pointwise predictions (None: invalid) and gold scores, prepared for :func:`resampled`.
 
     Each resample gives what :func:`gsrlang.analysis.metrics.pointwise_metrics` gives on it:
-    coverage, exact, within1, mae, pearson, spearman and qwk (``scale`` does not
-    change the kappa: categories nobody used add nothing to either sum of it).
+    coverage, exact, within1, mae, pearson, spearman and qwk (categories nobody used add nothing to either sum
+    of the kappa).
     """
 
     keys = ("coverage", "exact", "within1", "mae", "pearson", "spearman", "qwk")

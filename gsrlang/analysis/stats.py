@@ -14,7 +14,6 @@ counts per item which prediction is closer to the label. Nothing here needs scip
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -22,20 +21,16 @@ import numpy as np
 from gsrlang.analysis.metrics import metric_keys, pairwise_metrics, pointwise_metrics, round_half_up
 from gsrlang.analysis.resampling import PairwiseSample, PointwiseSample, percentile_interval, resampled
 
-__all__ = ["binomial_two_sided", "correct", "mcnemar", "paired_report", "report_fn", "wins"]
+__all__ = ["binomial_two_sided", "correct", "mcnemar", "paired_report", "wins"]
 
 
-def report_fn(mode: str, scale=None):
-    return partial(pointwise_metrics, scale=scale) if mode == "pointwise" else pairwise_metrics
-
-
-def paired_report(mode: str, a: Sequence, b: Sequence, golds: Sequence, scale=None, n_resamples: int = 1000,
+def paired_report(mode: str, a: Sequence, b: Sequence, golds: Sequence, n_resamples: int = 1000,
                   seed: int = 0, alpha: float = 0.05, groups: Sequence | None = None) -> dict:
     """{metric: {"a", "a_ci95", "b", "b_ci95", "diff", "ci95"}} for every metric of the report (diff = b - a).
 
     Both prediction columns are scored on the same resamples at once (`gsrlang.analysis.resampling`); a
     resample counts towards the difference's interval when both sides define the metric on it."""
-    fn = report_fn(mode, scale)
+    fn = pointwise_metrics if mode == "pointwise" else pairwise_metrics
     ra, rb = fn(list(a), list(golds)), fn(list(b), list(golds))
     keys = metric_keys(ra)
     sample = PointwiseSample if mode == "pointwise" else PairwiseSample

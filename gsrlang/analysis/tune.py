@@ -286,22 +286,22 @@ def increasing(cuts: Sequence[float]) -> list[float]:
 
 
 # ---- objectives ----------------------------------------------------------------------------------------------------
-def metric_value(metric: str, preds: Sequence, golds: Sequence, scale) -> float | None:
+def metric_value(metric: str, preds: Sequence, golds: Sequence) -> float | None:
     """One metric of pointwise predictions (None where invalid) against labels, as `gsr metrics` computes it."""
-    return pointwise_metrics(list(preds), list(golds), scale=scale)[metric]
+    return pointwise_metrics(list(preds), list(golds))[metric]
 
 
 def _round_half_up(y: np.ndarray) -> np.ndarray:
     return np.floor(y + 0.5)
 
 
-def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray, scale) -> float:
+def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray) -> float:
     """The metric for the search (higher is better): exact and MAE in numpy, the others as reported."""
     if metric == "exact":
         return float(np.mean(ok & (score == _round_half_up(y))))
     if metric == "mae":
         return -float(np.mean(np.abs(score[ok] - y[ok]))) if ok.any() else -math.inf
-    value = metric_value(metric, [float(s) if o else None for s, o in zip(score, ok)], y.tolist(), scale)
+    value = metric_value(metric, [float(s) if o else None for s, o in zip(score, ok)], y.tolist())
     return -math.inf if value is None else value
 
 
@@ -446,7 +446,6 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty,
     labelled = np.array([g is not None for g in table.labels])
     y = np.array([float(g) if g is not None else np.nan for g in table.labels])
     p = space.program.readout.pointwise
-    scale = (p.lo, p.hi)
     var = float(np.var(y[labelled])) or 1.0
     all_cuts = p.quantize == "thresholds" and len(space.cut_index) == len(p.thresholds) and len(p.thresholds) > 0
     surrogate = settings.objective == "surrogate" and (p.quantize != "thresholds" or all_cuts)
@@ -486,8 +485,7 @@ def _fit_pointwise(space: "Space", table: Table, settings: FitSettings, penalty,
     def negative_metric(x):
         ev = space.run(table, x)
         score = np.nan_to_num(ev.score, nan=-1.0)
-        return -_fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled], scale) \
-            + penalty(np.asarray(x))
+        return -_fast_metric(settings.metric, score[labelled], ev.ok[labelled], y[labelled]) + penalty(np.asarray(x))
 
     return _search(negative_metric, space.lower, space.upper, first, settings, False, progress)
 
@@ -647,23 +645,18 @@ def choose_shrink(program: CheckedProgram, ks: Sequence[Knob], table: Table, set
             for i, pred in zip(test, predict(program, ks, start, test_table)):
                 preds[shrink][i] = pred
     golds = list(labelled.labels)
-    scores = {shrink: score_of(table.mode, settings.metric, preds[shrink], golds, _scale(program))
+    scores = {shrink: score_of(table.mode, settings.metric, preds[shrink], golds)
               for shrink in sorted(grid)}
     best = max(scores, key=lambda s: (scores[s], s))
     return best, scores
 
 
-def _scale(program: CheckedProgram):
-    p = program.readout.pointwise
-    return (p.lo, p.hi) if p is not None else None
-
-
-def score_of(mode: str, metric: str, preds: Sequence, golds: Sequence, scale) -> float:
+def score_of(mode: str, metric: str, preds: Sequence, golds: Sequence) -> float:
     """A metric of predictions, oriented so that higher is better (-inf where undefined)."""
     if mode == "pairwise":
         value = pairwise_metrics(list(preds), list(golds))[metric]
     else:
-        value = metric_value(metric, preds, golds, scale)
+        value = metric_value(metric, preds, golds)
     if value is None:
         return -math.inf
     return -value if metric == "mae" else value

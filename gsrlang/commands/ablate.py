@@ -86,13 +86,12 @@ def run(args) -> int:
     labelled = table.take(keep)
     golds = labelled.labels
     mode = labelled.mode
-    scale = (program.readout.pointwise.lo, program.readout.pointwise.hi) if mode == "pointwise" else None
     base = Evaluator(program).run(labelled).predictions()
     rows = []
     for v in variants(program):
         preds = Evaluator(v.program).run(labelled).predictions()
         rows.append({"variant": v.name, "hash": v.program.content_hash,
-                     "metrics": paired_report(mode, base, preds, golds, scale, args.bootstrap, args.seed)})
+                     "metrics": paired_report(mode, base, preds, golds, args.bootstrap, args.seed)})
     result = {"program": args.program, "hash": program.content_hash,
               **({"trace": args.trace} if args.trace else {"data": args.data}), "n": len(keep), "mode": mode,
               "variants": rows}

@@ -88,7 +88,7 @@ def read_groups(args, ids, command: str) -> list | None:
 def _read(path: str) -> dict:
     from gsrlang.analysis.metrics import numbered_results, pairwise_line, pointwise_line, result_mode
 
-    mode = scale = None
+    mode = None
     items: dict = {}
     programs = set()
     ids: list = []
@@ -96,8 +96,6 @@ def _read(path: str) -> dict:
         where = f"{path}: line {line}"
         ids.append(record.get("id"))
         mode = mode or result_mode(record)
-        if record.get("scale") is not None:
-            scale = tuple(record["scale"])
         source = record.get("program")
         if isinstance(source, dict):
             programs.add((source.get("name"), source.get("hash")))
@@ -113,7 +111,7 @@ def _read(path: str) -> dict:
     warning = repeated_ids_warning("gsr compare", ids, path, "the last line of each id is compared")
     if warning:
         print(warning, file=sys.stderr)
-    return {"mode": mode, "scale": scale, "items": items, "programs": sorted(programs, key=str)}
+    return {"mode": mode, "items": items, "programs": sorted(programs, key=str)}
 
 
 def paired_items(a: dict, b: dict, names: tuple[str, str]) -> tuple[list, list, list, list] | str:
@@ -150,9 +148,8 @@ def run(args) -> int:
         print("gsr compare: the files hold no labelled items to compare", file=sys.stderr)
         return 1
     mode = a["mode"]
-    scale = a["scale"] or b["scale"]
     groups = read_groups(args, ids, "gsr compare")
-    report = paired_report(mode, pa, pb, golds, scale, args.bootstrap, args.seed, groups=groups)
+    report = paired_report(mode, pa, pb, golds, args.bootstrap, args.seed, groups=groups)
     result = {"a": args.a, "b": args.b, "mode": mode, "n": len(ids), "programs": {"a": a["programs"],
                                                                                  "b": b["programs"]},
               "metrics": report, "wins": wins(mode, pa, pb, golds), "mcnemar": mcnemar(mode, pa, pb, golds),

@@ -285,9 +285,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     elif args.data:
         _warn_group_candidates(args, rows)
     settings = FitSettings(metric=args.metric, objective=args.objective, shrink=args.shrink, seed=args.seed)
-    p = program.readout.pointwise
-    scale = (p.lo, p.hi) if p is not None else None
-    progress = _progress(args.folds, args.metric, scale, table)
+    progress = _progress(args.folds, args.metric, table)
     try:
         with progress:
             cv = cross_validate(program, ks, table, args.folds, settings, groups=groups, jobs=args.jobs,
@@ -305,8 +303,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
             theta = fit(program, ks, table.take(index), settings, progress=progress)
     except TuneError as exc:
         raise UsageError(str(exc)) from None
-    report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, scale, args.bootstrap, args.seed,
-                           groups=cv.groups)
+    report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, args.bootstrap, args.seed, groups=cv.groups)
     nested = ", each fold choosing its shrinkage on its own training items (nested)" if args.shrink is None else ""
     by = f", folds by `{args.group_field}`" if groups is not None else ""
     print(f"\n{args.folds}-fold cross-validation (seed {args.seed}{by}){nested}, on the held-out folds:")
@@ -317,7 +314,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         from gsrlang.analysis.baseline import baseline_predictions
 
         models = baseline_predictions(program, table.take(index), cv.golds, cv.fold_of)
-        extra = {name: paired_report("pointwise", preds, cv.tuned, cv.golds, scale, args.bootstrap, args.seed,
+        extra = {name: paired_report("pointwise", preds, cv.tuned, cv.golds, args.bootstrap, args.seed,
                                      groups=cv.groups) for name, preds in models.items()}
     _print_table(shown, report, extra)
     if cv.shrinks:
@@ -343,7 +340,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         header.append("baseline CV " + args.metric + ": " + "; ".join(
             f"{name} {format_ci(r[args.metric]['a'], r[args.metric]['a_ci95'])}" for name, r in extra.items()))
     if holdout is not None:
-        line = _report_holdout(args, program, ks, theta, holdout, holdout_groups, scale)
+        line = _report_holdout(args, program, ks, theta, holdout, holdout_groups)
         if line:
             header.append(line)
     from gsrlang.lang.syntax.parser import decode_source
@@ -385,7 +382,7 @@ def _print_table(shown, report, extra: dict) -> None:
         print(line)
 
 
-def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | None:
+def _report_holdout(args, program, ks, theta, holdout, groups) -> str | None:
     """Print the tuned and untuned program's agreement on the held-out items; the header's line for it."""
     from gsrlang.analysis.stats import paired_report
     from gsrlang.analysis.tune import labelled_index, predict
@@ -398,7 +395,7 @@ def _report_holdout(args, program, ks, theta, holdout, groups, scale) -> str | N
     items = holdout.take(index)
     tuned = predict(program, ks, theta, items)
     untuned = Evaluator(program).run(items).predictions()
-    report = paired_report(items.mode, untuned, tuned, list(items.labels), scale, args.bootstrap, args.seed,
+    report = paired_report(items.mode, untuned, tuned, list(items.labels), args.bootstrap, args.seed,
                            groups=_pick(groups, index))
     r = report[args.metric]
     where = f"`{args.holdout_field}` true" if args.holdout_field else args.holdout
@@ -424,13 +421,13 @@ def _warn_group_candidates(args, rows) -> None:
               f"{name} so that each group stays in one fold; folds by row are optimistic", file=sys.stderr)
 
 
-def _progress(folds: int, metric: str, scale, table):
+def _progress(folds: int, metric: str, table):
     """A progress bar on stderr when it is a terminal (rich): fold i of k, candidates evaluated, best so far;
     otherwise a silent counter."""
     from gsrlang.analysis.tune import Progress
 
     if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
-        return _Bar(folds, metric, scale, table)
+        return _Bar(folds, metric, table)
 
     class Quiet(Progress):
         def __enter__(self):
@@ -442,7 +439,7 @@ def _progress(folds: int, metric: str, scale, table):
     return Quiet()
 
 
-def _Bar(folds: int, metric: str, scale, table):
+def _Bar(folds: int, metric: str, table):
     import threading
 
     from rich.console import Console
@@ -491,7 +488,7 @@ def _Bar(folds: int, metric: str, scale, table):
         def fold_done(self, fold, total, predictions):
             self.done.update(predictions)
             keys = sorted(self.done)
-            value = score_of(table.mode, metric, [self.done[i] for i in keys], [golds[i] for i in keys], scale)
+            value = score_of(table.mode, metric, [self.done[i] for i in keys], [golds[i] for i in keys])
             value = -value if metric == "mae" else value
             self.bar.update(self.task, advance=1, evals=self._total(),
                             best=f"{metric} so far {value:.3f} ({len(self.done)} items)")

@@ -278,9 +278,8 @@ def _paired(a: Run, b: Run, bootstrap: int, seed: int) -> dict:
 
         from gsrlang.analysis.stats import paired_report
 
-        scale = next((tuple(x["scale"]) for x, _ in labelled if x.get("scale")), None)
         report = paired_report(mode, [pred(x) for x, _ in labelled], [pred(y) for _, y in labelled],
-                               [x["label"] for x, _ in labelled], scale, n_resamples=bootstrap, seed=seed)
+                               [x["label"] for x, _ in labelled], n_resamples=bootstrap, seed=seed)
         out["delta"] = {k: {"value": r["diff"], "ci95": r["ci95"]} for k, r in report.items()}
     return out
 
