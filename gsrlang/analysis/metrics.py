@@ -422,15 +422,7 @@ def with_confidence(
             for key in wanted:
                 if resampled[key] is not None:
                     samples[key].append(resampled[key])
-    ci_key = _ci_key(alpha)
-    result = dict(point)
-    for key in chosen:
-        interval = None
-        if key in samples and n_resamples > 0:
-            interval = _interval(samples[key], n_resamples, alpha, min_defined)
-        result[key] = {"value": point[key], ci_key: interval}
-    result["bootstrap"] = {"n_resamples": n_resamples, "seed": seed, "alpha": alpha}
-    return result
+    return _with_intervals(point, chosen, samples, n_resamples, seed, alpha, min_defined)
 
 
 def metrics_with_confidence(
@@ -458,12 +450,20 @@ def metrics_with_confidence(
     else:
         raise ValueError(f"mode must be 'pointwise' or 'pairwise', got {mode!r}")
     (values,) = resampled([sample], n_resamples, seed, groups)
+    return _with_intervals(point, metric_keys(point), values, n_resamples, seed, alpha, min_defined)
+
+
+def _with_intervals(point: dict, keys: Sequence[str], samples: Mapping, n_resamples: int, seed: int, alpha: float,
+                    min_defined: float) -> dict:
+    """The report with each metric in ``keys`` as ``{"value": ..., "ci95": ...}``, the interval from the metric's
+    resampled values ``samples[key]`` (None where the metric is undefined on the data or nothing was resampled),
+    and the bootstrap's settings in ``bootstrap``."""
     ci_key = _ci_key(alpha)
     result = dict(point)
-    for key in metric_keys(point):
+    for key in keys:
         interval = None
         if point[key] is not None and n_resamples > 0:
-            interval = percentile_interval(values[key], n_resamples, alpha, min_defined)
+            interval = _interval(samples[key], n_resamples, alpha, min_defined)
         result[key] = {"value": point[key], ci_key: interval}
     result["bootstrap"] = {"n_resamples": n_resamples, "seed": seed, "alpha": alpha}
     return result
