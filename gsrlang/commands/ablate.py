@@ -52,11 +52,9 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from gsrlang.analysis.ablate import variants
     from gsrlang.analysis.stats import paired_report
+    from gsrlang.commands.common import warn_repeated_ids
     from gsrlang.commands.run import choose_mode, load_program
-    from gsrlang.commands.config import table_config
-    from gsrlang.execution.replay import ReplayError
-    from gsrlang.execution.runs import load_table
-    from gsrlang.files.dataset import DataError
+    from gsrlang.commands.tune import TraceRefused, load_table
     from gsrlang.semantics.evaluate import Evaluator
 
     program = load_program(args.program)
@@ -65,19 +63,12 @@ def run(args) -> int:
     if args.trace and args.mode:
         raise UsageError("--mode is for --data: a trace's records say their task")
     mode = choose_mode(program, args.mode) if args.data else None
-    source = args.trace or args.data
     try:
-        table = load_table(program, table_config(args, program, mode, f"`{args.program}`"))
-        from gsrlang.commands.common import repeated_ids_warning
-
-        warning = repeated_ids_warning("gsr ablate", table.ids, source, "each is counted")
-        if warning:
-            print(warning, file=sys.stderr)
-    except ReplayError as exc:
+        table = load_table(program, args, mode, f"`{args.program}`")
+    except TraceRefused as exc:
         print(f"gsr ablate: {exc}", file=sys.stderr)
         return 1
-    except (DataError, ValueError) as exc:  # ValueError: --data under criteria that need a judge
-        raise UsageError(str(exc)) from None
+    warn_repeated_ids("gsr ablate", table.ids, args.trace or args.data, "each is counted")
     keep = [i for i, g in enumerate(table.labels) if g is not None]
     if not keep:
         if args.data:

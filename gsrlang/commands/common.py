@@ -187,9 +187,9 @@ def add_bootstrap_argument(parser, what: str = "", default: int = 1000) -> None:
                         help=f"bootstrap resamples{what} (default: {default})")
 
 
-def repeated_ids_warning(command: str, ids, source: str, policy: str) -> str | None:
-    """The one warning of every command that reads items by id (compare, ablate, tune) when some id repeats;
-    `policy` says what the command did with the repeats. None when every id is distinct."""
+def warn_repeated_ids(command: str, ids, source: str, policy: str) -> None:
+    """The one warning (on stderr) of every command that reads items by id (compare, ablate, tune) when some id
+    repeats; `policy` says what the command did with the repeats. Nothing when every id is distinct."""
     seen: set = set()
     repeats: list = []
     n = 0
@@ -203,9 +203,10 @@ def repeated_ids_warning(command: str, ids, source: str, policy: str) -> str | N
         else:
             seen.add(item_id)
     if not n:
-        return None
+        return
     from gsrlang.files.printable import printable
 
     first = ", ".join(printable(repr(i)) for i in repeats)
-    return (f"{command}: warning: {source}: {n} item{'s repeat' if n != 1 else ' repeats'} an id an earlier item has "
-            f"(first: {first}): {policy}; a file run twice, or joined with another, counts its items twice")
+    print(f"{command}: warning: {source}: {n} item{'s repeat' if n != 1 else ' repeats'} an id an earlier item has "
+          f"(first: {first}): {policy}; a file run twice, or joined with another, counts its items twice",
+          file=sys.stderr)

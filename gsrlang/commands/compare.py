@@ -106,11 +106,9 @@ def _read(path: str) -> dict:
         items[record.get("id", ("line", line))] = (pred, gold)
     if mode is None:
         raise UsageError(f"{path}: no result lines")
-    from gsrlang.commands.common import repeated_ids_warning
+    from gsrlang.commands.common import warn_repeated_ids
 
-    warning = repeated_ids_warning("gsr compare", ids, path, "the last line of each id is compared")
-    if warning:
-        print(warning, file=sys.stderr)
+    warn_repeated_ids("gsr compare", ids, path, "the last line of each id is compared")
     return {"mode": mode, "items": items, "programs": sorted(programs, key=str)}
 
 

@@ -168,11 +168,9 @@ def run(args) -> int:
     except TraceRefused as exc:
         print(f"gsr tune: {exc}", file=sys.stderr)
         return 1
-    from gsrlang.commands.common import repeated_ids_warning
+    from gsrlang.commands.common import warn_repeated_ids
 
-    warning = repeated_ids_warning("gsr tune", table.ids, source, "each is tuned on, and may fall in two folds")
-    if warning:
-        print(warning, file=sys.stderr)
+    warn_repeated_ids("gsr tune", table.ids, source, "each is tuned on, and may fall in two folds")
     return _tune(args, program, ks, table, out, source, holdout)
 
 
