@@ -36,6 +36,7 @@ import numpy as np
 from gsrlang.analysis.resampling import PairwiseSample, PointwiseSample, draws, percentile_interval, resampled
 from gsrlang.files.dataset import DataError, parse_pointwise_label, recorded_label_problem
 from gsrlang.files.jsonl import read_jsonl
+from gsrlang.lang.types import is_finite_number
 
 __all__ = [
     "PAIRWISE_PREDICTIONS",
@@ -205,10 +206,10 @@ def pointwise_metrics(
     if len(preds) != len(golds):
         raise ValueError(f"preds and golds differ in length: {len(preds)} vs {len(golds)}")
     for pred in preds:
-        if pred is not None and not _is_finite_number(pred):
+        if pred is not None and not is_finite_number(pred):
             raise ValueError(f"predictions must be finite numbers or None, got {pred!r}")
     for gold in golds:
-        if not _is_finite_number(gold):
+        if not is_finite_number(gold):
             raise ValueError(f"gold labels must be finite numbers, got {gold!r}")
 
     n = len(golds)
@@ -249,10 +250,6 @@ def pointwise_metrics(
         "qwk": qwk,
     }
     return _finalize(report, reasons)
-
-
-def _is_finite_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # --------------------------------------------------------------------------- pairwise
@@ -694,7 +691,7 @@ def _read_scale(value: object, where: str) -> tuple[float, float]:
     if (
         isinstance(value, (list, tuple))
         and len(value) == 2
-        and all(_is_finite_number(v) for v in value)
+        and all(is_finite_number(v) for v in value)
         and value[0] <= value[1]
     ):
         return (value[0], value[1])
@@ -709,7 +706,7 @@ def pointwise_line(record: Mapping, status: str, where: str) -> tuple[float, flo
     score = record.get("score")
     if status != "ok" or score is None:
         return gold, None
-    if not _is_finite_number(score):
+    if not is_finite_number(score):
         raise DataError(f"{where}: 'score' must be a number or null, got {score!r}")
     return gold, score
 

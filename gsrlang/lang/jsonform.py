@@ -38,7 +38,7 @@ from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.program import JSON_FORMAT_VERSION, CheckedProgram, json_value
 from gsrlang.lang.syntax.parser import MAX_INT, MAX_NESTING
 from gsrlang.lang.tasks import MODES, ON_TIE, QUANTIZE, SETTINGS
-from gsrlang.lang.types import JType, is_number
+from gsrlang.lang.types import JType, is_finite_number, is_number
 
 FORMAT = "gsr-program"
 NODE_KINDS = ("criterion", "transform", "reduce", "gate", "const")
@@ -138,6 +138,11 @@ def _type_text(t: JType) -> str:
     if t.kind == "ordinal":
         text += " with level values [" + ", ".join(_num(v) for v in t.values) + "]"
     return text
+
+
+def _pair(v) -> bool:
+    """`[lo, hi]`: a list of two finite numbers (a scale, a tuning range)."""
+    return isinstance(v, list) and len(v) == 2 and all(map(is_finite_number, v))
 
 
 def _is_int(v) -> bool:
@@ -301,8 +306,8 @@ class _Writer:
                 self.err(path, "missing field `value` (a const node's number or boolean)")
             else:
                 value = node["value"]
-                if self.typed(value, _at(path, "value"), lambda v: isinstance(v, bool) or
-                              (is_number(v) and math.isfinite(v)), "a number or a boolean"):
+                if self.typed(value, _at(path, "value"), lambda v: isinstance(v, bool) or is_finite_number(v),
+                              "a number or a boolean"):
                     info.value = value
         if kind in ("transform", "reduce", "gate"):
             if "value" in node:
@@ -414,8 +419,8 @@ class _Writer:
             return JType("bool", optional=optional)
         if kind == "score":
             lo, hi = t.get("lo", 0.0), t.get("hi", 1.0)
-            ok = self.typed(lo, _at(path, "lo"), lambda v: is_number(v) and math.isfinite(v), "a number")
-            ok &= self.typed(hi, _at(path, "hi"), lambda v: is_number(v) and math.isfinite(v), "a number")
+            ok = self.typed(lo, _at(path, "lo"), is_finite_number, "a number")
+            ok &= self.typed(hi, _at(path, "hi"), is_finite_number, "a number")
             if not ok:
                 return None
             if not lo < hi:
@@ -475,8 +480,7 @@ class _Writer:
             ok = self.typed(key, _at(lpath, "key"), lambda v: isinstance(v, str) and bool(_LABEL.match(v)),
                             "a level key (an integer, a label, true or false)")
             ok &= self.typed(text, _at(lpath, "text"), lambda v: isinstance(v, str), "a string")
-            ok &= self.typed(value, _at(lpath, "value"), lambda v: v is None or (is_number(v) and
-                                                                                  math.isfinite(v)),
+            ok &= self.typed(value, _at(lpath, "value"), lambda v: v is None or is_finite_number(v),
                              "a number or null")
             if ok:
                 info.levels.append((key, text, value))
@@ -583,10 +587,7 @@ class _Writer:
     # ---- readout ----
     def _tune(self, raw, path: str) -> dict:
         """A node's or a readout's tuning ranges: {key: (lo, hi)} (see gsrlang.lang.check.tunable)."""
-        def pair(v):
-            return isinstance(v, list) and len(v) == 2 and all(is_number(x) and math.isfinite(x) for x in v)
-
-        if not self.typed(raw, path, lambda v: isinstance(v, dict) and all(pair(r) for r in v.values()),
+        if not self.typed(raw, path, lambda v: isinstance(v, dict) and all(_pair(r) for r in v.values()),
                           "an object of [lo, hi] ranges"):
             return {}
         return {k: tuple(v) for k, v in raw.items()}
@@ -605,21 +606,19 @@ class _Writer:
                 scale = p["scale"]
                 quantize = p.get("quantize", SETTINGS["quantize"].default)
                 thresholds = p.get("thresholds", [])
-                ok = self.typed(scale, _at(ppath, "scale"), lambda v: isinstance(v, list) and len(v) == 2 and all(
-                    is_number(x) and math.isfinite(x) for x in v), "[lo, hi]")
+                ok = self.typed(scale, _at(ppath, "scale"), _pair, "[lo, hi]")
                 if quantize not in QUANTIZE:
                     self.err(_at(ppath, "quantize"), f"expected one of {', '.join(QUANTIZE)}, found "
                                                      f"{json_repr(quantize)}")
                     ok = False
-                ok &= self.typed(thresholds, _at(ppath, "thresholds"), lambda v: isinstance(v, list) and all(
-                    is_number(x) and math.isfinite(x) for x in v), "an array of numbers")
+                ok &= self.typed(thresholds, _at(ppath, "thresholds"),
+                                 lambda v: isinstance(v, list) and all(map(is_finite_number, v)), "an array of numbers")
                 if ok and thresholds and quantize != "thresholds":
                     self.err(_at(ppath, "thresholds"), "cut points are given only with `quantize: \"thresholds\"`")
                     ok = False
                 tune = p.get("tune", [])
                 ok &= self.typed(tune, _at(ppath, "tune"), lambda v: isinstance(v, list) and len(v) == len(thresholds)
-                                 and all(t is None or (isinstance(t, list) and len(t) == 2 and all(
-                                     is_number(x) and math.isfinite(x) for x in t)) for t in v),
+                                 and all(t is None or _pair(t) for t in v),
                                  "one [lo, hi] range or null per cut point") if "tune" in p else True
                 if ok:
                     cuts = [_num(x) + (f" in {_num(t[0])}..{_num(t[1])}" if tune and tune[i] else "")
@@ -633,8 +632,7 @@ class _Writer:
             if p is not None:
                 epsilon = p.get("epsilon", SETTINGS["epsilon"].default)
                 on_tie = p.get("on_tie", SETTINGS["on_tie"].default)
-                ok = self.typed(epsilon, _at(ppath, "epsilon"), lambda v: is_number(v) and math.isfinite(v),
-                                "a number")
+                ok = self.typed(epsilon, _at(ppath, "epsilon"), is_finite_number, "a number")
                 if on_tie not in ON_TIE:
                     self.err(_at(ppath, "on_tie"), f"expected one of {', '.join(ON_TIE)}, found {json_repr(on_tie)}")
                     ok = False

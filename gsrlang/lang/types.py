@@ -179,6 +179,11 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_finite_number(value) -> bool:
+    """An int or a finite float (not a bool)."""
+    return is_number(value) and math.isfinite(value)
+
+
 def number_of(value) -> float | None:
     """A number, or a string holding one, as a float (None for anything else, a bool included)."""
     if isinstance(value, bool):
