@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 __all__ = ["BLOCK", "PairwiseSample", "PointwiseSample", "draws", "group_codes", "group_weights", "percentile_interval",
-           "resampled"]
+           "resampled", "round_half_up_array"]
 
 #: Drawn indices held at once (resamples x items): 16 MB of int64.
 BLOCK = 1 << 21
@@ -94,7 +94,8 @@ def _group(weights: np.ndarray, groups: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(flat, weights=weights.ravel(), minlength=rows * k).reshape(rows, k)
 
 
-def _round_half_up(x: np.ndarray) -> np.ndarray:
+def round_half_up_array(x: np.ndarray) -> np.ndarray:
+    """Each value rounded to the nearest integer, halves upwards (as `metrics.round_half_up`)."""
     return np.floor(x + 0.5)
 
 
@@ -164,7 +165,7 @@ class PointwiseSample(_Coded):
         pairs, codes = np.unique(items, axis=0, return_inverse=True)
         self.codes, self.k = codes.reshape(-1), len(pairs)
         valid, pred, gold = pairs[:, 0] == 1, pairs[:, 1], pairs[:, 2]
-        pi, gi = _round_half_up(pred), _round_half_up(gold)
+        pi, gi = round_half_up_array(pred), round_half_up_array(gold)
         # per pair: valid, exact hit, within 1, absolute error (0 where invalid)
         self.features = np.stack([valid, valid & (pi == gi), valid & (np.abs(pi - gi) <= 1),
                                   np.where(valid, np.abs(pred - gold), 0.0)], axis=1).astype(np.float64)

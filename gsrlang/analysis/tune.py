@@ -47,6 +47,7 @@ import attrs
 import numpy as np
 
 from gsrlang.analysis.metrics import pairwise_metrics, pointwise_metrics
+from gsrlang.analysis.resampling import round_half_up_array
 from gsrlang.semantics.evaluate import Evaluation, Evaluator, Table, with_parameters
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.span import Span
@@ -291,14 +292,10 @@ def metric_value(metric: str, preds: Sequence, golds: Sequence) -> float | None:
     return pointwise_metrics(list(preds), list(golds))[metric]
 
 
-def _round_half_up(y: np.ndarray) -> np.ndarray:
-    return np.floor(y + 0.5)
-
-
 def _fast_metric(metric: str, score: np.ndarray, ok: np.ndarray, y: np.ndarray) -> float:
     """The metric for the search (higher is better): exact and MAE in numpy, the others as reported."""
     if metric == "exact":
-        return float(np.mean(ok & (score == _round_half_up(y))))
+        return float(np.mean(ok & (score == round_half_up_array(y))))
     if metric == "mae":
         return -float(np.mean(np.abs(score[ok] - y[ok]))) if ok.any() else -math.inf
     value = metric_value(metric, [float(s) if o else None for s, o in zip(score, ok)], y.tolist())
@@ -510,7 +507,7 @@ def _fit_ordinal(space: "Space", table: Table, settings: FitSettings, penalty, f
     labelled = np.array([g is not None for g in table.labels])
     y = np.array([float(g) if g is not None else np.nan for g in table.labels])
     k = int(round(p.hi - p.lo)) + 1
-    category = np.clip(_round_half_up(np.nan_to_num(y, nan=p.lo)) - p.lo, 0, k - 1).astype(int)
+    category = np.clip(round_half_up_array(np.nan_to_num(y, nan=p.lo)) - p.lo, 0, k - 1).astype(int)
     written = readout_cuts(space.program)
     moving = p.quantize == "thresholds" and bool(space.cut_index)
     n = max(1, int(labelled.sum()))
