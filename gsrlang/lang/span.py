@@ -26,9 +26,6 @@ class Span:
     def cover(self, other: "Span") -> "Span":
         return Span(min(self.start, other.start), max(self.end, other.end))
 
-    def contains(self, offset: int) -> bool:
-        return self.start <= offset <= self.end
-
 
 @records.frozen
 class SourceText:
