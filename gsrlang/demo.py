@@ -85,8 +85,7 @@ def _run(program, path: str, data: Path, out: Path, tag: str, registry=None):
     summary = run_file(program, data, _columns(), registry, "pointwise",
                        RunConfig(out=str(out / f"{tag}.results.jsonl"), trace=str(out / f"{tag}.trace.jsonl"),
                                  program_path=path))
-    p = program.readout.pointwise
-    return summary, summary.metrics((p.lo, p.hi))
+    return summary, summary.metrics()
 
 
 def _direct(console: Console, data: Path, out: Path):

@@ -426,7 +426,6 @@ def metrics_with_confidence(
     mode: str,
     preds: Sequence,
     golds: Sequence,
-    scale: tuple[float, float] | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
@@ -436,7 +435,7 @@ def metrics_with_confidence(
     """:func:`pointwise_metrics` or :func:`pairwise_metrics`, with a bootstrap interval on each metric: what
     :func:`with_confidence` gives for that report function and seed, computed over all resamples at once (numpy,
     :mod:`gsrlang.analysis.resampling`) instead of one report per resample. With ``groups`` (each item's group), a
-    cluster bootstrap over the groups. ``scale`` changes nothing: no metric depends on the range."""
+    cluster bootstrap over the groups."""
     _check_alpha(alpha)
     if mode == "pointwise":
         point = pointwise_metrics(preds, golds)

@@ -138,13 +138,10 @@ def run(args) -> int:
             print(f"re-composing the judgments recorded under {recorded} with {label} "
                   f"({_short(program.content_hash)})", file=out)
     shown = []
-    scale = []
 
     def on_item(run, line, difference, static):
         if args.show is not None and str(run.id) == args.show:
             shown.append((run, static))
-        if not scale and line.get("scale"):
-            scale.append(tuple(line["scale"]))
 
     config = ReplayConfig(out=args.out, trace=args.trace_out, program_path=path, program_label=label)
     route = replay_route(config, verify=verify, per_item=programs is not None, show=args.show is not None,
@@ -208,7 +205,9 @@ def run(args) -> int:
         print(f"gsr replay: warning: {args.trace} does not end with a completed run's summary record: the run "
               f"was killed or failed, so it holds only {summary.items} of its items", file=sys.stderr)
     if not args.quiet and (not verify or code == 0):
-        _print_metrics(summary, program, args.bootstrap, out, scale[0] if scale else None)
+        from gsrlang.commands.run import print_agreement
+
+        print_agreement(summary, args.bootstrap, out)
     if args.show is not None and not _show(args, shown, out, summary):
         return max(code, 2)
     return code
@@ -263,13 +262,6 @@ def _first_record(path: str) -> dict | None:
         if TraceView.of_record(record).computed:
             return record
     return None
-
-
-def _print_metrics(summary, program, bootstrap: int, out, scale=None) -> None:
-    from gsrlang.commands.run import print_agreement
-
-    p = program.readout.pointwise if program is not None else None
-    print_agreement(summary, (p.lo, p.hi) if p is not None else scale, bootstrap, out)
 
 
 def _show(args, shown, out, summary) -> bool:

@@ -267,11 +267,10 @@ def print_summary(summary, program, args, stream) -> None:
         total = summary.judgments + summary.skipped
         print(f"  short-circuit: {summary.skipped} of {total} judgments skipped: they could not change the result "
               "(the trace says why; --no-short-circuit judges everything)", file=stream)
-    p = program.readout.pointwise
-    _print_written(summary, args, (p.lo, p.hi) if p else None, stream)
+    _print_written(summary, args, stream)
 
 
-def _print_written(summary, args, scale, stream) -> None:
+def _print_written(summary, args, stream) -> None:
     """The end of a run's summary: the files written, then the agreement with the labels (unless --quiet)."""
     written = [f"results {args.out}" if getattr(args, "out", None) else None,
                f"trace {args.trace}" if getattr(args, "trace", None) else None]
@@ -279,14 +278,14 @@ def _print_written(summary, args, scale, stream) -> None:
     if written:
         print("  wrote " + ", ".join(written), file=stream)
     if getattr(args, "label_field", True) and not args.quiet:
-        print_agreement(summary, scale, args.bootstrap, stream)
+        print_agreement(summary, args.bootstrap, stream)
 
 
-def print_agreement(summary, scale, bootstrap: int, stream) -> None:
-    """The agreement of a run (gsr run, gsr replay) with its labels, if any; `scale`: the pointwise scale."""
+def print_agreement(summary, bootstrap: int, stream) -> None:
+    """The agreement of a run (gsr run, gsr replay) with its labels, if any."""
     from gsrlang.analysis.metrics import format_report
 
-    report = summary.metrics(scale if summary.mode == "pointwise" else None, bootstrap)
+    report = summary.metrics(bootstrap)
     if report is not None:
         print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
         print(format_report(report), file=stream)
@@ -631,7 +630,7 @@ def print_index_summary(summary, programs, args, stream) -> None:
     if summary.label_problems:
         print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
               "(left out of the metrics; see `label_error` in the results)", file=stream)
-    _print_written(summary, args, programs.scale, stream)
+    _print_written(summary, args, stream)
 
 
 def run_model_settings(args):

@@ -139,11 +139,11 @@ class RunSummary:
             if self.first_difference is None:
                 self.first_difference = difference
 
-    def metrics(self, scale: tuple[float, float] | None, bootstrap: int = 1000, seed: int = 0) -> dict | None:
+    def metrics(self, bootstrap: int = 1000, seed: int = 0) -> dict | None:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
         if not self.golds:
             return None
-        return metrics_with_confidence(self.mode, self.preds, self.golds, scale, n_resamples=bootstrap, seed=seed)
+        return metrics_with_confidence(self.mode, self.preds, self.golds, n_resamples=bootstrap, seed=seed)
 
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
