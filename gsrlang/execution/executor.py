@@ -222,39 +222,39 @@ def moot_reason(plan: Plan, blocker) -> str:
     return f"moot: {node.op} `{node.id}` is {shown} whatever it is"
 
 
-async def call_judge(judge, node, item, candidate, limiter: CallLimit | None) -> Judgment:
+async def _guarded(call, limiter, m: int | None = None):
+    """Await a judge's call (held under `limiter` when one is given): its Judgment, or with `m`, a joint
+    call's m Judgments. A judge that raises makes its judgments (and the item) invalid, never the run."""
     try:
         if limiter is None:
-            result = await judge.judge(node, item, candidate)
+            result = await call()
         else:
             async with limiter:
-                result = await judge.judge(node, item, candidate)
-    except Exception as exc:  # a judge that raises makes this judgment (and the item) invalid, never the run
-        return Judgment.invalid(f"the judge failed: {type(exc).__name__}: {exc}")
-    if not isinstance(result, Judgment):
-        return Judgment.invalid(f"the judge returned {type(result).__name__}, not a Judgment")
-    return result
-
-
-async def _call_joint(judge, node, item, limiter) -> tuple[Judgment, ...]:
-    m = len(item.candidates)
-    try:
-        if limiter is None:
-            result = await judge.judge_joint(node, item)
-        else:
-            async with limiter:
-                result = await judge.judge_joint(node, item)
+                result = await call()
     except Exception as exc:
-        return (Judgment.invalid(f"the judge failed: {type(exc).__name__}: {exc}"),) * m
+        failed = Judgment.invalid(f"the judge failed: {type(exc).__name__}: {exc}")
+        return failed if m is None else (failed,) * m
+    if m is None:
+        if not isinstance(result, Judgment):
+            return Judgment.invalid(f"the judge returned {type(result).__name__}, not a Judgment")
+        return result
     result = tuple(result)
     if len(result) != m or not all(isinstance(j, Judgment) for j in result):
         return (Judgment.invalid(f"the joint judge returned {len(result)} answers for {m} candidates"),) * m
     return result
 
 
+def call_judge(judge, node, item, candidate, limiter: CallLimit | None):
+    return _guarded(lambda: judge.judge(node, item, candidate), limiter)
+
+
+def _call_joint(judge, node, item, limiter):
+    return _guarded(lambda: judge.judge_joint(node, item), limiter, len(item.candidates))
+
+
 async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -> dict:
-    """{criterion id: {candidate index: Judgment}} for `wanted` ({criterion id: candidate indexes}); a
-    joint criterion is judged for every candidate in one call. Inline judges are awaited in turn, the
+    """{criterion id: {candidate index: Judgment}} for `wanted` ({criterion id: candidate indexes}), in program
+    order; a joint criterion is judged for every candidate in one call. Inline judges are awaited in turn, the
     others concurrently."""
     results: dict[str, dict] = {}
     tasks = []
@@ -288,35 +288,10 @@ async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -
 
 
 async def judge_item(plan: Plan, item: Item, registry, limiter: CallLimit | None = None) -> dict:
-    """{criterion id: (Judgment per candidate)}: every criterion, every candidate (the hot path of runs with
-    inline judges only, so it stays a plain loop)."""
-    results: dict[str, object] = {}
-    tasks = []
-    for _, node in plan.criteria:
-        judge = registry.judge_for(node)
-        joint = (len(item.candidates) > 1 and node.criterion.procedure.args.get("joint")
-                 and hasattr(judge, "judge_joint"))
-        if getattr(judge, "inline", False):
-            if joint:
-                results[node.id] = await _call_joint(judge, node, item, None)
-            else:
-                results[node.id] = tuple([await call_judge(judge, node, item, c, None) for c in item.candidates])
-        elif joint:
-            tasks.append((node.id, None, asyncio.ensure_future(_call_joint(judge, node, item, limiter))))
-        else:
-            for c in item.candidates:
-                tasks.append((node.id, c.id, asyncio.ensure_future(call_judge(judge, node, item, c, limiter))))
-    if tasks:
-        await asyncio.gather(*(t for _, _, t in tasks))
-        per_node: dict[str, list] = {}
-        for node_id, cid, task in tasks:
-            if cid is None:
-                results[node_id] = task.result()
-            else:
-                per_node.setdefault(node_id, []).append(task.result())
-        for node_id, row in per_node.items():
-            results[node_id] = tuple(row)
-    return results
+    """{criterion id: (Judgment per candidate)}: every criterion, every candidate."""
+    every = range(len(item.candidates))
+    made = await _judge_some(plan, item, registry, limiter, {node.id: every for _, node in plan.criteria})
+    return {cid: tuple(row[c] for c in every) for cid, row in made.items()}
 
 
 CHEAP = ("rule", "human", "verifier")  # procedure kinds judged first: no model call
