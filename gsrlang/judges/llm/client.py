@@ -125,16 +125,8 @@ from .jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, cli
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 from .transport import AnswerRefused, bounded_http_client, refusal_of
 
-__all__ = [
-    "ADAPTABLE",
-    "ChatRequest",
-    "ChatResult",
-    "Usage",
-    "LLMClient",
-    "ClientPool",
-    "JudgeCallError",
-    "CACHE_KEY_VERSION",
-]
+__all__ = ["ADAPTABLE", "ChatRequest", "ChatResult", "Usage", "LLMClient", "ClientPool", "JudgeCallError",
+           "CACHE_KEY_VERSION"]
 
 log = logging.getLogger("gsrlang.judges.llm")
 
@@ -144,14 +136,8 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 STORED_ENTRY_CHARS = 4 * STORED_ANSWER_CHARS  # the largest judgment cache entry kept (answer, data, logprobs)
 
 # what a refused parameter becomes: a new name, or None (dropped: the server's default is used)
-ADAPTABLE: dict[str, str | None] = {
-    "max_tokens": "max_completion_tokens",
-    "temperature": None,
-    "top_p": None,
-    "seed": None,
-    "logprobs": None,
-    "top_logprobs": None,
-}
+ADAPTABLE: dict[str, str | None] = {"max_tokens": "max_completion_tokens", "temperature": None, "top_p": None,
+                                    "seed": None, "logprobs": None, "top_logprobs": None}
 _TOGETHER = {"logprobs": ("logprobs", "top_logprobs"), "top_logprobs": ("logprobs", "top_logprobs")}
 
 
@@ -182,17 +168,9 @@ class JudgeCallError(LLMError):
     was of a transient kind, i.e. retries were exhausted) and ``model``.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        kind: str = "http",
-        server_message: str | None = None,
-        attempts: int = 0,
-        retryable: bool = False,
-        model: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "http",
+                 server_message: str | None = None, attempts: int = 0, retryable: bool = False,
+                 model: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
@@ -322,19 +300,9 @@ class Usage:
 class CallFailure(Exception):
     """One failed attempt, classified."""
 
-    def __init__(
-        self,
-        kind: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        server_message: str | None = None,
-        retryable: bool,
-        retry_after: float | None = None,
-        format_rejected: bool = False,
-        wants_max_completion_tokens: bool = False,
-        param: str | None = None,
-    ) -> None:
+    def __init__(self, kind: str, detail: str, *, status: int | None = None, server_message: str | None = None,
+                 retryable: bool, retry_after: float | None = None, format_rejected: bool = False,
+                 param: str | None = None) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
@@ -343,7 +311,6 @@ class CallFailure(Exception):
         self.retryable = retryable
         self.retry_after = retry_after
         self.format_rejected = format_rejected
-        self.wants_max_completion_tokens = wants_max_completion_tokens
         self.param = param  # the request parameter the server refused (its error's `param`), if it named one
 
     def error(self, message: str, attempts: int, model: str) -> JudgeCallError:
@@ -353,21 +320,17 @@ class CallFailure(Exception):
 
 
 def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a `retry-after-ms` or `retry-after` header (seconds, or an HTTP date) asks to wait."""
     if not headers:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms:
+    value = headers.get("retry-after")
+    for text, scale in ((headers.get("retry-after-ms"), 1000.0), (value, 1.0)):
         try:
-            return max(0.0, float(ms) / 1000.0)
+            return max(0.0, float(text or "") / scale)
         except ValueError:
             pass
-    value = headers.get("retry-after")
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -550,19 +513,10 @@ class LLMClient:
     ``servers.json`` beside the cache; none without a cache).
     """
 
-    def __init__(
-        self,
-        config: JudgeConfig,
-        cache: JudgmentCache | None = None,
-        *,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 20.0,
-        retry_after_cap: float = 60.0,
-        rng: random.Random | None = None,
-        http_client: Any = None,
-        knowledge: KnowledgeStore | None = None,
-        deadline_at: float | None = None,
-    ) -> None:
+    def __init__(self, config: JudgeConfig, cache: JudgmentCache | None = None, *, backoff_base: float = 0.5,
+                 backoff_cap: float = 20.0, retry_after_cap: float = 60.0, rng: random.Random | None = None,
+                 http_client: Any = None, knowledge: KnowledgeStore | None = None,
+                 deadline_at: float | None = None) -> None:
         self.config = config
         self.cache = cache
         self.usage = Usage()
@@ -742,9 +696,7 @@ class LLMClient:
         param = getattr(exc, "param", None)
         rejected = format_rejected(status, message, kwargs, param)
         retryable = (status in RETRYABLE_STATUS or status >= 500) and not rejected
-        wants_mct = (
-            status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
-        )
+        wants_mct = status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         refused = None
         if status in (400, 422) and not rejected:
             if isinstance(param, str) and param in ADAPTABLE and param in kwargs:
@@ -754,17 +706,9 @@ class LLMClient:
             elif isinstance(param, str) and param in kwargs and param != "messages":
                 refused = param  # sent but not adaptable (reasoning_effort): a clear error, never a loop
         detail = f"HTTP {status}: {short}" if short else f"HTTP {status}"
-        return CallFailure(
-            "http",
-            detail,
-            status=status,
-            server_message=short,
-            retryable=retryable,
-            retry_after=_retry_hint(exc.response.headers if exc.response is not None else None, status),
-            format_rejected=rejected,
-            wants_max_completion_tokens=wants_mct,
-            param=refused,
-        )
+        headers = exc.response.headers if exc.response is not None else None
+        return CallFailure("http", detail, status=status, server_message=short, retryable=retryable,
+                           retry_after=_retry_hint(headers, status), format_rejected=rejected, param=refused)
 
     async def _throttle(self, kwargs: Mapping[str, Any]) -> None:
         """Wait for --rpm / --tpm room (aiolimiter): one request, and its tokens (the prompt, estimated, plus the
@@ -865,19 +809,11 @@ class LLMClient:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str) and "data" in hit:
                 self.usage.cache_hits += 1
-                return ChatResult(
-                    text=hit["text"],
-                    data=hit["data"],
-                    prompt_tokens=0,
-                    completion_tokens=0,
-                    latency_s=time.monotonic() - t0,
-                    attempts=0,
-                    cached=True,
-                    model=str(hit.get("model") or self.config.model),
-                    structured=str(hit.get("structured") or self.config.structured),
-                    finish_reason=hit.get("finish_reason"),
-                    logprobs=hit.get("logprobs"),
-                )
+                return ChatResult(text=hit["text"], data=hit["data"], prompt_tokens=0, completion_tokens=0,
+                                  latency_s=time.monotonic() - t0, attempts=0, cached=True,
+                                  model=str(hit.get("model") or self.config.model),
+                                  structured=str(hit.get("structured") or self.config.structured),
+                                  finish_reason=hit.get("finish_reason"), logprobs=hit.get("logprobs"))
 
         if self._fatal is not None:
             self.usage.failures += 1
@@ -1041,39 +977,19 @@ class LLMClient:
             logprobs = _token_logprobs(choice) if request.top_logprobs else None
         except (TypeError, ValueError) as exc:  # a malformed answer: the server's, not the model's words
             raise self._fail(CallFailure("malformed", f"malformed answer: {exc}", retryable=False), attempts) from None
-        result = ChatResult(
-            text=text,
-            data=data,
-            prompt_tokens=pt,
-            completion_tokens=ct,
-            latency_s=latency,
-            attempts=attempts,
-            cached=False,
-            model=model,
-            structured=mode,
-            finish_reason=finish_reason,
-            logprobs=logprobs,
-            cached_tokens=cached,
-            reasoning_tokens=reasoning,
-        )
         if self.cache is not None and key is not None:
-            self._store(
-                key,
-                {
-                    "text": clip(text, STORED_ANSWER_CHARS),
-                    "data": clip_strings(data, STORED_ANSWER_CHARS),
-                    "model": model,
-                    "structured": mode,
-                    "finish_reason": finish_reason,
-                    "prompt_tokens": pt,
-                    "completion_tokens": ct,
-                    **({"cached_tokens": cached} if cached else {}),
-                    **({"reasoning_tokens": reasoning} if reasoning else {}),
-                    "latency_s": latency,
-                    **({"logprobs": logprobs} if logprobs is not None else {}),
-                },
-            )
-        return result
+            self._store(key, {
+                "text": clip(text, STORED_ANSWER_CHARS), "data": clip_strings(data, STORED_ANSWER_CHARS),
+                "model": model, "structured": mode, "finish_reason": finish_reason,
+                "prompt_tokens": pt, "completion_tokens": ct,
+                **({"cached_tokens": cached} if cached else {}),
+                **({"reasoning_tokens": reasoning} if reasoning else {}),
+                "latency_s": latency,
+                **({"logprobs": logprobs} if logprobs is not None else {}),
+            })
+        return ChatResult(text=text, data=data, prompt_tokens=pt, completion_tokens=ct, latency_s=latency,
+                          attempts=attempts, cached=False, model=model, structured=mode, finish_reason=finish_reason,
+                          logprobs=logprobs, cached_tokens=cached, reasoning_tokens=reasoning)
 
     def _store(self, key: str, entry: dict) -> None:
         """Keep an answer in the cache, its text and strings cut to STORED_ANSWER_CHARS (the text says so); an
