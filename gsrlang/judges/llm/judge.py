@@ -65,18 +65,8 @@ from gsrlang.judges.llm.client import ChatRequest, ClientPool, JudgeCallError, L
 from gsrlang.judges.llm.config import OPENAI_DEFAULT_BASE_URL, ConfigError, JudgeSettings
 from gsrlang.judges.llm.fewshot import FewShotBank
 from gsrlang.judges.llm.jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip
-from gsrlang.judges.llm.prompts import (
-    MAX_REASON_CHARS,
-    AnswerSpec,
-    Example,
-    OutsideType,
-    PromptParts,
-    build_joint_messages,
-    build_messages,
-    data_token,
-    joint_keys,
-    reask_message,
-)
+from gsrlang.judges.llm.prompts import (MAX_REASON_CHARS, AnswerSpec, Example, OutsideType, PromptParts,
+                                        build_joint_messages, build_messages, data_token, joint_keys, reask_message)
 from gsrlang.judges.llm.weighted import TOP_LOGPROBS, eligible, read_weighted
 from gsrlang.lang.catalog import default_catalog
 from gsrlang.lang.program import Node, ProcedureSpec
@@ -89,6 +79,7 @@ UNIT_VERSION = "gsr-unit/1"
 DISAGREEMENT_POLICIES = default_catalog().enums["Disagreement"].members  # declared once, in stdlib/rules.gsr
 _OPENAI_REASONING = re.compile(r"^(o1|o3|o4|gpt-5)(-|$)")  # OpenAI's reasoning model families (no logprobs)
 FIRST_ANSWER_GUESS = 300  # completion tokens expected of the first call (--budget), before any answer is seen
+_TOKENS = ("prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")  # a unit's token counts
 DEAD_AFTER = 20  # consecutive failures with no success ever: stop calling that client
 _FATAL_STATUS = (401, 403, 404)
 
@@ -104,11 +95,7 @@ def _value_json(value):
 
 
 def _value_from_json(data, status: str):
-    if status == "abstained":
-        return ABSTAIN
-    if status == "invalid":
-        return None
-    return data
+    return {"abstained": ABSTAIN, "invalid": None}.get(status, data)
 
 
 # ------------------------------------------------------------------------------------------ units
@@ -316,24 +303,11 @@ class LLMJudge:
 
     inline = False
 
-    def __init__(
-        self,
-        settings: JudgeSettings,
-        *,
-        cache: JudgmentCache | None = None,
-        fewshot: FewShotBank | None = None,
-        max_reasks: int = 2,
-        joint_disagreement: str = "mean",
-        seed: int | None = None,
-        pool: ClientPool | None = None,
-        owns_cache: bool = False,
-        deadline_s: float | None = None,
-        weighted: bool = False,
-        price_overrides: dict | None = None,
-        budget_usd: float | None = None,
-        plan=None,
-        **client_kwargs: Any,
-    ) -> None:
+    def __init__(self, settings: JudgeSettings, *, cache: JudgmentCache | None = None,
+                 fewshot: FewShotBank | None = None, max_reasks: int = 2, joint_disagreement: str = "mean",
+                 seed: int | None = None, pool: ClientPool | None = None, owns_cache: bool = False,
+                 deadline_s: float | None = None, weighted: bool = False, price_overrides: dict | None = None,
+                 budget_usd: float | None = None, plan=None, **client_kwargs: Any) -> None:
         if joint_disagreement not in DISAGREEMENT_POLICIES:
             raise ConfigError(f"joint disagreement policy must be one of {', '.join(DISAGREEMENT_POLICIES)}, "
                               f"got {joint_disagreement!r}")
@@ -509,10 +483,8 @@ class LLMJudge:
     def _account(self, client: LLMClient, role: str, node_id: str, out: "_Outcome", cache_hits: int) -> None:
         """Add a unit's calls and tokens to the totals, its judge's and its criterion's, with their dollars."""
         s = self.stats
-        s.prompt_tokens += out.prompt_tokens
-        s.completion_tokens += out.completion_tokens
-        s.cached_tokens += out.cached_tokens
-        s.reasoning_tokens += out.reasoning_tokens
+        for k in _TOKENS:
+            setattr(s, k, getattr(s, k) + getattr(out, k))
         spent = out.prompt_tokens or out.completion_tokens
         price = self.price(client) if spent else None
         cost = price.cost(out.prompt_tokens, out.cached_tokens, out.completion_tokens) if price else None
@@ -525,10 +497,8 @@ class LLMJudge:
         for row in rows:
             row["calls"] += out.calls
             row["cache_hits"] += cache_hits
-            row["prompt_tokens"] += out.prompt_tokens
-            row["cached_tokens"] += out.cached_tokens
-            row["completion_tokens"] += out.completion_tokens
-            row["reasoning_tokens"] += out.reasoning_tokens
+            for k in _TOKENS:
+                row[k] += getattr(out, k)
             if spent and cost is None:
                 row["cost_usd"] = None
             elif cost and row["cost_usd"] is not None:
@@ -934,13 +904,10 @@ class LLMJudge:
         for k, obj in enumerate(objs):
             try:
                 value, reason, evidence = spec.read(obj)
+                status = "abstained" if value is ABSTAIN else "ok"
             except OutsideType as exc:
-                where = f"{keys[k]}: " if keys else ""
-                problems.append(where + str(exc))
-                results.append({"status": "invalid", "value": None, "reason": str(exc), "evidence": [],
-                                "answer": _answer_field(obj)})
-                continue
-            status = "abstained" if value is ABSTAIN else "ok"
+                problems.append((f"{keys[k]}: " if keys else "") + str(exc))
+                status, value, reason, evidence = "invalid", None, str(exc), []
             results.append({"status": status, "value": value, "reason": reason, "evidence": evidence,
                             "answer": _answer_field(obj)})
         return results, ("; ".join(problems) if problems else None)
