@@ -57,7 +57,6 @@ itself a missing key is a :class:`ConfigError`.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
@@ -65,22 +64,15 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
+from gsrlang.lang.types import is_finite_number
+
 try:  # Python >= 3.11
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = [
-    "LLMError",
-    "ConfigError",
-    "Secret",
-    "JudgeConfig",
-    "JudgeSettings",
-    "resolve_settings",
-    "find_config_file",
-    "STRUCTURED_MODES",
-    "CONFIG_FILE_NAME",
-]
+__all__ = ["LLMError", "ConfigError", "Secret", "JudgeConfig", "JudgeSettings", "resolve_settings", "find_config_file",
+           "STRUCTURED_MODES", "CONFIG_FILE_NAME"]
 
 CONFIG_FILE_NAME = "gsr.toml"
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "grammar", "off")
@@ -234,10 +226,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_num(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
-
-
 def _one_of(choices: tuple[str, ...]) -> str:
     return "one of " + ", ".join(repr(m) for m in choices)
 
@@ -251,9 +239,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "model": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty model name"),
     "base_url": (_optional(lambda v: re.match(r"^https?://[^/\s]+", v)),
                  "an http:// or https:// URL (e.g. http://localhost:8000/v1)"),
-    "temperature": (lambda v: _is_num(v) and 0 <= v <= 2, "a number between 0 and 2"),
+    "temperature": (lambda v: is_finite_number(v) and 0 <= v <= 2, "a number between 0 and 2"),
     "max_tokens": (_optional(lambda v: _is_int(v) and v >= 1), "a positive integer"),
-    "timeout_s": (lambda v: _is_num(v) and v > 0, "a positive number of seconds"),
+    "timeout_s": (lambda v: is_finite_number(v) and v > 0, "a positive number of seconds"),
     "max_retries": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "concurrency": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "seed": (_optional(_is_int), "an integer"),
@@ -308,13 +296,8 @@ class JudgeSettings:
         return tuple(sorted(self.roles))
 
     @classmethod
-    def build(
-        cls,
-        default: JudgeConfig,
-        roles: Mapping[str, Mapping[str, Any]] | None = None,
-        *,
-        config_file: Path | None = None,
-    ) -> "JudgeSettings":
+    def build(cls, default: JudgeConfig, roles: Mapping[str, Mapping[str, Any]] | None = None, *,
+              config_file: Path | None = None) -> "JudgeSettings":
         """Settings from a default config and per-role *overrides* (partial
         field dicts) that inherit the rest from ``default``."""
         resolved = {name: _derive_role(default, name, dict(over)) for name, over in (roles or {}).items()}
@@ -342,22 +325,9 @@ def _env_name(role: str) -> str:
 
 # --------------------------------------------------------------------------- resolution
 
-_ENV_DEFAULT = {
-    "OPENAI_API_KEY": "api_key",
-    "OPENAI_BASE_URL": "base_url",
-    "GSR_MODEL": "model",
-    "GSR_TEMPERATURE": "temperature",
-    "GSR_CONCURRENCY": "concurrency",
-    "GSR_MAX_TOKENS": "max_tokens",
-    "GSR_TIMEOUT_S": "timeout_s",
-    "GSR_MAX_RETRIES": "max_retries",
-    "GSR_SEED": "seed",
-    "GSR_STRUCTURED": "structured",
-    "GSR_MAX_ANSWER_BYTES": "max_answer_bytes",
-    "GSR_REASONING_EFFORT": "reasoning_effort",
-    "GSR_RPM": "rpm",
-    "GSR_TPM": "tpm",
-}
+# variable -> setting: the OpenAI SDK's own two, and GSR_<SETTING> for every other setting
+_ENV_DEFAULT = {"OPENAI_API_KEY": "api_key", "OPENAI_BASE_URL": "base_url",
+                **{f"GSR_{name.upper()}": name for name in FIELDS if name not in ("api_key", "base_url")}}
 _ENV_ROLE = re.compile(r"^GSR_ROLE_(?P<name>[A-Za-z0-9_]+?)_(?P<field>MODEL|BASE_URL|API_KEY)$")
 
 _INT_FIELDS = {"max_tokens", "max_retries", "concurrency", "seed", "max_answer_bytes", "rpm", "tpm"}
@@ -392,7 +362,7 @@ def _typed(name: str, value: Any, where: str) -> Any:
     """Like _coerce, but for typed sources (TOML): no parsing of strings into numbers."""
     if name in _INT_FIELDS and not _is_int(value):
         raise ConfigError(f"{where}: {name} must be an integer, got {value!r}")
-    if name in _FLOAT_FIELDS and not _is_num(value):
+    if name in _FLOAT_FIELDS and not is_finite_number(value):
         raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
     if name in _STR_FIELDS and not isinstance(value, str):
         raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
@@ -575,13 +545,9 @@ def _check_key(cfg: JudgeConfig, who: str) -> None:
         )
 
 
-def resolve_settings(
-    flags: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    config_path: Path | None = None,
-    cwd: Path | None = None,
-    user_dir: Path | None = None,
-) -> JudgeSettings:
+def resolve_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                     config_path: Path | None = None, cwd: Path | None = None,
+                     user_dir: Path | None = None) -> JudgeSettings:
     """Resolve judge settings: flags > environment > gsr.toml > user file > defaults (see module doc).
 
     `user_dir`: the user's configuration folder (default ``$XDG_CONFIG_HOME/gsr``)."""
