@@ -13,20 +13,8 @@ batch mode and the index of per-item programs.
 
 from gsrlang.compiler.spec import CompileSpec, Pairwise, Pointwise, SpecError, parse_scale
 
-__all__ = [
-    "CompileCache",
-    "CompileFailure",
-    "CompileSpec",
-    "CompileSuccess",
-    "CompilerClient",
-    "Pairwise",
-    "Pointwise",
-    "ProgramIndex",
-    "SpecError",
-    "build_prompt",
-    "compile_rubric",
-    "parse_scale",
-]
+__all__ = ["CompileCache", "CompileFailure", "CompileSpec", "CompileSuccess", "CompilerClient", "Pairwise", "Pointwise",
+           "ProgramIndex", "SpecError", "build_prompt", "compile_rubric", "parse_scale"]
 
 # synthesize imports the checker and the openai-backed client: load them on first use
 _LAZY = {

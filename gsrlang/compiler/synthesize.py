@@ -330,21 +330,11 @@ def provenance_header(spec: CompileSpec, *, model: str, repairs: int, date: str)
 
 
 # ---- the loop ------------------------------------------------------------------------------------------
-async def compile_rubric(
-    spec: CompileSpec,
-    client: LLMClient,
-    *,
-    repairs: int = DEFAULT_REPAIRS,
-    constrain: str = "none",
-    grammar_field: str = "structured_outputs",
-    json_form: str = "auto",
-    catalog: Catalog | None = None,
-    examples: Sequence[str] = DEFAULT_EXAMPLES,
-    path: str | Path | None = None,
-    on_round: Callable[[Round], None] | None = None,
-    cache=None,
-    prompt: Prompt | None = None,
-) -> CompileResult:
+async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int = DEFAULT_REPAIRS,
+                         constrain: str = "none", grammar_field: str = "structured_outputs", json_form: str = "auto",
+                         catalog: Catalog | None = None, examples: Sequence[str] = DEFAULT_EXAMPLES,
+                         path: str | Path | None = None, on_round: Callable[[Round], None] | None = None, cache=None,
+                         prompt: Prompt | None = None) -> CompileResult:
     """Compile S into a checked program (see the module docstring).
 
     `constrain`: "none" (free text), "grammar" (the program grammar in `grammar_field`, see

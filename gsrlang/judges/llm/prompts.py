@@ -55,21 +55,8 @@ from gsrlang.semantics.judgment import ABSTAIN
 
 from .jsonparse import clip
 
-__all__ = [
-    "CANNOT_ASSESS",
-    "SYSTEM_PROMPT",
-    "AnswerSpec",
-    "Example",
-    "Option",
-    "OutsideType",
-    "PromptParts",
-    "build_messages",
-    "build_joint_messages",
-    "data_block",
-    "data_token",
-    "neutralise",
-    "reask_message",
-]
+__all__ = ["CANNOT_ASSESS", "SYSTEM_PROMPT", "AnswerSpec", "Example", "Option", "OutsideType", "PromptParts",
+           "build_messages", "build_joint_messages", "data_block", "data_token", "neutralise", "reask_message"]
 
 CANNOT_ASSESS = "cannot_assess"
 PROMPT_VERSION = "gsr-prompt/1"  # part of every cache key through the prompt text; bump on any change

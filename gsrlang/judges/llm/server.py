@@ -40,13 +40,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = [
-    "LADDER",
-    "KnowledgeStore",
-    "context_from_error",
-    "format_rejected",
-    "knowledge_path",
-]
+__all__ = ["LADDER", "KnowledgeStore", "context_from_error", "format_rejected", "knowledge_path"]
 
 LADDER = ("json_schema", "json_object", "grammar", "off")
 STORE_VERSION = 1
