@@ -99,9 +99,7 @@ class RewardFunction:
     def _reward(self, result) -> float | None:
         if not result.ok:
             return self.failure_value
-        if self.scale == "native":
-            return float(result.raw)
-        return float(result.value)
+        return float(result.raw if self.scale == "native" else result.value)
 
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         if completions is None:

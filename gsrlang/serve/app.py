@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import functools
 import hmac
-import math
 import time
 from collections.abc import Mapping
 
 import attrs
 
 from gsrlang.files.jsonl import json_type
+from gsrlang.lang.types import is_finite_number
 from gsrlang.serve.group import NORMALIZE, normalize, round_robin, win_rates
 
 __all__ = ["Options", "RequestError", "build_app"]
@@ -78,7 +78,7 @@ def _number(body: Mapping, key: str, default, *, low=None, allow_null=False, whe
     field = where + key
     if v is None and allow_null:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if not is_finite_number(v):
         raise RequestError(f"`{field}` must be a finite number{' or null' if allow_null else ''}, got "
                            f"{_type_name(v)}", field)
     if low is not None and v <= low:
@@ -424,15 +424,12 @@ END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>", "
 def response_of(query: str, prompt: str) -> str:
     """The response in an OpenRLHF query (prompt + response, decoded with special tokens)."""
     text = query[len(prompt):] if prompt and query.startswith(prompt) else query
-    changed = True
-    while changed:
-        changed = False
+    while True:
         stripped = text.rstrip()
-        for marker in END_MARKERS:
-            if stripped.endswith(marker):
-                text = stripped[: -len(marker)]
-                changed = True
-    return text.strip()
+        marker = next((m for m in END_MARKERS if stripped.endswith(m)), None)
+        if marker is None:
+            return text.strip()
+        text = stripped[: -len(marker)]
 
 
 def _program(served) -> dict:

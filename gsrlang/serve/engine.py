@@ -136,23 +136,14 @@ class Engine:
         futures = self.submit(served, mode, items)
         if not futures:
             return []
-        done, pending = await asyncio.wait(futures, timeout=deadline_s)
-        out = []
-        for f in futures:
-            if f in done:
-                out.append(f.result())  # an exception here is a bug in gsr: the route answers 500
-            else:
-                out.append(None)
-        return out
+        done, _ = await asyncio.wait(futures, timeout=deadline_s)
+        return [f.result() if f in done else None for f in futures]  # an exception is a bug in gsr: 500
 
     async def _batch_forever(self) -> None:
         queue = self._queue
         while True:
             batch = [await queue.get()]
-            if self.window_s:
-                await asyncio.sleep(self.window_s)
-            else:
-                await asyncio.sleep(0)  # the requests that arrived with this one add their items first
+            await asyncio.sleep(self.window_s)  # even 0: the requests that arrived with this one add theirs first
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
             self._launch(batch)
