@@ -71,10 +71,10 @@ class CompilerClient(LLMClient):
     not JSON), adds the request's `extra_body`, and returns the raw text (`data` is None).
     """
 
-    def _mode_for(self, request):
+    def mode_for(self, request):
         if isinstance(request, ProgramRequest) and request.schema is None:
             return "off"
-        return super()._mode_for(request)
+        return super().mode_for(request)
 
     def _build(self, request, mode):
         kwargs = super()._build(request, mode)

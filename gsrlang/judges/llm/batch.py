@@ -2,7 +2,7 @@
 
 ``gsr run --batch`` gives every :class:`~gsrlang.judges.llm.client.LLMClient` of the run a
 :class:`Batcher`. A call the cache cannot answer is *parked* instead of sent: its request
-body is built exactly as the online path builds it (:func:`request_body`, after the
+body is built exactly as the online path builds it (:meth:`LLMClient.request_body`, after the
 structured-output negotiation), keyed by its cache key (the batch line's ``custom_id``).
 The run itself is the online run: the executor's short-circuit rounds, the judge's
 re-asks and ensembles all ask as they would online, so a judgment the online path skips
@@ -48,7 +48,7 @@ from .config import origin_of as _origin
 from .jsonparse import AnswerFormatError
 
 __all__ = ["BATCH_RETRIES", "BatchError", "BatchLimits", "BatchState", "Batcher", "ImportRefused", "batch_line",
-           "check_batch_api", "read_results", "request_body"]
+           "check_batch_api", "read_results"]
 
 STATE_VERSION = "gsr-batch/1"
 ENDPOINT = "/v1/chat/completions"
@@ -64,14 +64,6 @@ class BatchError(LLMError):
 
 class ImportRefused(BatchError):
     """A --batch-import file that does not belong to this run."""
-
-
-def request_body(client: LLMClient, request: ChatRequest) -> tuple[dict, str]:
-    """(the JSON body the online path would POST for `request`, the structured-output mode it uses).
-
-    The one seam between batches and the online request building: the client's own
-    :meth:`LLMClient.request_body` (the negotiated mode, every remembered adaptation, a grammar merged in)."""
-    return client.request_body(request), client._mode_for(request)
 
 
 def batch_line(custom_id: str, body: dict) -> bytes:
@@ -249,14 +241,11 @@ class BatchAPI:
                                        api_key=cfg.api_key.reveal() if cfg.api_key else "not-needed",
                                        max_retries=cfg.max_retries, timeout=max(cfg.timeout_s, 300.0))
 
-    def _scrub(self, text: str) -> str:
-        return self.client._scrub(text)
-
     def error(self, what: str, exc: Exception) -> JudgeCallError:
         status, message = _api_message(exc)
         shown = f"HTTP {status}: {message}" if status else message
-        return JudgeCallError(self._scrub(f"the Batch API at {self.origin} failed to {what}: {shown}"), status=status,
-                              server_message=message, model=self.client.config.model,
+        return JudgeCallError(self.client.scrub(f"the Batch API at {self.origin} failed to {what}: {shown}"),
+                              status=status, server_message=message, model=self.client.config.model,
                               retryable=status is None or status in RETRYABLE or status >= 500)
 
     async def probe(self) -> None:
@@ -461,7 +450,7 @@ class Batcher:
             client.usage.failures += 1
             raise fatal
         loop = asyncio.get_running_loop()
-        body, mode = request_body(client, request)
+        body, mode = client.request_body(request), client.mode_for(request)  # as the online path would send it
         w = _Wait(client, request, key, body, mode, loop.create_future())
         self.asks += 1
         line = self.imported.pop(key, None)
@@ -537,7 +526,7 @@ class Batcher:
         if not w.future.done():
             client = w.client
             client.usage.failures += 1
-            w.future.set_exception(failure.error(client._scrub(
+            w.future.set_exception(failure.error(client.scrub(
                 f"judge call to model {client.config.model!r} at {client.origin} failed in a batch: {failure.detail}"),
                 w.retries + 1, client.config.model))
 
@@ -769,7 +758,7 @@ class Batcher:
         models = ", ".join(sorted(m for m, _ in by_model))
         raise _Stop(f"exported:{len(lines)}:{models}")
 
-    def _progress(self, force: bool = False) -> None:
+    def _progress(self) -> None:
         active = [p for p in self.state.parts if p.batch_id and p.stage in ("created", "done")]
         if not active:
             return
@@ -781,7 +770,7 @@ class Batcher:
                    if p.stage != "exported")
         text = f"batch: {shown}{more}; {done}/{total} requests done"
         now = time.monotonic()
-        if text != self._shown[0] or now - self._shown[1] > 60 or force:
+        if text != self._shown[0] or now - self._shown[1] > 60:
             self._shown = (text, now)
             self.say(f"{text}; {now - self._t0:.0f} s")
 

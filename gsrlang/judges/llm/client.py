@@ -588,7 +588,7 @@ class LLMClient:
         """Structured-output modes this client's server rejected (auto mode)."""
         return frozenset(self._rejected)
 
-    def _mode_for(self, request: ChatRequest) -> str:
+    def mode_for(self, request: ChatRequest) -> str:
         mode = self.structured_mode
         if request.schema is None:  # nothing to send a schema or grammar for
             if self.config.structured != "auto":
@@ -597,7 +597,8 @@ class LLMClient:
             return "off" if weak else "json_object"
         return mode
 
-    def _scrub(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
+        """`text` with the API key replaced by ``***`` (for every message that quotes a server)."""
         for s in self._secrets:
             text = text.replace(s, "***")
         return text
@@ -642,7 +643,7 @@ class LLMClient:
         """The JSON body of `request` exactly as the online path sends it now: the structured-output mode
         negotiated (or remembered, or forced) and every remembered adaptation applied; `extra_body` fields
         (a grammar) are merged in, as the SDK merges them. For the Batch API, which sends the same bodies."""
-        kwargs = self._build(request, self._mode_for(request))
+        kwargs = self._build(request, self.mode_for(request))
         extra = kwargs.pop("extra_body", None) or {}
         return {**kwargs, **extra}
 
@@ -659,14 +660,14 @@ class LLMClient:
             raise CallFailure("timeout", f"timed out after {self.config.timeout_s:g}s (--timeout bounds the whole "
                            "request)", retryable=True) from None
         except AnswerRefused as exc:
-            raise CallFailure(exc.kind, self._scrub(exc.detail), retryable=False) from None
+            raise CallFailure(exc.kind, self.scrub(exc.detail), retryable=False) from None
         except openai.APIConnectionError as exc:
             refused = refusal_of(exc)
             if refused is not None:  # older SDKs wrap what the transport's hooks raise
-                raise CallFailure(refused.kind, self._scrub(refused.detail), retryable=False) from None
+                raise CallFailure(refused.kind, self.scrub(refused.detail), retryable=False) from None
             cause = exc.__cause__ or exc.__context__
             why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            raise CallFailure("connection", f"connection error ({self._scrub(why)[:200]})", retryable=True) from None
+            raise CallFailure("connection", f"connection error ({self.scrub(why)[:200]})", retryable=True) from None
         except openai.APIStatusError as exc:
             raise self._classify_status(exc, kwargs) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a malformed body
@@ -675,7 +676,7 @@ class LLMClient:
         latency = time.monotonic() - t0
         if not isinstance(resp, ChatCompletion) or not getattr(resp, "choices", None):
             shown = excerpt(resp if isinstance(resp, str) else repr(resp), 120)
-            raise CallFailure("malformed", f"malformed response (not a chat completion): {self._scrub(shown)}",
+            raise CallFailure("malformed", f"malformed response (not a chat completion): {self.scrub(shown)}",
                            retryable=True)
         return resp, latency
 
@@ -688,7 +689,7 @@ class LLMClient:
 
     def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> CallFailure:
         status = exc.status_code
-        message = self._scrub(api_error_message(exc))
+        message = self.scrub(api_error_message(exc))
         short = " ".join(message.split())
         if len(short) > 300:
             short = short[:299] + "\u2026"
@@ -762,7 +763,7 @@ class LLMClient:
         elif context is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
-        error = failure.error(self._scrub(f"judge call to model {self.config.model!r} at {self._origin} failed "
+        error = failure.error(self.scrub(f"judge call to model {self.config.model!r} at {self._origin} failed "
                                           f"{how}: {failure.detail}{hint}"), attempts, self.config.model)
         if failure.kind == "connection" and not self._answered:
             self._fatal = error  # never reached: the calls still queued fail at once with the same line
@@ -879,7 +880,7 @@ class LLMClient:
         fallbacks = 0
         tried: set[str] = set()  # parameters this request had refused: each is adapted at most once
         while True:
-            mode = self._mode_for(request)
+            mode = self.mode_for(request)
             kwargs = self._build(request, mode)
             await self._respect_pause()
             attempts += 1
@@ -907,7 +908,7 @@ class LLMClient:
                     self.usage.fallbacks += 1
                     log.warning(
                         "%s at %s rejected structured-output mode %s (%s); falling back to %s",
-                        self.config.model, self._origin, mode, failure.server_message, self._mode_for(request),
+                        self.config.model, self._origin, mode, failure.server_message, self.mode_for(request),
                     )
                 continue
             param = failure.param
