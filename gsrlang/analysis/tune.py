@@ -606,7 +606,8 @@ def labelled_index(table: Table) -> np.ndarray:
     return np.array([i for i, g in enumerate(table.labels) if g is not None], int)
 
 
-def _subset(groups, index):
+def subset(groups, index):
+    """The groups of the items at `index` (None: no groups)."""
     return None if groups is None else [groups[i] for i in index]
 
 
@@ -625,7 +626,7 @@ def choose_shrink(program: CheckedProgram, ks: Sequence[Knob], table: Table, set
         raise TuneError(f"choosing the shrinkage by an inner {settings.inner_folds}-fold CV: {len(index)} labelled "
                         f"items are too few (at least {2 * settings.inner_folds} are needed)")
     labelled = table.take(index)
-    sub_groups = _subset(groups, index)
+    sub_groups = subset(groups, index)
     try:
         fold = fold_assignment(len(index), settings.inner_folds, settings.seed, sub_groups)
     except TuneError as exc:
@@ -673,18 +674,17 @@ def _outer_fold(f: int, worker: bool = False):
         progress = Progress(counter, _SHARED["best"])
     train, test = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
     train_table = labelled.take(train)
-    chosen = settings.shrink
-    if settings.shrink is None and fitter is fit:
-        chosen = choose_shrink(program, ks, train_table, settings, _subset(groups, train), progress)[0]
-        theta = fit(program, ks, train_table, attrs.evolve(settings, shrink=chosen), progress=progress)
-    elif fitter is fit:
-        theta = fit(program, ks, train_table, settings, _subset(groups, train), progress=progress)
-    else:
+    if fitter is not fit:
         theta = fitter(program, ks, train_table, settings)
+    else:
+        if settings.shrink is None:  # chosen here rather than inside `fit`, to report it
+            chosen = choose_shrink(program, ks, train_table, settings, subset(groups, train), progress)[0]
+            settings = attrs.evolve(settings, shrink=chosen)
+        theta = fit(program, ks, train_table, settings, progress=progress)
     if counter is not None and progress.evaluated % 32:
         with counter.get_lock():
             counter.value += progress.evaluated % 32
-    return f, list(zip(test.tolist(), predict(program, ks, theta, labelled.take(test)))), chosen
+    return f, list(zip(test.tolist(), predict(program, ks, theta, labelled.take(test)))), settings.shrink
 
 
 def cross_validate(program: CheckedProgram, ks: Sequence[Knob], table: Table, folds: int, settings: FitSettings,
@@ -701,7 +701,7 @@ def cross_validate(program: CheckedProgram, ks: Sequence[Knob], table: Table, fo
         raise TuneError(f"{len(index)} labelled item{'s' if len(index) != 1 else ''} are too few for {folds} folds "
                         f"(at least {2 * folds} are needed: two per fold)")
     labelled = table.take(index)
-    sub_groups = _subset(groups, index)
+    sub_groups = subset(groups, index)
     fold = fold_assignment(len(index), folds, settings.seed, sub_groups)
     tuned: list = [None] * len(index)
     shrinks: list = [None] * folds

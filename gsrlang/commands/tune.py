@@ -243,15 +243,8 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     from gsrlang.analysis.groups import groups_note
     from gsrlang.analysis.rewrite import file_hash, number_text, tuned_name, tuned_source
     from gsrlang.analysis.stats import paired_report
-    from gsrlang.analysis.tune import (
-        FitSettings,
-        TuneError,
-        choose_shrink,
-        cross_validate,
-        fit,
-        labelled_index,
-        predict,
-    )
+    from gsrlang.analysis.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit
+    from gsrlang.analysis.tune import labelled_index, subset
     from gsrlang.lang.check.driver import analyze
 
     rows = _rows_of(args, table) if (args.group_field or args.holdout_field or args.data) else None
@@ -259,8 +252,8 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     if args.holdout_field:
         held = np.array(_holdout_mask(args, rows), bool)
         keep = np.flatnonzero(~held)
-        holdout, holdout_groups = table.take(np.flatnonzero(held)), _pick(groups, np.flatnonzero(held))
-        table, groups = table.take(keep), _pick(groups, keep)
+        holdout, holdout_groups = table.take(np.flatnonzero(held)), subset(groups, np.flatnonzero(held))
+        table, groups = table.take(keep), subset(groups, keep)
     else:
         holdout_groups = None
     n = len(table)
@@ -292,7 +285,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
             shrink_text = str(args.shrink)
             if args.shrink is None:
                 progress.stage("choosing the shrinkage on all items")
-                picked, scores = choose_shrink(program, ks, table.take(index), settings, _pick(groups, index),
+                picked, scores = choose_shrink(program, ks, table.take(index), settings, subset(groups, index),
                                                progress)
                 settings = attrs.evolve(settings, shrink=picked)
                 shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV "
@@ -319,7 +312,6 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         print("  shrinkage chosen per fold: " + ", ".join(f"{x:g}" for x in cv.shrinks))
     if args.shrink is None:
         print(f"\nshrinkage: {shrink_text}")
-    chosen = report[args.metric]
 
     values = [min(k.hi, max(k.lo, float(number_text(v)))) for k, v in zip(ks, theta)]
     tuned_program_name = args.name or tuned_name(program.name)
@@ -330,8 +322,7 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         f"{args.folds}-fold CV{' (nested)' if nested else ''}, seed {args.seed}"
         + (f"; groups: `{args.group_field}` ({groups_note(cv.groups)}), each in one fold" if groups is not None
            else "; folds by item (no --group-field)"),
-        f"CV {args.metric}: tuned {format_ci(chosen['b'], chosen['b_ci95'])}, untuned {format_ci(chosen['a'], chosen['a_ci95'])}, "
-        f"paired difference {format_ci(chosen['diff'], chosen['ci95'], True)} ({args.bootstrap} bootstrap resamples"
+        f"CV {args.metric}: {_versus(report[args.metric])} ({args.bootstrap} bootstrap resamples"
         + (" over groups)" if groups is not None else ")"),
     ]
     if extra:
@@ -360,10 +351,6 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     return 0
 
 
-def _pick(groups, index):
-    return None if groups is None else [groups[i] for i in index]
-
-
 def _print_table(shown, report, extra: dict) -> None:
     """The CV metrics: untuned, tuned and their paired difference; then each baseline model and tuned - model."""
     w = max(len(k) for k in shown) + 2
@@ -383,7 +370,7 @@ def _print_table(shown, report, extra: dict) -> None:
 def _report_holdout(args, program, ks, theta, holdout, groups) -> str | None:
     """Print the tuned and untuned program's agreement on the held-out items; the header's line for it."""
     from gsrlang.analysis.stats import paired_report
-    from gsrlang.analysis.tune import labelled_index, predict
+    from gsrlang.analysis.tune import labelled_index, predict, subset
     from gsrlang.semantics.evaluate import Evaluator
 
     index = labelled_index(holdout)
@@ -394,14 +381,17 @@ def _report_holdout(args, program, ks, theta, holdout, groups) -> str | None:
     tuned = predict(program, ks, theta, items)
     untuned = Evaluator(program).run(items).predictions()
     report = paired_report(items.mode, untuned, tuned, list(items.labels), args.bootstrap, args.seed,
-                           groups=_pick(groups, index))
-    r = report[args.metric]
+                           groups=subset(groups, index))
+    versus = _versus(report[args.metric])
     where = f"`{args.holdout_field}` true" if args.holdout_field else args.holdout
-    print(f"\nheld out ({where}, {len(index)} labelled items never seen by tuning): {args.metric} tuned "
-          f"{format_ci(r['b'], r['b_ci95'])}, untuned {format_ci(r['a'], r['a_ci95'])}, paired difference "
-          f"{format_ci(r['diff'], r['ci95'], True)}")
-    return (f"held out ({where}, {len(index)} items): {args.metric} tuned {format_ci(r['b'], r['b_ci95'])}, "
-            f"untuned {format_ci(r['a'], r['a_ci95'])}, paired difference {format_ci(r['diff'], r['ci95'], True)}")
+    print(f"\nheld out ({where}, {len(index)} labelled items never seen by tuning): {args.metric} {versus}")
+    return f"held out ({where}, {len(index)} items): {args.metric} {versus}"
+
+
+def _versus(r: dict) -> str:
+    """One metric's paired report as `tuned X, untuned Y, paired difference Z`, each with its CI."""
+    return (f"tuned {format_ci(r['b'], r['b_ci95'])}, untuned {format_ci(r['a'], r['a_ci95'])}, "
+            f"paired difference {format_ci(r['diff'], r['ci95'], True)}")
 
 
 def _warn_group_candidates(args, rows) -> None:
