@@ -17,13 +17,21 @@ def literal_fits(t: JType, expr) -> bool:
     if t.kind == "score":
         return isinstance(expr, ast.Number) and t.lo <= expr.value <= t.hi
     if t.kind in ("ordinal", "nominal"):
-        if isinstance(expr, ast.Number) and expr.is_int:
-            return str(expr.value) in t.labels
-        if isinstance(expr, ast.Ref):
-            return expr.name.name in t.labels
-        if isinstance(expr, ast.String):
-            return expr.value in t.labels
+        return not isinstance(expr, ast.BoolLit) and _key(expr) in t.labels
     return False
+
+
+def _key(expr) -> str | None:
+    """The level or label a literal names (`2`, `good`, `"good"`; `true` / `false`), or None."""
+    if isinstance(expr, ast.Number) and expr.is_int:
+        return str(expr.value)
+    if isinstance(expr, ast.Ref):
+        return expr.name.name
+    if isinstance(expr, ast.String):
+        return expr.value
+    if isinstance(expr, ast.BoolLit):
+        return "true" if expr.value else "false"
+    return None
 
 
 def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | None, first_port=None):
@@ -57,16 +65,7 @@ def _level(ctx: Context, expr, path, t: JType | None):
     if t is None:
         return INVALID
     t = t.required()
-    if isinstance(expr, ast.Number) and expr.is_int:
-        key = str(expr.value)
-    elif isinstance(expr, ast.Ref):
-        key = expr.name.name
-    elif isinstance(expr, ast.String):
-        key = expr.value
-    elif isinstance(expr, ast.BoolLit):
-        key = "true" if expr.value else "false"
-    else:
-        key = None
+    key = _key(expr)
     levels = ["true", "false"] if t.kind == "bool" else list(t.labels)
     if key not in levels:
         what = "level" if t.kind == "ordinal" else "value" if t.kind == "bool" else "label"
