@@ -167,8 +167,7 @@ def build_registry(program, args):
     llm = settings = None
     try:
         if any(n.criterion.procedure.kind == "llm" for n in program.criteria):
-            settings = run_model_settings(args)
-            llm = run_llm_judge(args, settings)
+            llm, settings = run_llm_judge(args)
         registry = default_registry(llm, time_limit=args.time_limit)
         registry.check(program)
     except JudgeConfigError as exc:
@@ -341,7 +340,10 @@ def run(args) -> int:
         return 1
     mode = choose_mode(program, args.mode)
     columns = _columns(args, mode, program)
-    _check_columns(args.data, columns)
+    from gsrlang.files.dataset import DataError, check_columns
+
+    with usage_errors(DataError):  # one usage error when the data's first row lacks what the program reads
+        check_columns(args.data, columns)
     if args.dry_run:
         return dry_run(args, program, mode, columns)
     registry, settings = build_registry(program, args)
@@ -475,9 +477,8 @@ def print_plan(program, mode: str, fc: dict, args) -> None:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     print(line(head))
-    for row in rows[:-1]:
+    for row in rows:
         print(line(row))
-    print(line(rows[-1]))
     print("  judgments: what the program needs, every criterion of every item; calls: after answering from the "
           "judgment cache (cached) and merging identical requests (merged)")
     if fc["previous_items"] is not None:
@@ -520,14 +521,6 @@ def _check_engine_options(args) -> None:
             pyarrow_parquet()
         except ParquetMissing as exc:
             raise UsageError(f"--out {args.out}: {exc}") from None
-
-
-def _check_columns(data: str, columns) -> None:
-    """One usage error when the data's first row lacks what the program reads."""
-    from gsrlang.files.dataset import DataError, check_columns
-
-    with usage_errors(DataError):
-        check_columns(data, columns)
 
 
 def check_paths(args) -> None:
@@ -603,8 +596,8 @@ def run_per_item(args) -> int:
         mode = programs.choose_mode(args.mode, fallback="pairwise" if two else "pointwise")
     columns = _columns(args, mode, default_ids=False)  # the compile index numbers its own ids
     try:  # a model judge when one is configured: which programs need it is known only as they are checked
-        settings = run_model_settings(args)
-        registry = default_registry(run_llm_judge(args, settings), time_limit=args.time_limit)
+        llm, settings = run_llm_judge(args)
+        registry = default_registry(llm, time_limit=args.time_limit)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
@@ -633,28 +626,16 @@ def print_index_summary(summary, programs, args, stream) -> None:
     _print_written(summary, args, stream)
 
 
-def run_model_settings(args):
-    """The model settings from the flags (then environment, then gsr.toml), once per run; None without a model."""
-    from gsrlang.commands.config import model_settings
+def run_llm_judge(args):
+    """(the LLM judge, its model settings from the flags, then environment, then gsr.toml), resolved once per
+    run; (None, None) without a model."""
+    from gsrlang.commands.config import build_llm_judge, model_settings
     from gsrlang.judges.base import JudgeConfigError
     from gsrlang.judges.llm.config import LLMError
 
     try:
-        return model_settings(args)
-    except LLMError as exc:
-        raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
-
-
-def run_llm_judge(args, settings):
-    """The LLM judge for these settings (None without a model)."""
-    from gsrlang.commands.config import build_llm_judge
-    from gsrlang.judges.base import JudgeConfigError
-    from gsrlang.judges.llm.config import LLMError
-
-    if settings is None:
-        return None
-    try:
-        return build_llm_judge(args, settings)
+        settings = model_settings(args)
+        return (None if settings is None else build_llm_judge(args, settings)), settings
     except LLMError as exc:
         raise JudgeConfigError([f"the LLM judge cannot start: {exc}"]) from None
 

@@ -139,12 +139,11 @@ def _token(args) -> str | None:
 def _judges(args, program):
     """One `gsrlang.Judges` for the whole server, the model judge built as `gsr run` builds it."""
     import gsrlang
-    from gsrlang.commands.run import run_concurrency, run_llm_judge, run_model_settings
+    from gsrlang.commands.run import run_concurrency, run_llm_judge
     from gsrlang.judges.base import JudgeConfigError
 
     try:
-        settings = run_model_settings(args)
-        llm = run_llm_judge(args, settings)
+        llm, settings = run_llm_judge(args)
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
     judges = gsrlang.Judges(llm=llm, concurrency=run_concurrency(args, settings), cache=None)
