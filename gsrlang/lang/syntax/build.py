@@ -211,81 +211,70 @@ def _number(tok) -> ast.Number:
     return ast.Number(number_value(str(tok), span), span=span)
 
 
-# structure
-@_on("header")
-def _header(span, kind, name, description):
-    return ast.Header(str(kind), _ident(name), _string(description), span=span)
-
-
-@_on("import_decl")
-def _import_decl(span, path):
-    return ast.ImportDecl(_string(path), span=span)
-
-
-@_on("task_decl")
-def _task_decl(span, mode, *settings):
-    return ast.TaskDecl(_ident(mode), settings, span=span)
-
-
-@_on("setting")
-def _setting(span, key, value):
-    return ast.Setting(_ident(key), value, span=span)
-
-
-# criteria
-@_on("criterion_decl")
-def _criterion_decl(span, name, type_, procedure, body):
-    return ast.CriterionDecl(_ident(name), type_, procedure, body, span=span)
-
-
-@_on("criterion_body", "ports", "params")
-def _sequence(span, *items):
-    return items
-
-
-@_on("ask")
-def _ask(span, text):
-    return ast.Ask(_string(text), span=span)
-
-
-@_on("level")
-def _level(span, key, text, value):
-    return ast.Level(key, _string(text), value, span=span)
-
-
-@_on("key_int")
-def _key_int(span, tok):
-    return _number(tok)
-
-
-@_on("key_name")
-def _key_name(span, tok):
-    return _ident(tok)
-
-
-@_on("key_true", "true")
-def _true(span):
-    return ast.BoolLit(True, span=span)
-
-
-@_on("key_false", "false")
-def _false(span):
-    return ast.BoolLit(False, span=span)
-
-
-@_on("example")
-def _example(span, text, verdict, reason):
-    return ast.Example(_string(text), verdict, _string(reason), span=span)
-
-
-@_on("judge")
-def _judge(span, procedure):
-    return ast.JudgeClause(procedure, span=span)
-
-
-@_on("judges_samples")
-def _judges_samples(span, count, aggregate):
-    return ast.Judges(_number(count), (), aggregate, span=span)
+# the rules whose node is one expression of their values
+_HANDLERS.update({
+    # structure
+    "header": lambda span, kind, name, description:
+        ast.Header(str(kind), _ident(name), _string(description), span=span),
+    "import_decl": lambda span, path: ast.ImportDecl(_string(path), span=span),
+    "task_decl": lambda span, mode, *settings: ast.TaskDecl(_ident(mode), settings, span=span),
+    "setting": lambda span, key, value: ast.Setting(_ident(key), value, span=span),
+    # criteria
+    "criterion_decl": lambda span, name, type_, procedure, body:
+        ast.CriterionDecl(_ident(name), type_, procedure, body, span=span),
+    "criterion_body": lambda span, *items: items,
+    "ports": lambda span, *items: items,
+    "params": lambda span, *items: items,
+    "ask": lambda span, text: ast.Ask(_string(text), span=span),
+    "level": lambda span, key, text, value: ast.Level(key, _string(text), value, span=span),
+    "key_int": lambda span, tok: _number(tok),
+    "key_name": lambda span, tok: _ident(tok),
+    "key_true": lambda span: ast.BoolLit(True, span=span),
+    "true": lambda span: ast.BoolLit(True, span=span),
+    "key_false": lambda span: ast.BoolLit(False, span=span),
+    "false": lambda span: ast.BoolLit(False, span=span),
+    "example": lambda span, text, verdict, reason: ast.Example(_string(text), verdict, _string(reason), span=span),
+    "judge": lambda span, procedure: ast.JudgeClause(procedure, span=span),
+    "judges_samples": lambda span, count, aggregate: ast.Judges(_number(count), (), aggregate, span=span),
+    "procedure": lambda span, name, args: ast.Procedure(name, args, span=span),
+    "dotted_name": lambda span, *parts: tuple(_ident(p) for p in parts),
+    "type_params": lambda span, *parts: tuple(_ident(p) for p in parts),
+    # the graph
+    "node_decl": lambda span, name, value: ast.NodeDecl(_ident(name), value, span=span),
+    "sink_decl": lambda span, value: ast.SinkDecl(value, span=span),
+    "call": lambda span, name, args: ast.Call(_ident(name), args or (), span=span),
+    "args": lambda span, *args: tuple(a for a in args if a is not None),
+    "kwarg": lambda span, name, value: ast.Arg(_ident(name), value, span=span),
+    "posarg": lambda span, value: ast.Arg(None, value, span=span),
+    "list_expr": lambda span, *items: ast.ListExpr(tuple(i for i in items if i is not None), span=span),
+    "map_expr": lambda span, *entries: ast.MapExpr(tuple(e for e in entries if e is not None), span=span),
+    # literals
+    "string": lambda span, tok: _string(tok),
+    "range": lambda span, lo, hi: ast.Range(lo, hi, span=span),
+    "tunable": lambda span, value, lo, hi:
+        ast.Number(value.value, tune=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span),
+    # types
+    "type_expr": lambda span, *atoms: ast.TypeExpr(atoms, span=span),
+    "type_atom": lambda span, base, optional: attrs.evolve(base, optional=optional is not None, span=span),
+    "t_name": lambda span, name: ast.TypeAtom("name", _ident(name), span=span),
+    "t_range": lambda span, name, lo, hi:
+        ast.TypeAtom("range", _ident(name), range=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span),
+    "t_any_range": lambda span, name: ast.TypeAtom("any_range", _ident(name), span=span),
+    "t_labels": lambda span, name, _open, *labels:
+        ast.TypeAtom("labels", _ident(name), labels=tuple(_ident(t) for t in labels if t is not None), span=span),
+    "t_list": lambda span, element: ast.TypeAtom("list", element=element, span=span),
+    "t_map": lambda span, key, value: ast.TypeAtom("map", _ident(key), element=value, span=span),
+    # signatures
+    "op_decl": lambda span, kind, name, type_params, ports, params, result:
+        ast.OpDecl(str(kind), _ident(name), type_params or (), ports or (), params or (), result, span=span),
+    "rule_decl": lambda span, name, params, result: ast.RuleDecl(_ident(name), params or (), result, span=span),
+    "judge_decl": lambda span, name, params: ast.JudgeDecl(_ident(name), params or (), span=span),
+    "port_decl": lambda span, name, type_: ast.PortDecl(_ident(name), type_, span=span),
+    "param_decl": lambda span, name, type_, per, default:
+        ast.ParamDecl(_ident(name), type_, _ident(per) if per is not None else None, default, span=span),
+    "enum_decl": lambda span, name, *members:
+        ast.EnumDecl(_ident(name), tuple(_ident(m) for m in members if m is not None), span=span),
+})
 
 
 @_on("judges_list")
@@ -294,61 +283,10 @@ def _judges_list(span, *rest):
     return ast.Judges(None, tuple(procedures), aggregate, span=span)
 
 
-@_on("procedure")
-def _procedure(span, name, args):
-    return ast.Procedure(name, args, span=span)
-
-
-@_on("dotted_name", "type_params")
-def _names(span, *parts):
-    return tuple(_ident(p) for p in parts)
-
-
-# the graph
-@_on("node_decl")
-def _node_decl(span, name, value):
-    return ast.NodeDecl(_ident(name), value, span=span)
-
-
-@_on("sink_decl")
-def _sink_decl(span, value):
-    return ast.SinkDecl(value, span=span)
-
-
 @_on("ref")
 def _ref(span, tok):
     ident = _ident(tok)
     return ast.Ref(ident, span=ident.span)
-
-
-@_on("call")
-def _call(span, name, args):
-    return ast.Call(_ident(name), args or (), span=span)
-
-
-@_on("args")
-def _args(span, *args):
-    return tuple(a for a in args if a is not None)
-
-
-@_on("kwarg")
-def _kwarg(span, name, value):
-    return ast.Arg(_ident(name), value, span=span)
-
-
-@_on("posarg")
-def _posarg(span, value):
-    return ast.Arg(None, value, span=span)
-
-
-@_on("list_expr")
-def _list_expr(span, *items):
-    return ast.ListExpr(tuple(i for i in items if i is not None), span=span)
-
-
-@_on("map_expr")
-def _map_expr(span, *entries):
-    return ast.MapExpr(tuple(e for e in entries if e is not None), span=span)
 
 
 @_on("entry")
@@ -362,98 +300,10 @@ def _entry(span, key, value):
     return ast.Entry(k, value, span=span)
 
 
-# literals
 @_on("number")
 def _number_literal(span, sign, tok):
     value = number_value(str(tok), _t(tok))
     return ast.Number(-value if sign else value, span=span)
-
-
-@_on("string")
-def _string_literal(span, tok):
-    return _string(tok)
-
-
-@_on("range")
-def _range(span, lo, hi):
-    return ast.Range(lo, hi, span=span)
-
-
-@_on("tunable")
-def _tunable(span, value, lo, hi):
-    return ast.Number(value.value, tune=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span)
-
-
-# types
-@_on("type_expr")
-def _type_expr(span, *atoms):
-    return ast.TypeExpr(atoms, span=span)
-
-
-@_on("type_atom")
-def _type_atom(span, base, optional):
-    return attrs.evolve(base, optional=optional is not None, span=span)
-
-
-@_on("t_name")
-def _t_name(span, name):
-    return ast.TypeAtom("name", _ident(name), span=span)
-
-
-@_on("t_range")
-def _t_range(span, name, lo, hi):
-    return ast.TypeAtom("range", _ident(name), range=ast.Range(lo, hi, span=lo.span.cover(hi.span)), span=span)
-
-
-@_on("t_any_range")
-def _t_any_range(span, name):
-    return ast.TypeAtom("any_range", _ident(name), span=span)
-
-
-@_on("t_labels")
-def _t_labels(span, name, _open, *labels):
-    return ast.TypeAtom("labels", _ident(name), labels=tuple(_ident(t) for t in labels if t is not None), span=span)
-
-
-@_on("t_list")
-def _t_list(span, element):
-    return ast.TypeAtom("list", element=element, span=span)
-
-
-@_on("t_map")
-def _t_map(span, key, value):
-    return ast.TypeAtom("map", _ident(key), element=value, span=span)
-
-
-# signatures
-@_on("op_decl")
-def _op_decl(span, kind, name, type_params, ports, params, result):
-    return ast.OpDecl(str(kind), _ident(name), type_params or (), ports or (), params or (), result, span=span)
-
-
-@_on("rule_decl")
-def _rule_decl(span, name, params, result):
-    return ast.RuleDecl(_ident(name), params or (), result, span=span)
-
-
-@_on("judge_decl")
-def _judge_decl(span, name, params):
-    return ast.JudgeDecl(_ident(name), params or (), span=span)
-
-
-@_on("port_decl")
-def _port_decl(span, name, type_):
-    return ast.PortDecl(_ident(name), type_, span=span)
-
-
-@_on("param_decl")
-def _param_decl(span, name, type_, per, default):
-    return ast.ParamDecl(_ident(name), type_, _ident(per) if per is not None else None, default, span=span)
-
-
-@_on("enum_decl")
-def _enum_decl(span, name, *members):
-    return ast.EnumDecl(_ident(name), tuple(_ident(m) for m in members if m is not None), span=span)
 
 
 # ---- literals -------------------------------------------------------------------------------------------------
