@@ -322,8 +322,8 @@ class FitSettings:
 class Progress:
     """What a long tuning reports while it runs: candidate parameter sets evaluated, the best objective value
     seen, the stage. The base class counts (cheaply: once per evaluation) and shows nothing; `gsr tune` shows
-    it with a progress bar on a terminal. `count` may be a shared counter (`multiprocessing.Value`) so that
-    worker processes count into it."""
+    it with a progress bar on a terminal (shown while it is entered, `with progress:`). `count` may be a shared
+    counter (`multiprocessing.Value`) so that worker processes count into it."""
 
     def __init__(self, count=None, best=None):
         self._count, self._best = count, best
@@ -339,6 +339,12 @@ class Progress:
                 self._count.value += 32
             if self._best is not None and self.lowest < self._best.value:
                 self._best.value = self.lowest
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
     def stage(self, text: str) -> None:
         """A new stage of the work (`fold 2 of 5`)."""

@@ -416,15 +416,7 @@ def _progress(folds: int, metric: str, table):
 
     if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
         return _Bar(folds, metric, table)
-
-    class Quiet(Progress):
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    return Quiet()
+    return Progress()
 
 
 def _Bar(folds: int, metric: str, table):
