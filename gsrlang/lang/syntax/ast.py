@@ -17,8 +17,7 @@ from gsrlang.lang.span import Span
 _span = lambda: attrs.field(eq=False, kw_only=True, repr=False)  # noqa: E731
 
 
-def node(cls):
-    return records.frozen(cls)
+node = records.frozen
 
 
 def key_text(key) -> str:

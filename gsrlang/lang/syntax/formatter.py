@@ -345,7 +345,7 @@ class _Printer:
         if isinstance(item, ast.Ask):
             return _join(["ask "], self._string(item.text))
         if isinstance(item, ast.Level):
-            lines = _join([f"level {_level_key(item.key)} "], self._string(item.text))
+            lines = _join([f"level {self._key(item.key)} "], self._string(item.text))
             if item.value is not None:
                 tune = item.value.tune
                 lines = _join(lines, [f" = {_number(item.value.value)}" + (
@@ -544,14 +544,6 @@ def _col(lines: Lines, col: int) -> int:
 
 def _comment(c: ast.Comment) -> str:
     return c.text.rstrip()
-
-
-def _level_key(k) -> str:
-    if isinstance(k, ast.Ident):
-        return k.name
-    if isinstance(k, ast.BoolLit):
-        return "true" if k.value else "false"
-    return _number(k.value)
 
 
 # ---- types -------------------------------------------------------------------------------------------
