@@ -83,29 +83,12 @@ class _Unsafe(Exception):
     """The formatted text would not parse to the same program: a formatter bug, never written out."""
 
 
-def _formatted(module, text: str, path: str) -> str:
-    """The canonical layout, checked like black's --safe: it must parse back to the same syntax tree."""
+def _formatted(path: str, data: bytes, printer) -> tuple[str, str] | None:
+    """(the text, its canonical layout), or None after reporting why it cannot be formatted. The layout is
+    checked like black's --safe: it must parse back to the same syntax tree (else _Unsafe)."""
     from gsrlang.lang.syntax.formatter import format_module
-    from gsrlang.lang.syntax.parser import parse
-
-    formatted = format_module(module, text)
-    again = parse(formatted)
-    if again.diagnostics or again.module != module:
-        print(f"gsr fmt: internal error: the formatted `{path}` would not mean the same program; it was left "
-              "as it is. This is a bug in gsr: please report it with the file.", file=sys.stderr)
-        raise _Unsafe(path)
-    return formatted
-
-
-def _format_file(path: str, args, printer) -> bool | None:
-    """True when the file changes (or would), False when it is already formatted, None when it cannot be."""
     from gsrlang.lang.syntax.parser import decode_source, parse
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
-        return None
     text, problem = decode_source(data)
     if problem:
         printer.add(path, None, [problem])
@@ -114,7 +97,26 @@ def _format_file(path: str, args, printer) -> bool | None:
     if result.diagnostics:
         printer.add(path, text, result.diagnostics)
         return None
-    formatted = _formatted(result.module, text, path)
+    formatted = format_module(result.module, text)
+    again = parse(formatted)
+    if again.diagnostics or again.module != result.module:
+        print(f"gsr fmt: internal error: the formatted `{path}` would not mean the same program; it was left "
+              "as it is. This is a bug in gsr: please report it with the file.", file=sys.stderr)
+        raise _Unsafe(path)
+    return text, formatted
+
+
+def _format_file(path: str, args, printer) -> bool | None:
+    """True when the file changes (or would), False when it is already formatted, None when it cannot be."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
+        return None
+    done = _formatted(path, data, printer)
+    if done is None:
+        return None
+    formatted = done[1]
     original = data.decode("utf-8")  # the file as it is (decode_source blanks out a byte-order mark)
     if formatted == original:
         return False
@@ -132,21 +134,14 @@ def _format_file(path: str, args, printer) -> bool | None:
 
 
 def _run_stdin(args, printer) -> int:
-    from gsrlang.lang.syntax.parser import decode_source, parse
-
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-    text, problem = decode_source(data)
-    if problem:
-        printer.add("<stdin>", None, [problem])
-        return 1
-    result = parse(text)
-    if result.diagnostics:
-        printer.add("<stdin>", text, result.diagnostics)
-        return 1
     try:
-        formatted = _formatted(result.module, text, "<stdin>")
+        done = _formatted("<stdin>", data, printer)
     except _Unsafe:
         return 2
+    if done is None:
+        return 1
+    text, formatted = done
     if args.diff:
         sys.stdout.write(_diff(text, formatted, "<stdin>"))
     elif not args.check:
@@ -157,10 +152,7 @@ def _run_stdin(args, printer) -> int:
 def _diff(before: str, after: str, path: str) -> str:
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                  fromfile=f"a/{path}", tofile=f"b/{path}")
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def _summary(args, changed: int, unchanged: int, failed: int) -> None:
