@@ -224,10 +224,8 @@ def _signature(node: Node):
 
 def _slot_label(node: Node, port: str, slot: int) -> str:
     """`[i]`, with the slot's entry of any `per PORT` parameter (a weight) beside it."""
-    from gsrlang.lang.catalog import default_catalog
-
     label = f"[{slot}]"
-    sig = default_catalog().operator(node.op) if node.op else None
+    sig = _signature(node)
     for p in sig.params if sig is not None else ():
         values = node.params.get(p.name)
         if p.per == port and isinstance(values, (list, tuple)) and slot < len(values):
@@ -296,9 +294,7 @@ def _fmt_value(v) -> str:
     from gsrlang.lang.catalog import format_literal
 
     if isinstance(v, float):
-        if math.isfinite(v):
-            return f"{v:.4g}"
-        return str(v)
+        return f"{v:.4g}" if math.isfinite(v) else str(v)
     return format_literal(v)
 
 
@@ -324,11 +320,7 @@ def _node_tooltip(node: Node) -> str:
 
 def _table(kind: str, rows: list[str], border: str | None = None, width: int = 1, dashed: bool = False) -> str:
     style = KIND_STYLE[kind]
-    table_style = []
-    if style["rounded"]:
-        table_style.append("rounded")
-    if dashed:
-        table_style.append("dashed")
+    table_style = [name for name, on in (("rounded", style["rounded"]), ("dashed", dashed)) if on]
     st = f' STYLE="{",".join(table_style)}"' if table_style else ""
     body = "".join(rows)
     return (f'<<TABLE BORDER="{width}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="{style["fill"]}"'
@@ -452,14 +444,12 @@ def _legend_label(with_overlay: bool) -> str:
     rows.append('<TR><TD><FONT POINT-SIZE="9">[i]</FONT></TD><TD ALIGN="LEFT"><FONT POINT-SIZE="9">'
                 'the slot an edge fills in a list port</FONT></TD></TR>')
     if with_overlay:
-        rows.append(f'<TR><TD BORDER="2" COLOR="{PATH_COLOR}"><FONT POINT-SIZE="9">path</FONT></TD>'
-                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">the decision path to the readout</FONT></TD></TR>')
-        rows.append(f'<TR><TD BORDER="3" COLOR="{FIRED_COLOR}"><FONT POINT-SIZE="9">fired</FONT></TD>'
-                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">a gate whose trigger held and changed its value'
-                    '</FONT></TD></TR>')
-        rows.append(f'<TR><TD BORDER="2" COLOR="{NO_CHANGE_COLOR}"><FONT POINT-SIZE="9">no change</FONT></TD>'
-                    '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">a gate that fired, its value its base\'s'
-                    '</FONT></TD></TR>')
+        for border, color, name, about in (
+                (2, PATH_COLOR, "path", "the decision path to the readout"),
+                (3, FIRED_COLOR, "fired", "a gate whose trigger held and changed its value"),
+                (2, NO_CHANGE_COLOR, "no change", "a gate that fired, its value its base's")):
+            rows.append(f'<TR><TD BORDER="{border}" COLOR="{color}"><FONT POINT-SIZE="9">{name}</FONT></TD>'
+                        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{about}</FONT></TD></TR>')
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{ABSTAIN_COLOR}">abstained</FONT></TD>'
                     '<TD ALIGN="LEFT"><FONT POINT-SIZE="9">cannot assess (dashed: every candidate)</FONT></TD></TR>')
     return ('<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2" COLOR="#9ca3af" BGCOLOR="#ffffff">'
@@ -514,10 +504,8 @@ class _Overlay:
         return [_row(f'<FONT POINT-SIZE="10">{joined}</FONT>', span, extra=' BGCOLOR="#ffffff"')]
 
     def result_rows(self) -> list[str]:
-        r, shown = self.trace.readout, []
-        for key in ("score", "raw", "winner"):
-            if r.get(key) is not None:
-                shown.append((key, r[key]))
+        r = self.trace.readout
+        shown = [(key, r[key]) for key in ("score", "raw", "winner") if r.get(key) is not None]
         if r.get("status") not in (None, "ok"):
             shown.append(("status", r["status"]))
         if r.get("reason"):

@@ -87,15 +87,9 @@ def _full_one(d: Diagnostic, sources: Sources, s: _Style) -> str:
     out = [s(f"{d.severity}[{d.code}]", "1", sev_color) + s(f": {d.message}", "1")]
     labels = [(d.primary, True), *[(lab, False) for lab in d.secondary]]
     # the primary label's file first, then the others; within a file, in source order
-    files: list = []
-    for lab, _ in labels:
-        if lab.path not in files:
-            files.append(lab.path)
-    shown = []
-    for path in files:
-        src = sources.get(path)
-        group = sorted(((lab, primary) for lab, primary in labels if lab.path == path), key=lambda x: x[0].span.start)
-        shown.append((path, src, group))
+    shown = [(path, sources.get(path), sorted(((lab, primary) for lab, primary in labels if lab.path == path),
+                                              key=lambda x: x[0].span.start))
+             for path in dict.fromkeys(lab.path for lab, _ in labels)]
     numbered = [src.position(lab.span.start)[0] for _, src, group in shown if src for lab, _ in group]
     width = len(str(max(numbered))) if numbered else 1
     pad = " " * width
