@@ -25,6 +25,7 @@ from gsrlang.analysis.metrics import metrics_with_confidence
 from gsrlang.execution.executor import ItemRun, run_items, run_items_each
 from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
 from gsrlang.execution.labels import label_reader
+from gsrlang.execution.packed import PackedColumn, PackedIds
 from gsrlang.execution.peritem import compile_id
 from gsrlang.execution.planner import COLUMNS, CallLimit, ReplayConfig, RunConfig, TableConfig, run_route, table_route
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
@@ -54,18 +55,26 @@ class RunSummary:
     seconds: float = 0.0
     differences: int = 0
     first_difference: Difference | None = None
-    preds: list = attrs.field(factory=list)  # (prediction, gold) for labelled items, for metrics
-    golds: list = attrs.field(factory=list)
+    preds: PackedColumn = attrs.field(factory=PackedColumn)  # (prediction, gold) for labelled items, for metrics
+    golds: PackedColumn = attrs.field(factory=PackedColumn)
     recorded: dict | None = None  # replay: the trace's run-summary record, if it has one
     judges: dict | None = None  # each judge's usage, when the judges ran elsewhere (the ray engine's actors)
-    duplicate_ids: int = 0  # items whose id an earlier item already had (every one is still run and written)
-    duplicate_examples: list = attrs.field(factory=list)  # the first few such ids
-    _ids: set = attrs.field(factory=set, repr=False)
+    _ids: PackedIds = attrs.field(factory=PackedIds, repr=False)
     needs: dict = attrs.field(factory=dict)  # what-if replay: criterion -> items that need its skipped judgment
     judgments: int = 0  # judgments made (short-circuit judging leaves out the skipped ones)
     skipped: int = 0  # judgments not asked for: they could not change the result
     stopped: str | None = None  # why the run stopped writing before the end of its data ("budget")
     unwritten: int = 0  # items run but not written because the run stopped (a prefix was written)
+
+    @property
+    def duplicate_ids(self) -> int:
+        """Items whose id an earlier item already had (every one is still run and written)."""
+        return self._ids.duplicates
+
+    @property
+    def duplicate_examples(self) -> list:
+        """The first few such ids."""
+        return self._ids.examples
 
     @property
     def problems(self) -> int:
@@ -104,26 +113,17 @@ class RunSummary:
     def count_id(self, item_id) -> None:
         """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id
         (None): it is not a repeat of another such row."""
-        if item_id is None:
-            return
-        if item_id in self._ids:
-            self.duplicate_ids += 1
-            if len(self.duplicate_examples) < 5 and item_id not in self.duplicate_examples:
-                self.duplicate_examples.append(item_id)
-        else:
+        if item_id is not None:
             self._ids.add(item_id)
 
     def count_distinct_ids(self, ids: set) -> bool:
         """Note ids known to be distinct among themselves, all at once, when none was noted before (verify counts
         a chunk's ids in one go); False, noting nothing, when one was (they are then counted one by one)."""
-        if not self._ids.isdisjoint(ids):
-            return False
-        self._ids.update(ids)
-        return True
+        return self._ids.add_distinct(ids)
 
     def id_sample(self, k: int = 6) -> list[str]:
         """Some of the ids counted so far (sorted, as text), for a message about an id that is not among them."""
-        return sorted(str(i) for i in self._ids if i is not None)[:k]
+        return self._ids.sample(k)
 
     def count_needs(self, plan: Plan, run: ItemRun) -> None:
         """What-if replay: an item left invalid because the recorded run skipped a judgment (short-circuit
@@ -143,7 +143,7 @@ class RunSummary:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
         if not self.golds:
             return None
-        return metrics_with_confidence(self.mode, self.preds, self.golds, n_resamples=bootstrap, seed=seed)
+        return metrics_with_confidence(self.mode, self.preds.tolist(), self.golds.tolist(), n_resamples=bootstrap, seed=seed)
 
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
