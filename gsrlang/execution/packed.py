@@ -261,14 +261,17 @@ class PackedColumn:
         return out
 
     def numbers(self) -> np.ndarray | None:
-        """The values as float64, NaN for None; None when one is not a number or None."""
+        """The values as float64, NaN for None; None when one is not a finite number or None."""
         if self._list is not None:
             return None
         tags = np.frombuffer(self._tags, np.int8)
         if (tags > _FLOAT_TAG).any():
             return None
         values = np.array(self._values, np.float64)  # a copy: the column may grow
-        values[tags == _NONE] = np.nan
+        none = tags == _NONE
+        if not np.isfinite(values[~none]).all():  # NaN would read as None: such values go as they are
+            return None
+        values[none] = np.nan
         return values
 
     def codes(self) -> np.ndarray | None:
