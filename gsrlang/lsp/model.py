@@ -158,11 +158,8 @@ class DocumentModel:
 
     def imports(self) -> list[tuple[ast.ImportDecl, Path | None]]:
         """This document's imports with the files they name (None when the file does not exist)."""
-        out = []
-        for item in self.module.items if self.module else ():
-            if isinstance(item, ast.ImportDecl):
-                out.append((item, resolve_import(item.path.value, self.path)))
-        return out
+        items = self.module.items if self.module else ()
+        return [(i, resolve_import(i.path.value, self.path)) for i in items if isinstance(i, ast.ImportDecl)]
 
     # ---- what is at an offset -----------------------------------------------------------------------
     def chain_at(self, offset: int) -> tuple:
@@ -253,10 +250,7 @@ def _decl(item, path) -> DeclInfo:
 
 
 def _enclosing(chain, kinds):
-    for n in reversed(chain):
-        if isinstance(n, kinds):
-            return n
-    return None
+    return next((n for n in reversed(chain) if isinstance(n, kinds)), None)
 
 
 def _children(node) -> Iterator:
@@ -278,13 +272,6 @@ def _children(node) -> Iterator:
                     yield x
         elif value is not None and attrs.has(type(value)):
             yield value
-
-
-def walk(node) -> Iterator:
-    """Every AST node under `node`, depth first."""
-    yield node
-    for child in _children(node):
-        yield from walk(child)
 
 
 def resolve_import(text: str, importer: str | None) -> Path | None:
