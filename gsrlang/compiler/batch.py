@@ -26,6 +26,7 @@ import attrs
 
 from gsrlang.compiler.spec import CompileSpec, Contract, SpecError
 from gsrlang.files.dataset import DataError, ItemError, MissingFieldError, Row, get_path, read_rows
+from gsrlang.files.safeio import write_atomic
 
 INDEX_NAME = "index.jsonl"
 
@@ -153,10 +154,8 @@ class IndexEntry:
     error_kind: str | None = None  # "row" (the data row is unusable) or "model" (the model call failed)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "line": self.line, "status": self.status, "program": self.program,
-                "failed_program": self.failed_program, "repairs": self.repairs, "codes": list(self.codes),
-                "spec_sha256": self.spec_sha256, "rubric_sha256": self.rubric_sha256, "cached": self.cached,
-                "model_calls": self.model_calls, "error": self.error, "error_kind": self.error_kind}
+        """Every field but the tokens (the report's, not the index's), in field order."""
+        return attrs.asdict(self, filter=lambda a, _: a.name not in ("prompt_tokens", "completion_tokens"))
 
 
 STATUSES = ("compiled", "repaired", "failed", "error")
@@ -257,15 +256,9 @@ def _fatal(exc) -> bool:
     return getattr(exc, "kind", None) == "connection" or getattr(exc, "status", None) in (401, 403, 404)
 
 
-async def compile_batch(
-    items: Sequence[CompileItem | ItemError] | Iterator[CompileItem | ItemError],
-    compile_one: Callable,
-    out_dir: str | Path,
-    *,
-    concurrency: int = 4,
-    model: str = "",
-    on_item: Callable[[CompileItem | ItemError, object], None] | None = None,
-) -> BatchReport:
+async def compile_batch(items: Sequence[CompileItem | ItemError] | Iterator[CompileItem | ItemError],
+                        compile_one: Callable, out_dir: str | Path, *, concurrency: int = 4, model: str = "",
+                        on_item: Callable[[CompileItem | ItemError, object], None] | None = None) -> BatchReport:
     """Compile every item with `compile_one(spec, path) -> CompileResult` and write programs and the index.
 
     Model-call failures are recorded per item (status `error`); a failure that would repeat for
@@ -335,22 +328,16 @@ def _write(out: Path, stem: str, item: CompileItem, result) -> IndexEntry:
                   completion_tokens=0 if result.cached else result.completion_tokens)
     program, failed = out / f"{stem}.gsr", out / f"{stem}.gsr.failed"
     if result.ok:
-        _write_text(program, result.source)
+        write_atomic(program, result.source)
         failed.unlink(missing_ok=True)
         return IndexEntry(program=program.name, **common)
-    _write_text(failed, failed_text(result, program.name))
+    write_atomic(failed, failed_text(result, program.name))
     program.unlink(missing_ok=True)
     return IndexEntry(failed_program=failed.name, **common)
 
 
-def _write_text(path: Path, text: str) -> None:
-    from gsrlang.files.safeio import write_atomic
-
-    write_atomic(path, text)
-
-
 def write_index(path: Path, entries: Sequence[IndexEntry]) -> None:
-    _write_text(path, "".join(json.dumps(e.to_json(), ensure_ascii=False) + "\n" for e in entries))
+    write_atomic(path, "".join(json.dumps(e.to_json(), ensure_ascii=False) + "\n" for e in entries))
 
 
 def read_index(path: str | Path) -> dict[str, dict]:
