@@ -91,7 +91,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
                                  http_client=bounded_http_client(config.max_answer_bytes))
     known = knowledge.get(base, config.model) if knowledge is not None else {}
     adapted: dict[str, str] = dict(known.get("adapted") or {}) if isinstance(known.get("adapted"), dict) else {}
-    sdk = _Sdk(_Adapting(raw_sdk, adapted))
+    sdk = _Adapting(raw_sdk, adapted)  # every step's chat call goes through it
     try:
         status, listing = await asyncio.to_thread(_get_json, base.rstrip("/") + "/models", key, config.timeout_s,
                                                   config.max_answer_bytes)
@@ -144,14 +144,6 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
     return report
 
 
-class _Sdk:
-    """`sdk.chat.completions.create(...)` through `_Adapting` (the probe's steps are written against the SDK)."""
-
-    def __init__(self, adapting: _Adapting) -> None:
-        self.chat = self
-        self.completions = adapting
-
-
 _PREFIX = ("You are checking whether this server caches prompts. The following text is padding that repeats; "
            "ignore it.\n" + "The quick brown fox jumps over the lazy dog near the quiet river bank. " * 110)
 
@@ -163,9 +155,8 @@ async def _prompt_cache(sdk, model: str) -> bool | None:
     seen = None
     for n in (1, 2):
         try:
-            resp = await sdk.chat.completions.create(
-                model=model, max_tokens=1, messages=[{"role": "system", "content": _PREFIX},
-                                                     {"role": "user", "content": f"Reply with the digit {n}."}])
+            resp = await sdk.create(model=model, max_tokens=1, messages=[
+                {"role": "system", "content": _PREFIX}, {"role": "user", "content": f"Reply with the digit {n}."}])
         except openai.APIStatusError:
             return None
         usage = resp.usage
@@ -232,8 +223,7 @@ def _read_models(status: int, body: Any, model: str) -> tuple[list[str] | None, 
 
 async def _overflow_context(sdk, model: str) -> int | None:
     try:
-        await sdk.chat.completions.create(model=model, max_tokens=1,
-                                          messages=[{"role": "user", "content": "word " * 300_000}])
+        await sdk.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "word " * 300_000}])
     except openai.APIStatusError as exc:
         return context_from_error(api_error_message(exc))
     return None
@@ -251,7 +241,7 @@ async def _try_mode(sdk, model: str, mode: str) -> str:
     else:
         kwargs["extra_body"] = {"grammar": schema_gbnf(_MARK_SCHEMA)}
     try:
-        resp = await sdk.chat.completions.create(**kwargs)
+        resp = await sdk.create(**kwargs)
     except openai.APIStatusError as exc:
         sent = {k: v for k, v in kwargs.items() if k in ("response_format", "extra_body")}
         if format_rejected(exc.status_code, api_error_message(exc), sent, getattr(exc, "param", None)):
@@ -268,8 +258,7 @@ async def _grammar_dialect(sdk, model: str) -> str | None:
              ("guided_grammar", {"guided_grammar": f'start: "{_MARK}"'}))
     for name, extra in tries:
         try:
-            resp = await sdk.chat.completions.create(model=model, messages=_HELLO, max_tokens=8, temperature=0,
-                                                     extra_body=extra)
+            resp = await sdk.create(model=model, messages=_HELLO, max_tokens=8, temperature=0, extra_body=extra)
         except openai.APIStatusError:
             continue
         if (resp.choices[0].message.content or "").strip() == _MARK:
@@ -282,8 +271,8 @@ async def _logprobs(sdk, model: str) -> bool | None:
     so there was nothing to return them for (Gemma 3 under llama-cpp-python's default chat template
     answers free-text prompts with an empty message)."""
     try:
-        resp = await sdk.chat.completions.create(model=model, messages=_HELLO, max_tokens=2, temperature=0,
-                                                 logprobs=True, top_logprobs=5)
+        resp = await sdk.create(model=model, messages=_HELLO, max_tokens=2, temperature=0, logprobs=True,
+                                top_logprobs=5)
     except openai.APIStatusError:
         return False
     lp = resp.choices[0].logprobs
@@ -295,8 +284,8 @@ async def _logprobs(sdk, model: str) -> bool | None:
 async def _speed(sdk, config) -> dict:
     """Generation speed (tokens/s over a 64-token answer) and the latency of one short judgment (auto mode)."""
     t0 = time.monotonic()
-    resp = await sdk.chat.completions.create(model=config.model, max_tokens=64, temperature=0,
-                                             messages=[{"role": "user", "content": "Count from one to forty in words."}])
+    resp = await sdk.create(model=config.model, max_tokens=64, temperature=0,
+                            messages=[{"role": "user", "content": "Count from one to forty in words."}])
     elapsed = time.monotonic() - t0
     tokens = int(getattr(resp.usage, "completion_tokens", 0) or 0) if resp.usage else 0
     schema = {"type": "object", "properties": {"reason": {"type": "string"},
@@ -305,8 +294,8 @@ async def _speed(sdk, config) -> dict:
     request = ChatRequest(messages=[{"role": "user", "content": (
         "Is this response polite? Response: \"Thank you for asking.\" Options: A = yes, B = no. "
         "Answer with a JSON object {\"reason\": ..., \"answer\": \"A\" or \"B\"}.")}], schema=schema, max_tokens=64)
-    async with LLMClient(config.replace(structured="auto", max_retries=0), knowledge=_Remembering(
-            sdk.completions.adapted)) as client:
+    judge_config = config.replace(structured="auto", max_retries=0)
+    async with LLMClient(judge_config, knowledge=_Remembering(sdk.adapted)) as client:
         t1 = time.monotonic()
         try:
             result = await client.complete(request)
