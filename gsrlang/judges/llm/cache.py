@@ -64,9 +64,8 @@ class JudgmentCache:
         except OSError as exc:
             raise self._error(f"cannot create its directory: {exc.strerror or exc}", hint=False) from None
         try:
-            conn = sqlite3.connect(
-                str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._error(f"cannot open: {exc}") from None
         try:
@@ -77,15 +76,10 @@ class JudgmentCache:
             conn.execute("PRAGMA synchronous = NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise CacheError(
-                    f"judgment cache {self.path} was written by a newer gsrlang (schema {version}); "
-                    f"upgrade gsrlang or use another cache file",
-                    path=self.path,
-                )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS judgments ("
-                " key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
-            )
+                raise CacheError(f"judgment cache {self.path} was written by a newer gsrlang (schema {version}); "
+                                 "upgrade gsrlang or use another cache file", path=self.path)
+            conn.execute("CREATE TABLE IF NOT EXISTS judgments ( key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                         "created REAL NOT NULL)")
             # the cache's id: a random token that gsr records as the user's when it makes the file (trust.py)
             conn.execute("CREATE TABLE IF NOT EXISTS gsr_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             token = secrets.token_hex(16)
@@ -111,10 +105,8 @@ class JudgmentCache:
     def _error(self, what: str, *, hint: bool = True) -> CacheError:
         msg = f"judgment cache {self.path}: {what}"
         if hint:
-            msg += (
-                f". If the file is corrupt or not a gsrlang cache, delete it"
-                f" (and {self.path.name}-wal / {self.path.name}-shm next to it); it is rebuilt on the next run"
-            )
+            msg += (f". If the file is corrupt or not a gsrlang cache, delete it (and {self.path.name}-wal / "
+                    f"{self.path.name}-shm next to it); it is rebuilt on the next run")
         return CacheError(msg, path=self.path)
 
     def _db(self) -> sqlite3.Connection:
@@ -154,10 +146,8 @@ class JudgmentCache:
         with self._lock:
             db = self._db()
             try:
-                db.execute(
-                    "INSERT OR REPLACE INTO judgments (key, value, created) VALUES (?, ?, ?)",
-                    (key, text, time.time()),
-                )
+                db.execute("INSERT OR REPLACE INTO judgments (key, value, created) VALUES (?, ?, ?)",
+                           (key, text, time.time()))
             except (sqlite3.Error, OSError) as exc:  # sqlite3.OperationalError: "database or disk is full"
                 self._memory[key] = text
                 self.unstored += 1
