@@ -41,6 +41,8 @@ from typing import Any, Mapping
 
 import attrs
 
+from gsrlang.lang.types import is_finite_number
+
 from .config import OPENAI_DEFAULT_BASE_URL as OPENAI_URL
 from .config import tomllib  # the standard library's, or tomli on Python 3.10
 
@@ -89,8 +91,7 @@ def load_overrides(*paths: Path | None) -> dict[str, dict[str, float]]:
             for key, value in fields.items():
                 if key not in _FIELDS:
                     raise PriceError(f"{path}: [prices.\"{model}\"] {key}: unknown price; known: {', '.join(_FIELDS)}")
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or \
-                        value == float("inf"):
+                if not (is_finite_number(value) and value >= 0):
                     raise PriceError(f"{path}: [prices.\"{model}\"] {key} must be a number of US dollars per "
                                      f"million tokens (>= 0), got {value!r}")
                 entry[key] = float(value)
@@ -147,10 +148,8 @@ def _library_price(model: str, base_url: str, batch: bool) -> Price | None:
 
 def _has_batch_variant(calc) -> bool:
     """Whether the library has its own batch price for the model (else gsr halves the standard one)."""
-    for variant in getattr(calc.model, "price_variants", None) or ():
-        if (getattr(variant, "when", None) or {}).get("processing") == "batch":
-            return True
-    return False
+    return any((getattr(variant, "when", None) or {}).get("processing") == "batch"
+               for variant in getattr(calc.model, "price_variants", None) or ())
 
 
 def dollars(value: float | None) -> str:

@@ -24,6 +24,7 @@ from .gbnf import schema_gbnf
 from .jsonparse import AnswerFormatError
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected
 from .transport import AnswerRefused, bounded_http_client, refusal_of
+from .trust import host_of, is_loopback
 
 __all__ = ["probe"]
 
@@ -31,12 +32,6 @@ _MARK = "Q7X"  # an answer no model gives by chance: a mode that enforces its co
 _MARK_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": [_MARK]}},
                 "required": ["answer"], "additionalProperties": False}
 _HELLO = [{"role": "user", "content": "Say hello in one short sentence."}]
-
-
-def _is_local(url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
 
 
 def _enforced(text: str | None, mark: str = _MARK) -> bool:
@@ -113,7 +108,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
             props, dict) and isinstance(props.get("default_generation_settings"), dict) else None
         context = context or (n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None)  # llama.cpp's own server
         source = "server" if context else None
-        if context is None and (overflow if overflow is not None else _is_local(base)):
+        if context is None and (overflow if overflow is not None else is_loopback(host_of(base)[0])):
             context = await _overflow_context(sdk, config.model)
             source = "overflow error" if context else None
         report["context_length"] = context
