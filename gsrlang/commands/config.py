@@ -262,7 +262,7 @@ def table_config(args: argparse.Namespace, program, mode: str | None, label: str
     """Where `gsr tune` or `gsr ablate` reads its labelled items, from the flags: --trace, or --data with its
     columns (only those the program reads, as `gsr run` asks for them); `path`: another file of the same
     kind (--holdout). `label` names the program in messages. A UsageError for columns that cannot be."""
-    from gsrlang.commands import UsageError
+    from gsrlang.commands import UsageError, usage_errors
     from gsrlang.execution.planner import TableConfig
 
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
@@ -275,9 +275,7 @@ def table_config(args: argparse.Namespace, program, mode: str | None, label: str
         raise UsageError("--data needs --label-field (the human label to learn from)")
     responses = response_columns(args, mode, program)
     id_field = args.id_field if args.id_field is not None else default_id_field(args.data)
-    try:
+    with usage_errors(ValueError):
         columns = column_map(program, mode, args.input_field, responses, id_field, args.label_field,
                              args.reference_field)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     return TableConfig(data=path or args.data, columns=columns, mode=mode, program_label=label)

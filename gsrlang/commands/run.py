@@ -525,14 +525,13 @@ def _check_engine_options(args) -> None:
 
 def check_paths(args) -> None:
     """Refuse (PathClash) a --out, --trace or --cache that is an input of the run or another of its outputs."""
+    from gsrlang.commands.config import cache_path
     from gsrlang.files.safeio import check_outputs
-    from gsrlang.judges.llm.options import DEFAULT_CACHE
 
-    cache = None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or DEFAULT_CACHE)
     check_outputs([("PROGRAM", args.program), ("--programs", args.programs), ("--data", args.data),
                    ("--fewshot", getattr(args, "fewshot", None)),
                    ("--judge-config", getattr(args, "judge_config", None))],
-                  [("--out", args.out), ("--trace", args.trace), ("--cache", cache)])
+                  [("--out", args.out), ("--trace", args.trace), ("--cache", cache_path(args))])
 
 
 def _with_progress(args, run_items, registry=None):

@@ -6,7 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-from gsrlang.commands import UsageError
+from gsrlang.commands import UsageError, usage_errors
 
 HELP = "learn a program's weights, gate levels and cut points from labelled items (cross-validated)"
 DESCRIPTION = """\
@@ -183,10 +183,8 @@ def _rows_of(args, table) -> list | None:
     path = args.data or args.group_data
     if path is None:
         return None
-    try:
+    with usage_errors(DataError):
         rows = [(r.record, r.where) for r in read_rows(path)]
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
     if args.data and len(rows) == len(table):
         return rows
     by_id = {}
@@ -277,23 +275,20 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
         _warn_group_candidates(args, rows)
     settings = FitSettings(metric=args.metric, objective=args.objective, shrink=args.shrink, seed=args.seed)
     progress = _progress(args.folds, args.metric, table)
-    try:
-        with progress:
-            cv = cross_validate(program, ks, table, args.folds, settings, groups=groups, jobs=args.jobs,
-                                progress=progress)
-            index = labelled_index(table)
-            shrink_text = str(args.shrink)
-            if args.shrink is None:
-                progress.stage("choosing the shrinkage on all items")
-                picked, scores = choose_shrink(program, ks, table.take(index), settings, subset(groups, index),
-                                               progress)
-                settings = attrs.evolve(settings, shrink=picked)
-                shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV "
-                               f"{args.metric}: " + ", ".join(f"{k:g}: {v:.3f}" for k, v in scores.items()) + ")")
-            progress.stage("tuning on all items")
-            theta = fit(program, ks, table.take(index), settings, progress=progress)
-    except TuneError as exc:
-        raise UsageError(str(exc)) from None
+    with usage_errors(TuneError), progress:
+        cv = cross_validate(program, ks, table, args.folds, settings, groups=groups, jobs=args.jobs,
+                            progress=progress)
+        index = labelled_index(table)
+        shrink_text = str(args.shrink)
+        if args.shrink is None:
+            progress.stage("choosing the shrinkage on all items")
+            picked, scores = choose_shrink(program, ks, table.take(index), settings, subset(groups, index),
+                                           progress)
+            settings = attrs.evolve(settings, shrink=picked)
+            shrink_text = (f"auto ({picked:g}, chosen on all items by inner {settings.inner_folds}-fold CV "
+                           f"{args.metric}: " + ", ".join(f"{k:g}: {v:.3f}" for k, v in scores.items()) + ")")
+        progress.stage("tuning on all items")
+        theta = fit(program, ks, table.take(index), settings, progress=progress)
     report = paired_report(table.mode, cv.untuned, cv.tuned, cv.golds, args.bootstrap, args.seed, groups=cv.groups)
     nested = ", each fold choosing its shrinkage on its own training items (nested)" if args.shrink is None else ""
     by = f", folds by `{args.group_field}`" if groups is not None else ""
