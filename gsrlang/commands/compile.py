@@ -133,10 +133,7 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _file_or_text(value: str | None, what: str) -> str | None:
-    if value is None:
-        return None
-    p = Path(value)
-    if len(value) < 4096 and "\n" not in value and p.is_file():
+    if value is not None and len(value) < 4096 and "\n" not in value and Path(value).is_file():
         return _read_text(value, what)
     return value
 
@@ -226,17 +223,11 @@ class _Printer:
             print(f"{prefix}  {line}" if prefix else f"  {line}", file=sys.stderr)
 
 
-def _call_error(exc) -> UsageError:
-    return UsageError(f"model call failed: {exc}")
-
-
 # ---- run ----------------------------------------------------------------------------------------------
 def run(args) -> int:
     batch = _check_mode(args)
     contract = _contract(args)
-    if batch:
-        return _run_batch(args, contract)
-    return _run_one(args, contract)
+    return _run_batch(args, contract) if batch else _run_one(args, contract)
 
 
 def _with_cache(args, compile_with):
@@ -348,7 +339,7 @@ async def _compile_one(spec, config, args, cache, out, on_round):
     except PromptError as exc:
         raise UsageError(str(exc)) from None
     except LLMError as exc:
-        raise _call_error(exc) from None
+        raise UsageError(f"model call failed: {exc}") from None
 
 
 class _CacheView:
@@ -356,18 +347,11 @@ class _CacheView:
 
     def __init__(self, cache, retry_failed: bool):
         self.cache, self.retry_failed = cache, retry_failed
-
-    def key(self, *a, **kw):
-        return self.cache.key(*a, **kw)
+        self.key, self.store = cache.key, cache.store
 
     def load(self, key, spec, **kw):
         result = self.cache.load(key, spec, **kw)
-        if result is not None and self.retry_failed and not result.ok:
-            return None
-        return result
-
-    def store(self, key, result, repairs):
-        self.cache.store(key, result, repairs)
+        return None if result is not None and self.retry_failed and not result.ok else result
 
 
 def _report_one(args, result, out: Path | None) -> int:
