@@ -94,14 +94,6 @@ def add_arguments(p) -> None:
     add_llm_arguments(p)
 
 
-def _positive(name: str, value, integer: bool = False):
-    if value is None:
-        return None
-    if not value > 0:
-        raise UsageError(f"{name} must be greater than 0, got {value:g}")
-    return int(value) if integer else value
-
-
 def _failure_value(text: str) -> float | None:
     if text.strip().lower() in ("none", "null"):
         return None
@@ -167,11 +159,11 @@ def build(args):
     from gsrlang.serve.traces import TraceSink
     from gsrlang.serve.watch import Watcher
 
-    for name, value, integer in (("--trace-max-mb", args.trace_max_mb, False), ("--watch-interval",
-                                  args.watch_interval, False), ("--deadline", args.deadline, False),
-                                 ("--max-body-mb", args.max_body_mb, False), ("--max-items", args.max_items, True),
-                                 ("--max-batch", args.max_batch, True)):
-        _positive(name, value, integer)
+    for name, value in (("--trace-max-mb", args.trace_max_mb), ("--watch-interval", args.watch_interval),
+                        ("--deadline", args.deadline), ("--max-body-mb", args.max_body_mb),
+                        ("--max-items", args.max_items), ("--max-batch", args.max_batch)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{name} must be greater than 0, got {value:g}")
     if args.batch_window_ms < 0:
         raise UsageError(f"--batch-window-ms must be 0 or more, got {args.batch_window_ms:g}")
     if not 0 <= args.port <= 65535:
@@ -235,8 +227,7 @@ def run(args) -> int:
     shown = f"[{host}]" if ":" in host else host
     program = engine.current.program
     print(f"gsr serve: serving {program.name} ({program.hash.split(':')[-1][:12]}, "
-          f"{', '.join(program.modes)}) on http://{shown}:{port}" + (" (token required)" if
-                                                                      engine is not None and args.token_env else ""),
+          f"{', '.join(program.modes)}) on http://{shown}:{port}" + (" (token required)" if args.token_env else ""),
           file=sys.stderr, flush=True)
     import signal
 
