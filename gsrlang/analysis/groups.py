@@ -24,9 +24,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from gsrlang.files.dataset import MissingFieldError, get_path, id_records, read_rows
+from gsrlang.files.dataset import MissingFieldError, get_path, id_records
 
-__all__ = ["GroupError", "data_groups", "group_candidates", "group_folds", "group_key", "groups_note", "read_records"]
+__all__ = ["GroupError", "data_groups", "group_candidates", "group_folds", "group_key", "groups_note"]
 
 #: Field names that usually name a group (a hint for the warning's order, never a requirement).
 HINTS = ("conversation", "dialog", "dialogue", "context", "prompt", "question", "instruction", "source", "topic",
@@ -120,9 +120,4 @@ def groups_note(groups: Sequence) -> str:
     single = sum(s == 1 for s in sizes)
     tail = f", {single} of them single items" if single else ""
     return f"{k} groups of {sizes[0]}-{sizes[-1]} items (median {sizes[len(sizes) // 2]}){tail}"
-
-
-def read_records(path) -> list[dict]:
-    """The well-formed rows of a data file (for `group_candidates`); DataError as `read_rows` raises it."""
-    return [row.record for row in read_rows(path) if isinstance(row.record, dict)]
 

@@ -54,7 +54,7 @@ examples:
 
 
 def add_arguments(p) -> None:
-    from gsrlang.analysis.tune import METRICS
+    from gsrlang.analysis.tune import METRICS, OBJECTIVES
 
     p.add_argument("program", metavar="PROGRAM", help="the .gsr program to tune")
     from gsrlang.commands.config import add_table_arguments
@@ -64,7 +64,7 @@ def add_arguments(p) -> None:
                    help="tune every numeric parameter written in the program, not only those marked `in LO..HI`")
     p.add_argument("--metric", choices=METRICS, help="what to report and select on (default: exact for a pointwise "
                    "program, accuracy of the winner for a pairwise one)")
-    p.add_argument("--objective", choices=("surrogate", "ordinal", "metric"), default="surrogate",
+    p.add_argument("--objective", choices=OBJECTIVES, default="surrogate",
                    help="surrogate: least squares of the continuous score against the labels, then cut points "
                         "(default); ordinal: the labels' likelihood under an ordered logit of the sink score, "
                         "the readout's cut points learned with it; metric: search the metric itself")

@@ -20,15 +20,8 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["READS", "Needs", "column_map", "program_needs"]
+__all__ = ["Needs", "column_map", "program_needs"]
 
-#: What each judge kind reads from a row, for help texts and docs.
-READS = {
-    "llm": "the input, the response(s) and the reference (when one is named)",
-    "rule": "the response(s)",
-    "human": "its `field` (with {candidate} as A, B, ...)",
-    "verifier": "the input and the response(s)",
-}
 _KNOWN = {"llm": (True, True), "rule": (False, True), "human": (False, False), "verifier": (True, True)}
 
 
