@@ -113,14 +113,6 @@ def _mean_at(reducer_id: str):
     return edit
 
 
-def _drop(criterion_id: str):
-    def edit(node):
-        if node.id == criterion_id:
-            return None
-        return node
-    return edit
-
-
 def _gates_without_trigger(node):
     """After a drop, a gate whose trigger went is bypassed (it passes its base through)."""
     if node.kind == "gate" and not node.port_inputs("trigger"):
@@ -159,9 +151,8 @@ def variants(program: CheckedProgram) -> list[Variant]:
         if node.kind == "reduce" and node.op in SCORE_REDUCERS and node.op != "mean":
             out.append(Variant(f"mean at {node.id} ({node.op})", _rebuild(program, _mean_at(node.id))))
     for node in program.criteria:
-        def edit(n, cid=node.id):
-            n = _drop(cid)(n)
-            return n if n is None or isinstance(n, str) else _gates_without_trigger(n)
+        def edit(n, cid=node.id):  # the criterion goes; a gate it alone triggered passes its base through
+            return None if n.id == cid else _gates_without_trigger(n)
         v = _rebuild(program, edit)
         if v is not None:
             out.append(Variant(f"drop {node.id}", v))

@@ -135,9 +135,7 @@ class _Strings:
 
 
 def _value(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list[str],
