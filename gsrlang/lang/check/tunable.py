@@ -50,24 +50,32 @@ def _bounds(pattern) -> tuple[float, float]:
     return (pattern.lo, pattern.hi) if pattern.kind == "score" else (-math.inf, math.inf)
 
 
+def _signature(ctx: Context, g):
+    return ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
+
+
+def _param_tunables(ctx: Context, g):
+    """(key, number, the parameter's bounds) for each tunable number of an operator node's parameters."""
+    sig = _signature(ctx, g)
+    for name, (expr, _) in g.params.items() if sig is not None else ():
+        p = sig.param(name)
+        yield from tunables_in(expr, name, p.pattern if p else None)
+
+
+def _range(number: ast.Number) -> tuple[float, float]:
+    return float(number.tune.lo.value), float(number.tune.hi.value)
+
+
 def node_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
     """{key: (lo, hi)} of an operator node's tunable parameters, as written."""
-    sig = ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
-    if sig is None:
-        return {}
-    out = {}
-    for name, (expr, _) in g.params.items():
-        p = sig.param(name)
-        for key, number, _ in tunables_in(expr, name, p.pattern if p else None):
-            out[key] = (float(number.tune.lo.value), float(number.tune.hi.value))
-    return out
+    return {key: _range(number) for key, number, _ in _param_tunables(ctx, g)}
 
 
 def number_spans(ctx: Context, g) -> dict:
     """{key: span of the number as written} for every numeric literal of an operator node's parameters.
 
     What `gsr tune` rewrites (only in the main file: `g.path` is None)."""
-    sig = ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
+    sig = _signature(ctx, g)
     if sig is None or g.path is not None:
         return {}
     out = {}
@@ -99,8 +107,7 @@ def criterion_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
     """{`values[LEVEL]`: (lo, hi)} of a criterion's tunable level values, as written."""
     if g.kind != "criterion":
         return {}
-    return {tune_key("values", key): (float(v.tune.lo.value), float(v.tune.hi.value))
-            for key, v in _level_values(ctx, g.id) if v.tune is not None}
+    return {tune_key("values", key): _range(v) for key, v in _level_values(ctx, g.id) if v.tune is not None}
 
 
 def criterion_number_spans(ctx: Context, g) -> dict:
@@ -112,22 +119,17 @@ def criterion_number_spans(ctx: Context, g) -> dict:
 
 def threshold_tunables(call: ast.Call) -> tuple:
     """Per cut point of `thresholds(...)`: its (lo, hi) range, or None when it is fixed."""
-    return tuple((float(a.value.tune.lo.value), float(a.value.tune.hi.value))
-                 if isinstance(a.value, ast.Number) and a.value.tune is not None else None for a in call.args)
+    return tuple(_range(a.value) if isinstance(a.value, ast.Number) and a.value.tune is not None else None
+                 for a in call.args)
 
 
 def check_tunables(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
     """Report every misplaced tunable number and every bad range."""
     placed: set[int] = set()
     for g in ctx.nodes.values():
-        sig = ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
-        if sig is None:
-            continue
-        for name, (expr, _) in g.params.items():
-            p = sig.param(name)
-            for key, number, bounds in tunables_in(expr, name, p.pattern if p else None):
-                placed.add(id(number))
-                _check_range(ctx, number, f"`{key}`", bounds, g.path)
+        for key, number, bounds in _param_tunables(ctx, g):
+            placed.add(id(number))
+            _check_range(ctx, number, f"`{key}`", bounds, g.path)
     for name, decl in ctx.decls.items():
         for key, number in _level_values(ctx, name):
             if number.tune is not None:
