@@ -109,11 +109,8 @@ def _program_node(ctx: Context, node_id: str) -> Node:
     g = ctx.nodes[node_id]
     inputs = tuple(Input(port, resolve_alias(ctx, source), slot) for port, slot, source, _ in g.inputs)
     params = {}
-    if g.kind in ("transform", "reduce", "gate"):
-        sig = ctx.catalog.operator(g.op)
-        given = g.param_values
-        for p in sig.params:  # every parameter, defaults filled in, in signature order
-            params[p.name] = given.get(p.name, p.default)
+    if g.kind in ("transform", "reduce", "gate"):  # every parameter, defaults filled in, in signature order
+        params = {p.name: g.param_values.get(p.name, p.default) for p in ctx.catalog.operator(g.op).params}
     value = g.value if g.kind == "const" else None
     return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path,
                 tune=tunable.node_tunables(ctx, g) or tunable.criterion_tunables(ctx, g),

@@ -218,11 +218,9 @@ def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, pat
         node.inputs.append((port, slot, name, value.span))
         return True
     if isinstance(value, ast.Call):
-        if not _call_node(ctx, value, child_id, path, named=False):
-            node.inputs.append((port, slot, child_id, value.span))
-            return False
-        node.inputs.append((port, slot, child_id, value.span))
-        return True
+        ok = _call_node(ctx, value, child_id, path, named=False)
+        node.inputs.append((port, slot, child_id, value.span))  # an input even when its call did not check
+        return ok
     if isinstance(value, (ast.Number, ast.BoolLit)):
         ctx.nodes[child_id] = GNode(child_id, "const", value.span, path, False, value=value.value)
         node.inputs.append((port, slot, child_id, value.span))

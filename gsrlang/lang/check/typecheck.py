@@ -61,9 +61,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
             ok = False
             continue
         if t.optional and not pattern.accepts_abstention:
-            if sig.kind == "transform":
-                any_optional = True
-            elif sig.kind == "reduce" and explicit_abstain:
+            if sig.kind == "transform" or (sig.kind == "reduce" and explicit_abstain):
                 any_optional = True
             else:
                 _abstention(ctx, node, sig, port_name, t, span, src)
@@ -80,9 +78,8 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     node.param_values = values
     if not ok:
         return None
-    if node.op == "map" and "to" in values:
-        if not _check_map(ctx, node, values):
-            return None
+    if node.op == "map" and "to" in values and not _check_map(ctx, node, values):
+        return None
     if node.op == "default" and not any(ctx.nodes[resolve_alias(ctx, s)].type.optional for _, _, s, _ in node.inputs
                                         if ctx.nodes[resolve_alias(ctx, s)].type):
         ctx.warn("GSR704", "`default` on a judgment that cannot abstain has no effect", node.span,

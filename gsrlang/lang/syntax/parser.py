@@ -118,11 +118,9 @@ def _parse(text: str) -> ParseResult:
     if deep:
         return ParseResult(ast.Module((), span=Span(0, len(text))), (deep,))
     try:
-        module = _parse_piece(text, 0)
-        return ParseResult(module, ())
+        return ParseResult(_parse_piece(text, 0), ())
     except (_runtime().UnexpectedInput, BadLiteral):
-        pass
-    return _parse_with_recovery(text)
+        return _parse_with_recovery(text)
 
 
 # ---- recovery --------------------------------------------------------------------------------------------
