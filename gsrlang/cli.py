@@ -19,28 +19,11 @@ from gsrlang import __version__
 from gsrlang.commands import UsageError
 from gsrlang.files.safeio import PathClash, machine_error
 
-# name -> module in gsrlang.commands; each module defines HELP, add_arguments(parser) and run(args) -> int
-COMMANDS = {
-    "check": "check",
-    "fmt": "fmt",
-    "explain": "explain",
-    "export": "export",
-    "import": "import_",
-    "run": "run",
-    "replay": "replay",
-    "metrics": "metrics",
-    "tune": "tune",
-    "compare": "compare",
-    "ablate": "ablate",
-    "compile": "compile",
-    "probe": "probe",
-    "render": "render",
-    "report": "report",
-    "serve": "serve",
-    "trust": "trust",
-    "batch": "batch",
-    "lsp": "lsp",
-}
+# name -> module in gsrlang.commands (`import` is a keyword, so its module is import_), in the order help lists
+# them; each module defines HELP, add_arguments(parser) and run(args) -> int
+COMMANDS = {name: "import_" if name == "import" else name for name in (
+    "check", "fmt", "explain", "export", "import", "run", "replay", "metrics", "tune", "compare", "ablate", "compile",
+    "probe", "render", "report", "serve", "trust", "batch", "lsp")}
 
 EPILOG = """\
 exit status: 0 clean, 1 problems found (diagnostics, failed items), 2 the options or an input file cannot be
