@@ -42,8 +42,7 @@ def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """True when `a` and `b` name one file: the same resolved path, or the same inode (a hard link)."""
-    (pa, ia), (pb, ib) = _identity(a), _identity(b)
-    return pa == pb or (ia is not None and ia == ib)
+    return _clash(_identity(a), _identity(b))
 
 
 def _named(paths: Iterable[Named]) -> list[tuple[str, str, tuple]]:
@@ -122,7 +121,6 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
         except OSError:
             pass
         raise
-
 
 
 # errors of the machine's state, not of gsr: a full disk or quota, a file too large, a read-only file system
