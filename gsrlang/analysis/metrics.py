@@ -91,9 +91,8 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
     my = math.fsum(ys) / len(ys)
     dx = [x - mx for x in xs]
     dy = [y - my for y in ys]
-    r = math.fsum(a * b for a, b in zip(dx, dy)) / math.sqrt(
-        math.fsum(a * a for a in dx) * math.fsum(b * b for b in dy)
-    )
+    r = math.fsum(a * b for a, b in zip(dx, dy)) / math.sqrt(math.fsum(a * a for a in dx)
+                                                            * math.fsum(b * b for b in dy))
     return max(-1.0, min(1.0, r))
 
 
@@ -146,9 +145,8 @@ def _qwk(preds: Sequence[int], golds: Sequence[int]) -> tuple[float | None, str 
     return 1 - n * squared / expected, None
 
 
-def quadratic_weighted_kappa(
-    preds: Sequence[int], golds: Sequence[int], lo: int | None = None, hi: int | None = None
-) -> float | None:
+def quadratic_weighted_kappa(preds: Sequence[int], golds: Sequence[int], lo: int | None = None,
+                             hi: int | None = None) -> float | None:
     """Cohen's kappa with quadratic weights over the integer categories lo..hi.
 
     ``lo``/``hi`` (default: the smallest and largest rating present) do not
@@ -170,10 +168,7 @@ def _finalize(report: dict, reasons: dict[str, str]) -> dict:
 # --------------------------------------------------------------------------- pointwise
 
 
-def pointwise_metrics(
-    preds: Sequence[float | None],
-    golds: Sequence[float],
-) -> dict:
+def pointwise_metrics(preds: Sequence[float | None], golds: Sequence[float]) -> dict:
     """Agreement of quantized pointwise scores with (possibly fractional) gold scores.
 
     ``preds[i]`` is the judge's quantized native score for item i, or None when
@@ -333,14 +328,8 @@ def _check_alpha(alpha: float) -> None:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
 
 
-def bootstrap_ci(
-    metric_fn: Callable[..., float | None],
-    *columns: Sequence,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    min_defined: float = 0.5,
-) -> tuple[float, float] | None:
+def bootstrap_ci(metric_fn: Callable[..., float | None], *columns: Sequence, n_resamples: int = 1000, seed: int = 0,
+                 alpha: float = 0.05, min_defined: float = 0.5) -> tuple[float, float] | None:
     """Percentile bootstrap confidence interval for one metric.
 
     ``metric_fn(*columns)`` must return a float, or None when undefined. Each
@@ -371,22 +360,12 @@ def _ci_key(alpha: float) -> str:
 
 def metric_keys(report: Mapping) -> list[str]:
     """The metric entries of a flat report: float or None values (ints are counts)."""
-    return [
-        key
-        for key, value in report.items()
-        if key not in _NOT_METRICS and (value is None or isinstance(value, float))
-    ]
+    return [key for key, value in report.items()
+            if key not in _NOT_METRICS and (value is None or isinstance(value, float))]
 
 
-def with_confidence(
-    report_fn: Callable[..., dict],
-    *columns: Sequence,
-    keys: Sequence[str] | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    min_defined: float = 0.5,
-) -> dict:
+def with_confidence(report_fn: Callable[..., dict], *columns: Sequence, keys: Sequence[str] | None = None,
+                    n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, min_defined: float = 0.5) -> dict:
     """A flat report with a bootstrap confidence interval on each metric.
 
     ``report_fn(*columns)`` must return a flat report such as
@@ -687,12 +666,8 @@ def _sorted_runs(runs: Mapping) -> list:
 
 
 def _read_scale(value: object, where: str) -> tuple[float, float]:
-    if (
-        isinstance(value, (list, tuple))
-        and len(value) == 2
-        and all(is_finite_number(v) for v in value)
-        and value[0] <= value[1]
-    ):
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(map(is_finite_number, value)) \
+            and value[0] <= value[1]:
         return (value[0], value[1])
     raise DataError(f"{where}: 'scale' must be [lo, hi] with lo <= hi, got {value!r}")
 

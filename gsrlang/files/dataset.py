@@ -33,10 +33,7 @@ from pathlib import Path
 import attrs
 
 import gsrlang.files.jsonl as _jsonl
-from gsrlang.files.jsonl import (  # the one JSON Lines reader, and the limits every data format shares
-    MAX_ROW_DEPTH,
-    jsonl_lines,
-)
+from gsrlang.files.jsonl import MAX_ROW_DEPTH, jsonl_lines  # the one JSON Lines reader, the limits every format shares
 from gsrlang.files.jsonl import decode_line as _decode
 from gsrlang.files.jsonl import deeper_than as _deeper_than
 from gsrlang.files.jsonl import finite_float as _finite_float
@@ -195,9 +192,8 @@ class ColumnMap:
     """
 
     input_field: str = attrs.field(default="input", validator=_check_field_name)
-    response_fields: tuple[str, ...] = attrs.field(
-        default=("response",), converter=_response_fields, validator=_check_response_fields
-    )
+    response_fields: tuple[str, ...] = attrs.field(default=("response",), converter=_response_fields,
+                                                   validator=_check_response_fields)
     id_field: str | None = attrs.field(default=None, validator=_check_field_name)
     label_field: str | None = attrs.field(default=None, validator=_check_field_name)
     reference_field: str | None = attrs.field(default=None, validator=_check_field_name)
@@ -321,10 +317,8 @@ def parse_pairwise_label(value: object, response_fields: Sequence[str]) -> str:
         named = {"a": "first", "b": "second", "first": "first", "second": "second", "tie": "tie"}
         if word in named:
             return named[word]
-    raise ValueError(
-        f"cannot read {value!r} as a pairwise label: expected 1 or 2 (0 for a tie), "
-        f"'A' or 'B', 'tie', or a response field name ({fields[0]!r} or {fields[1]!r})"
-    )
+    raise ValueError(f"cannot read {value!r} as a pairwise label: expected 1 or 2 (0 for a tie), "
+                     f"'A' or 'B', 'tie', or a response field name ({fields[0]!r} or {fields[1]!r})")
 
 
 def parse_pointwise_label(value: object) -> float:
@@ -410,19 +404,11 @@ def _text(record: Mapping, name: str) -> str:
 
 
 def _optional(value: object, empty_is_none: bool) -> object | None:
-    if value is None or (empty_is_none and value == ""):
-        return None
-    return value
+    return None if empty_is_none and value == "" else value
 
 
-def _build_item(
-    record: object,
-    columns: ColumnMap,
-    line: int,
-    where: str,
-    fallback_id: str,
-    empty_is_none: bool,
-) -> Item | ItemError:
+def _build_item(record: object, columns: ColumnMap, line: int, where: str, fallback_id: str,
+                empty_is_none: bool) -> Item | ItemError:
     """Turn one parsed row into an Item, or an ItemError saying what is wrong."""
     item_id: str | None = fallback_id if columns.id_field is None else None
     try:
@@ -431,10 +417,8 @@ def _build_item(
         if columns.id_field is not None:
             item_id = _text(record, columns.id_field)
         text = _text(record, columns.input_field) if columns.read_input else ""
-        candidates = tuple(
-            Candidate(id=letter, text=_text(record, name) if columns.read_responses else "")
-            for letter, name in zip(_CANDIDATE_IDS, columns.response_fields)
-        )
+        candidates = tuple(Candidate(id=letter, text=_text(record, name) if columns.read_responses else "")
+                           for letter, name in zip(_CANDIDATE_IDS, columns.response_fields))
         reference = None
         if columns.reference_field is not None:
             value = _optional(_field(record, columns.reference_field), empty_is_none)
@@ -446,15 +430,8 @@ def _build_item(
     except _RowProblem as problem:
         return ItemError(id=item_id, line=line, reason=f"{where}: {problem}")
     assert item_id is not None
-    return Item(
-        id=item_id,
-        line=line,
-        input=text,
-        candidates=candidates,
-        reference=reference,
-        label=label,
-        record=record,
-    )
+    return Item(id=item_id, line=line, input=text, candidates=candidates, reference=reference, label=label,
+                record=record)
 
 
 # --------------------------------------------------------------------------- file formats
@@ -525,10 +502,8 @@ def _csv_rows_limited(path: Path, required: Sequence[str], delimiter: str) -> It
                 header = cells
                 missing = [name for name in required if name not in header]
                 if missing:
-                    raise DataError(
-                        f"{path}: the header has no column {', '.join(map(repr, missing))} "
-                        f"(columns: {', '.join(header)}); CSV column names must match exactly"
-                    )
+                    raise DataError(f"{path}: the header has no column {', '.join(map(repr, missing))} "
+                                    f"(columns: {', '.join(header)}); CSV column names must match exactly")
                 continue
             if cells == [] and problem is None:  # blank line
                 continue
@@ -555,9 +530,8 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
         hint = ""
         if error.msg == "Extra data":
             hint = " (a file with one JSON object per line should be named .jsonl)"
-        raise DataError(
-            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}{hint}"
-        ) from None
+        raise DataError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
+                        f"{error.msg}{hint}") from None
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply to read") from None
     except ValueError as error:
@@ -612,10 +586,8 @@ def _rows(path, required_columns: Sequence[str]) -> Iterator[Row]:
 
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_EXTENSIONS:
-        raise DataError(
-            f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
-            f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}"
-        )
+        raise DataError(f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
+                        f"supported extensions: {', '.join(SUPPORTED_EXTENSIONS)}")
     if not path.exists():
         raise DataError(f"{path}: no such file")
     if not path.is_file():
