@@ -60,6 +60,7 @@ class PackedIds:
         self._other: set = set()  # ids with no key
         self._texts: dict[bytes, str] = {}  # key -> the id's text, where it is not what the key reads as
         self._pending: list = []  # ids noted since the last fold, in order
+        self._none = False  # whether ids noted all at once held None
         self._duplicates = 0
         self._examples: list = []
 
@@ -89,13 +90,21 @@ class PackedIds:
 
     def add_distinct(self, ids) -> bool:
         """Note ids distinct among themselves, all at once, when none was noted before; False, noting nothing,
-        when one was. None among them is left out."""
+        when one was. None counts as noted once such ids held it (as a set of them would hold it)."""
         self.flush()
-        ids = [i for i in ids if i is not None]
-        keys = self._keys(ids)
-        if self._found(keys).any() or any(i in self._other for i, k in zip(ids, keys) if k is None):
+        ids = list(ids)
+        none = None in ids
+        if none:
+            if self._none:
+                return False
+            ids.remove(None)
+        keys, plain = _keys(ids)
+        groups = _by_length(keys)
+        if self._found(groups, len(keys)).any() or \
+                not plain and any(i in self._other for i, k in zip(ids, keys) if k is None):
             return False
-        self._merge(ids, keys)
+        self._merge(ids, keys, plain, groups)
+        self._none = self._none or none
         return True
 
     def flush(self) -> None:
@@ -104,22 +113,26 @@ class PackedIds:
         if not pending:
             return
         self._pending = []
-        keys = self._keys(pending)
-        found = self._found(keys).tolist()
+        keys, plain = _keys(pending)
+        groups = _by_length(keys)
+        found = self._found(groups, len(keys))
+        if plain and not found.any() and len(set(pending)) == len(pending):  # all new: nothing to count
+            self._merge(pending, keys, plain, groups)
+            return
         seen: set = set()
-        new: list = []
-        new_keys: list = []
+        fresh = np.zeros(len(pending), bool)
         other = self._other
-        for item_id, key, old in zip(pending, keys, found):
+        for k, (item_id, key, old) in enumerate(zip(pending, keys, found.tolist())):
             if old or item_id in seen or (key is None and item_id in other):
                 self._duplicates += 1
                 if len(self._examples) < _EXAMPLES and item_id not in self._examples:
                     self._examples.append(item_id)
             else:
                 seen.add(item_id)
-                new.append(item_id)
-                new_keys.append(key)
-        self._merge(new, new_keys)
+                fresh[k] = True
+        picked = fresh.tolist()
+        self._merge([i for i, f in zip(pending, picked) if f], [k for k, f in zip(keys, picked) if f], plain,
+                    groups, fresh)
 
     def sample(self, k: int) -> list[str]:
         """The first k of the ids' texts (`str`), sorted."""
@@ -137,16 +150,10 @@ class PackedIds:
                         out.append(key.decode("utf-8", "surrogatepass") if text else key[1:].decode("ascii"))
         return sorted(out)[:k]
 
-    @staticmethod
-    def _keys(ids: list) -> list:
-        if all(type(i) is str for i in ids):
-            return [i.encode("utf-8", "surrogatepass") for i in ids]
-        return list(map(id_key, ids))
-
-    def _found(self, keys: list) -> np.ndarray:
-        """Per key (None: no key), whether it is in the arrays."""
-        found = np.zeros(len(keys), bool)
-        for length, (where, group) in _by_length(keys).items():
+    def _found(self, groups: dict, n: int) -> np.ndarray:
+        """Per key of `groups` (`_by_length` of n keys), whether it is in the arrays."""
+        found = np.zeros(n, bool)
+        for length, (where, group) in groups.items():
             keys_of = self._sorted.get(length)
             if keys_of is None:
                 continue
@@ -154,28 +161,59 @@ class PackedIds:
             found[where] = keys_of[np.minimum(at, len(keys_of) - 1)] == group
         return found
 
-    def _merge(self, ids: list, keys: list) -> None:
-        """Add ids that are new and distinct among themselves."""
-        for item_id, key in zip(ids, keys):
-            if key is None:
-                self._other.add(item_id)
-            elif type(item_id) is not int and key.startswith(_INT):  # a bool, or a float equal to an integer:
-                self._texts[key] = str(item_id)  # its text is not what the key reads as
-        for length, (_, group) in _by_length(keys).items():
+    def _merge(self, ids: list, keys: list, plain: bool, groups: dict, fresh: np.ndarray | None = None) -> None:
+        """Add ids that are new and distinct among themselves (`plain`: all str), given their keys; `groups` is
+        `_by_length` of those keys, or (with `fresh`, a mask) of more keys, those at `fresh` being theirs."""
+        if not plain:
+            for item_id, key in zip(ids, keys):
+                if key is None:
+                    self._other.add(item_id)
+                elif type(item_id) is not int and key.startswith(_INT):  # a bool, or a float equal to an integer:
+                    self._texts[key] = str(item_id)  # its text is not what the key reads as
+        for length, (where, group) in groups.items():
+            if fresh is not None:
+                group = group[fresh[where]]
+            if not len(group):
+                continue
             group = np.sort(group)
             old = self._sorted.get(length)
             self._sorted[length] = group if old is None else np.insert(old, np.searchsorted(old, group), group)
 
 
+def _keys(ids: list) -> tuple[list, bool]:
+    """The ids' keys (None: no key), and whether every id is a str."""
+    if set(map(type, ids)) <= {str}:
+        try:
+            return list(map(str.encode, ids)), True
+        except UnicodeEncodeError:  # a lone surrogate
+            return [i.encode("utf-8", "surrogatepass") for i in ids], True
+    return list(map(id_key, ids)), False
+
+
+_WIDE = 64  # keys up to this long are sorted into their lengths from one array of them all
+
+
 def _by_length(keys: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Key length -> (the positions of the keys of that length, those keys as fixed-width bytes)."""
-    lengths = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))
+    n = len(keys)
+    some = None in keys
+    lengths = np.fromiter((-1 if k is None else len(k) for k in keys) if some else map(len, keys), np.int64, n)
+    distinct = np.unique(lengths).tolist()
+    whole = None
+    if not some and distinct and distinct[-1] <= _WIDE:
+        whole = np.array(keys, dtype=f"S{max(distinct[-1], 1)}")
     groups = {}
-    for length in np.unique(lengths).tolist():
+    for length in distinct:
         if length < 0:
             continue
-        where = np.flatnonzero(lengths == length)
-        group = np.array([keys[i] for i in where.tolist()], dtype=f"S{max(length, 1)}")
+        dtype = f"S{max(length, 1)}"
+        if len(distinct) == 1:
+            where = np.arange(n)
+            group = whole if whole is not None else np.array(keys, dtype=dtype)
+        else:
+            where = np.flatnonzero(lengths == length)
+            group = whole[where].astype(dtype) if whole is not None else \
+                np.array([keys[i] for i in where.tolist()], dtype=dtype)
         groups[length] = where, group
     return groups
 
