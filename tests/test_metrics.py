@@ -721,3 +721,33 @@ def test_qwk_on_a_huge_scale_builds_no_table(tmp_path, capsys):
     assert "qwk" in capsys.readouterr().out
     assert main(["metrics", str(out), "--bootstrap", "50"]) == 0
     assert "qwk" in capsys.readouterr().out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-3, 7), st.floats(-3, 7), st.sampled_from([-0.0, 2.5])),
+                          st.one_of(st.integers(1, 5), st.floats(-2, 8), st.sampled_from([1.0, 4.0 / 3, 2.5]))),
+                max_size=40),
+       st.integers(0, 3), st.sampled_from([0, 7]))
+def test_pointwise_arrays_give_the_lists_report_bit_for_bit(pairs, seed, resamples):
+    import numpy as np
+
+    preds, golds = [p for p, _ in pairs], [g for _, g in pairs]
+    arrays = (np.array([np.nan if p is None else p for p in preds], np.float64), np.array(golds, np.float64))
+
+    def outcome(p, g):
+        try:
+            return repr(metrics_with_confidence("pointwise", p, g, n_resamples=resamples, seed=seed))
+        except ZeroDivisionError as exc:  # a correlation whose squares underflow to 0: both ways alike
+            return repr(exc)
+
+    assert outcome(*arrays) == outcome(preds, golds)
+
+
+def test_pointwise_arrays_that_the_lists_refuse_are_refused_alike():
+    import numpy as np
+
+    for preds, golds in (([1.0], [np.inf]), ([np.inf], [1.0]), ([1.0, 2.0], [1.0])):
+        with pytest.raises(ValueError) as from_lists:
+            metrics_with_confidence("pointwise", [None if p != p else p for p in preds], golds)
+        with pytest.raises(ValueError, match=str(from_lists.value).replace("(", r"\(").replace(")", r"\)")):
+            metrics_with_confidence("pointwise", np.array(preds), np.array(golds))

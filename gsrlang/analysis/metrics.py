@@ -24,6 +24,7 @@ same resampled indices (so the two agree for the same seed).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -79,9 +80,10 @@ def round_half_up(x: float) -> int:
 def _undefined_if_constant(xs: Sequence[float], ys: Sequence[float]) -> str | None:
     if len(xs) < 2:
         return f"needs at least 2 valid items, got {len(xs)}"
-    if min(xs) == max(xs):
+    lo, hi = (np.min, np.max) if isinstance(xs, np.ndarray) else (min, max)
+    if lo(xs) == hi(xs):
         return "zero variance in the predictions"
-    if min(ys) == max(ys):
+    if lo(ys) == hi(ys):
         return "zero variance in the gold labels"
     return None
 
@@ -245,6 +247,94 @@ def pointwise_metrics(preds: Sequence[float | None], golds: Sequence[float]) -> 
         "qwk": qwk,
     }
     return _finalize(report, reasons)
+
+
+_EXACT = 2.0 ** 50  # values within this are integers exactly after rounding, and their differences too
+_SUM_CHUNK = 65536
+
+
+def _fsum(values: np.ndarray) -> float:
+    """`math.fsum` of an array, a chunk of Python floats at a time (fsum is exact: the order does not matter)."""
+    return math.fsum(itertools.chain.from_iterable(values[k:k + _SUM_CHUNK].tolist()
+                                                    for k in range(0, len(values), _SUM_CHUNK)))
+
+
+def _pearson_of_arrays(xs: np.ndarray, ys: np.ndarray) -> float:
+    """`_pearson` over arrays: the same float operations on each item, the same exact sums."""
+    mx = _fsum(xs) / len(xs)
+    my = _fsum(ys) / len(ys)
+    dx = xs - mx
+    dy = ys - my
+    r = _fsum(dx * dy) / math.sqrt(_fsum(dx * dx) * _fsum(dy * dy))
+    return max(-1.0, min(1.0, r))
+
+
+def _average_ranks_of_array(values: np.ndarray) -> np.ndarray:
+    """`_average_ranks` of an array: a run of equal values shares the mean of the ranks it spans."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    start = np.cumsum(counts) - counts
+    shared = (start + (start + counts - 1)) / 2 + 1
+    return shared[inverse.reshape(-1)]
+
+
+def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
+    """(preds, golds, the `pointwise_metrics` report) of float64 arrays (NaN: an invalid prediction), bit for bit
+    that of the lists of their values. Values that are not finite (a gold), or so large that rounding them is not
+    exact, go the list way: then preds and golds are those lists."""
+    preds, golds = np.asarray(preds, np.float64), np.asarray(golds, np.float64)
+    valid = ~np.isnan(preds)
+    vp, vg = (preds[valid], golds[valid]) if len(preds) == len(golds) else (preds, golds)
+    if len(preds) != len(golds) or not np.isfinite(golds).all() or not np.isfinite(vp).all() \
+            or (np.abs(vp) > _EXACT).any() or (np.abs(golds) > _EXACT).any():
+        preds = [None if p != p else p for p in preds.tolist()]
+        golds = golds.tolist()
+        return preds, golds, pointwise_metrics(preds, golds)
+    n, m = len(golds), len(vp)
+    vp_int, vg_int = np.floor(vp + 0.5), np.floor(vg + 0.5)  # round_half_up
+    pairs, counts = np.unique(np.stack([vp_int, vg_int]), axis=1, return_counts=True) if m else (np.zeros((2, 0)), [])
+    pairs = [(int(p), int(g), int(c)) for (p, g), c in zip(pairs.T.tolist(), list(counts))]
+    hits = sum(c for p, g, c in pairs if p == g)
+    near = sum(c for p, g, c in pairs if abs(p - g) <= 1)
+
+    nothing = "no items" if n == 0 else "no valid items"
+    reasons = {key: "no items" for key in ("coverage", "exact", "within1")}
+    reasons.update({key: nothing for key in ("mae", "pearson", "spearman", "qwk")})
+
+    pearson_r = spearman_r = qwk = None
+    if m:
+        constant = _undefined_if_constant(vp, vg)
+        if constant:
+            reasons["pearson"] = reasons["spearman"] = constant
+        else:
+            pearson_r = _pearson_of_arrays(vp, vg)
+            spearman_r = _pearson_of_arrays(_average_ranks_of_array(vp), _average_ranks_of_array(vg))
+        qwk, problem = _qwk_of_pairs(pairs, m)
+        if problem:
+            reasons["qwk"] = problem
+
+    report = {
+        "mode": "pointwise",
+        "n": n,
+        "n_valid": m,
+        "coverage": _share(m, n),
+        "exact": _share(hits, n),
+        "within1": _share(near, n),
+        "mae": _fsum(np.abs(vp - vg)) / m if m else None,
+        "pearson": pearson_r,
+        "spearman": spearman_r,
+        "qwk": qwk,
+    }
+    return preds, golds, _finalize(report, reasons)
+
+
+def _qwk_of_pairs(pairs: list, n: int) -> tuple[float | None, str | None]:
+    """`_qwk` from the distinct (prediction, gold, how many) integer pairs of n items: the same exact sums."""
+    squared = sum(c * (p - g) ** 2 for p, g, c in pairs)
+    sp, sg = sum(c * p for p, g, c in pairs), sum(c * g for p, g, c in pairs)
+    expected = n * sum(c * p * p for p, g, c in pairs) + n * sum(c * g * g for p, g, c in pairs) - 2 * sp * sg
+    if expected == 0:
+        return None, "no disagreement expected by chance (all ratings in one category)"
+    return 1 - n * squared / expected, None
 
 
 # --------------------------------------------------------------------------- pairwise
@@ -414,9 +504,15 @@ def metrics_with_confidence(
     """:func:`pointwise_metrics` or :func:`pairwise_metrics`, with a bootstrap interval on each metric: what
     :func:`with_confidence` gives for that report function and seed, computed over all resamples at once (numpy,
     :mod:`gsrlang.analysis.resampling`) instead of one report per resample. With ``groups`` (each item's group), a
-    cluster bootstrap over the groups."""
+    cluster bootstrap over the groups.
+
+    Pointwise ``preds`` and ``golds`` may be float64 arrays, NaN for an invalid prediction: the same report, bit
+    for bit, with no Python object made per item (a replay of a million items hands them so)."""
     _check_alpha(alpha)
-    if mode == "pointwise":
+    if mode == "pointwise" and isinstance(preds, np.ndarray):
+        preds, golds, point = _pointwise_of_arrays(preds, golds)
+        sample = PointwiseSample(preds, golds)
+    elif mode == "pointwise":
         point = pointwise_metrics(preds, golds)
         sample = PointwiseSample(preds, golds)
     elif mode == "pairwise":

@@ -149,7 +149,8 @@ class _Coded:
 
 
 class PointwiseSample(_Coded):
-    """Pointwise predictions (None: invalid) and gold scores, prepared for :func:`resampled`.
+    """Pointwise predictions (None: invalid; or a float64 array, NaN: invalid) and gold scores, prepared for
+    :func:`resampled`.
 
     Each resample gives what :func:`gsrlang.analysis.metrics.pointwise_metrics` gives on it:
     coverage, exact, within1, mae, pearson, spearman and qwk (categories nobody used add nothing to either sum
@@ -158,10 +159,15 @@ class PointwiseSample(_Coded):
 
     keys = ("coverage", "exact", "within1", "mae", "pearson", "spearman", "qwk")
 
-    def __init__(self, preds: Sequence[float | None], golds: Sequence[float]):
+    def __init__(self, preds: Sequence[float | None] | np.ndarray, golds: Sequence[float] | np.ndarray):
         self.n = len(golds)
-        items = np.array([[p is not None, 0.0 if p is None else float(p), float(g)] for p, g in zip(preds, golds)],
-                         dtype=np.float64).reshape(-1, 3)
+        if isinstance(preds, np.ndarray):  # float64, NaN for None
+            given = ~np.isnan(preds)
+            items = np.stack([given.astype(np.float64), np.where(given, preds, 0.0),
+                              np.asarray(golds, np.float64)], axis=1).reshape(-1, 3)
+        else:
+            items = np.array([[p is not None, 0.0 if p is None else float(p), float(g)]
+                              for p, g in zip(preds, golds)], dtype=np.float64).reshape(-1, 3)
         pairs, codes = np.unique(items, axis=0, return_inverse=True)
         self.codes, self.k = codes.reshape(-1), len(pairs)
         valid, pred, gold = pairs[:, 0] == 1, pairs[:, 1], pairs[:, 2]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 import attrs
+import numpy as np
 
 from gsrlang.analysis.metrics import metrics_with_confidence
 from gsrlang.execution.executor import ItemRun, run_items, run_items_each
@@ -143,7 +144,10 @@ class RunSummary:
         """Agreement with the labels (with bootstrap intervals), or None without labelled items."""
         if not self.golds:
             return None
-        return metrics_with_confidence(self.mode, self.preds.tolist(), self.golds.tolist(), n_resamples=bootstrap, seed=seed)
+        preds, golds = self.preds.numbers(), self.golds.numbers()  # pointwise: arrays, not a Python object an item
+        if self.mode != "pointwise" or preds is None or golds is None or np.isnan(golds).any():
+            preds, golds = self.preds.tolist(), self.golds.tolist()
+        return metrics_with_confidence(self.mode, preds, golds, n_resamples=bootstrap, seed=seed)
 
     def line(self) -> str:
         return (f"{self.items} item{'s' if self.items != 1 else ''}: {self.ok} ok, {self.invalid} invalid, "
