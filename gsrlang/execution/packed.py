@@ -13,13 +13,15 @@ folded into the arrays a chunk at a time, each chunk's repeats counted in order:
 fold (`flush`).
 
 `PackedColumn` keeps a sequence of None, ints (up to 2**53), floats and the pairwise verdicts as a tag byte
-and a float each; a value of any other kind turns it into a plain list from then on. It gives the same
+each (a small int is its tag), and a float each once a float or a larger int came; a value of any other kind
+turns it into a plain list from then on. It gives the same
 values back (`tolist`), and the metrics their arrays (`numbers`, `codes`) without making a Python object
 per item.
 """
 
 from __future__ import annotations
 
+import itertools
 from array import array
 
 import numpy as np
@@ -222,15 +224,17 @@ _NONE, _INT_TAG, _FLOAT_TAG = 0, 1, 2
 CODES = ("first", "second", "tie", "abstain")  # a pairwise verdict's tag: 3 + its position
 _CODE_OF = {c: 3 + k for k, c in enumerate(CODES)}
 _LIMIT = 2 ** 53  # ints up to this are floats exactly
+_ZERO, _LOW, _HIGH = 64, -56, 63  # an int from _LOW to _HIGH is the tag _ZERO + it, with no float
 
 
 class PackedColumn:
-    """A list of None, numbers and pairwise verdicts, a tag byte and a float per value (see the module
-    docstring): `append`, `extend`, `len`, iteration, `tolist`, equality with any sequence."""
+    """A list of None, numbers and pairwise verdicts, a tag byte (and, for a float or a large int, a float) per
+    value (see the module docstring): `append`, `extend`, `len`, iteration, `tolist`, equality with any
+    sequence."""
 
     def __init__(self, values=()) -> None:
         self._tags = array("b")
-        self._values = array("d")
+        self._values: array | None = None  # made when a value needs it: then one float per value
         self._list: list | None = None  # once a value of another kind came: every value, as it is
         self.extend(values)
 
@@ -250,62 +254,79 @@ class PackedColumn:
     def __repr__(self) -> str:
         return f"PackedColumn({self.tolist()!r})"
 
+    def _floats(self) -> array:
+        if self._values is None:
+            self._values = array("d", bytes(8 * len(self._tags)))
+        return self._values
+
     def append(self, value) -> None:
         if self._list is not None:
             self._list.append(value)
             return
         t = type(value)
-        if t is float:
-            self._tags.append(_FLOAT_TAG)
-            self._values.append(value)
-        elif t is int and -_LIMIT <= value <= _LIMIT:
-            self._tags.append(_INT_TAG)
-            self._values.append(value)
+        if t is int and _LOW <= value <= _HIGH:
+            tag = _ZERO + value
+        elif t is float or t is int and -_LIMIT <= value <= _LIMIT:
+            self._floats().append(value)
+            self._tags.append(_FLOAT_TAG if t is float else _INT_TAG)
+            return
         elif value is None:
-            self._tags.append(_NONE)
-            self._values.append(0.0)
+            tag = _NONE
         elif t is str and value in _CODE_OF:
-            self._tags.append(_CODE_OF[value])
-            self._values.append(0.0)
+            tag = _CODE_OF[value]
         else:
             self._list = self.tolist()
             self._list.append(value)
             self._tags = self._values = None
+            return
+        self._tags.append(tag)
+        if self._values is not None:
+            self._values.append(0.0)
 
     def extend(self, values) -> None:
         values = values if isinstance(values, list) else list(values)
         if not values:
             return
         types = set(map(type, values))
-        if self._list is None and types <= {int, float} and (
-                float in types and int not in types or -_LIMIT <= min(values) and max(values) <= _LIMIT):
-            self._tags.frombytes(bytes(_INT_TAG if type(v) is int else _FLOAT_TAG for v in values)
-                                 if len(types) > 1 else bytes([_INT_TAG if int in types else _FLOAT_TAG]) * len(values))
-            self._values.extend(values)
-        elif self._list is None and types == {str} and set(values) <= _CODE_OF.keys():
-            self._tags.frombytes(bytes(map(_CODE_OF.__getitem__, values)))
-            self._values.frombytes(bytes(8 * len(values)))
-        else:
+        tags = None
+        if self._list is not None:
+            pass
+        elif types == {int} and _LOW <= min(values) and max(values) <= _HIGH:
+            tags = (np.array(values, np.int64) + _ZERO).astype(np.int8).tobytes()
+        elif types == {str} and set(values) <= _CODE_OF.keys():
+            tags = bytes(map(_CODE_OF.__getitem__, values))
+        elif types == {float}:
+            self._floats().extend(values)  # before the tags: made, it has a float for each value before these
+            self._tags.frombytes(bytes([_FLOAT_TAG]) * len(values))
+            return
+        if tags is None:
             for value in values:
                 self.append(value)
+            return
+        self._tags.frombytes(tags)
+        if self._values is not None:
+            self._values.frombytes(bytes(8 * len(values)))
 
     def tolist(self) -> list:
         if self._list is not None:
             return list(self._list)
+        values = self._values if self._values is not None else itertools.repeat(0.0)
         out = []
-        for tag, value in zip(self._tags, self._values):
-            out.append(value if tag == _FLOAT_TAG else int(value) if tag == _INT_TAG else None if tag == _NONE
-                       else CODES[tag - 3])
+        for tag, value in zip(self._tags, values):
+            out.append(tag - _ZERO if tag > 6 else value if tag == _FLOAT_TAG else int(value) if tag == _INT_TAG
+                       else None if tag == _NONE else CODES[tag - 3])
         return out
 
     def numbers(self) -> np.ndarray | None:
         """The values as float64, NaN for None; None when one is not a finite number or None."""
         if self._list is not None:
             return None
-        tags = np.frombuffer(self._tags, np.int8)
-        if (tags > _FLOAT_TAG).any():
+        tags = np.frombuffer(self._tags, np.int8) if len(self._tags) else np.zeros(0, np.int8)
+        if ((tags > _FLOAT_TAG) & (tags <= 6)).any():
             return None
-        values = np.array(self._values, np.float64)  # a copy: the column may grow
+        values = np.array(self._values, np.float64) if self._values is not None else np.zeros(len(tags))
+        small = tags > 6
+        values[small] = tags[small] - _ZERO
         none = tags == _NONE
         if not np.isfinite(values[~none]).all():  # NaN would read as None: such values go as they are
             return None
@@ -316,7 +337,7 @@ class PackedColumn:
         """Each value's position in (None, *CODES) as int8; None when one is a number or anything else."""
         if self._list is not None:
             return None
-        tags = np.frombuffer(self._tags, np.int8)
-        if ((tags == _INT_TAG) | (tags == _FLOAT_TAG)).any():
+        tags = np.frombuffer(self._tags, np.int8) if len(self._tags) else np.zeros(0, np.int8)
+        if ((tags == _INT_TAG) | (tags == _FLOAT_TAG) | (tags > 6)).any():
             return None
         return np.where(tags == _NONE, 0, tags - 2).astype(np.int8)
