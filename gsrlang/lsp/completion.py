@@ -23,7 +23,7 @@ from gsrlang.lang.catalog import OperatorSig, ParamSig, PortSig, param_text
 from gsrlang.lang.span import Span
 from gsrlang.lang.types import Pattern, matches
 from gsrlang.lsp import knowledge
-from gsrlang.lsp.hover import describe_operator, describe_rule
+from gsrlang.lsp.hover import describe_signature
 from gsrlang.lsp.model import DocumentModel
 from gsrlang.lsp.positions import PositionMap
 
@@ -267,10 +267,7 @@ def _in_braces(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
 
 
 def _last_keyword(toks: list[Tok]) -> str | None:
-    for t in reversed(toks):
-        if t.kind == "name" and t.text in _DECL_KEYWORDS:
-            return t.text
-    return None
+    return next((t.text for t in reversed(toks) if t.kind == "name" and t.text in _DECL_KEYWORDS), None)
 
 
 def _top_level(c: _Ctx, toks: list[Tok]) -> list[types.CompletionItem]:
@@ -319,7 +316,7 @@ def _values(c: _Ctx, pattern: Pattern | None, sort: str = "0", exclude: str | No
         items.append(c.item(name, kind, detail, sort=sort if fits else "7"))
     for op in c.catalog.operators.values():
         fits = pattern is None or any(_fits(pattern, t) for t in _result_examples(op))
-        items.append(c.item(op.name, types.CompletionItemKind.Function, op.signature(), describe_operator(op),
+        items.append(c.item(op.name, types.CompletionItemKind.Function, op.signature(), describe_signature(op),
                             insert=f"{op.name}(", snippet=_call_snippet(op.name, op.ports, op.params),
                             sort="3" if fits else "8"))
     return items
@@ -378,7 +375,7 @@ def _setting_values(c: _Ctx, key: str) -> list[types.CompletionItem]:
 
 
 def _rules(c: _Ctx) -> list[types.CompletionItem]:
-    return [c.item(r.name, types.CompletionItemKind.Function, r.signature(), describe_rule(r),
+    return [c.item(r.name, types.CompletionItemKind.Function, r.signature(), describe_signature(r),
                    insert=f"{r.name}(", snippet=_call_snippet(r.name, (), r.params)) for r in c.catalog.rules.values()]
 
 

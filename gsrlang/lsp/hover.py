@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from lsprotocol import types
 
 from gsrlang.lang import tasks
-from gsrlang.lang.catalog import EnumSig, OperatorSig, ParamSig, PortSig, RuleSig, param_text
+from gsrlang.lang.catalog import EnumSig, ParamSig, PortSig, param_text
 from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.span import SourceText, source_lines
 from gsrlang.lang.syntax import ast
@@ -28,14 +29,14 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
         text = describe_declaration(model, decl, files) if decl else None
     elif target.kind == "operator":
         sig = model.catalog.operator(target.name)
-        text = describe_operator(sig) if sig else None
+        text = describe_signature(sig) if sig else None
     elif target.kind == "argument":
         sig = model.argument_sig(target.node, target.name)
         if sig is not None:
             text = describe_argument(model, target.node, sig)
     elif target.kind == "rule":
         rule = model.catalog.rules.get(target.name)
-        text = describe_rule(rule) if rule else None
+        text = describe_signature(rule) if rule else None
     elif target.kind == "procedure":
         text = _procedure_text(model, target.name)
     elif target.kind == "member":
@@ -65,18 +66,10 @@ def _code(text: str) -> str:
     return f"```gsr\n{text}\n```\n"
 
 
-def _documented(sig) -> str:
-    """A signature, its documentation and its example (the stdlib's `e.g.` line)."""
+def describe_signature(sig) -> str:
+    """A signature, its documentation and its example (the stdlib's `e.g.` line), for hover and completion."""
     text = _code(sig.signature()) + (f"\n{sig.description}" if sig.description else "")
     return text + (f"\n\nExample: `{sig.example}`" if sig.example else "")
-
-
-def describe_operator(sig: OperatorSig) -> str:
-    return _documented(sig)
-
-
-def describe_rule(rule: RuleSig) -> str:
-    return _documented(rule)
 
 
 def describe_argument(model: DocumentModel, owner, sig: PortSig | ParamSig) -> str:
@@ -102,7 +95,7 @@ def _enum_of(model: DocumentModel, sig: ParamSig) -> EnumSig | None:
 
 def describe_judge_kind(kind) -> str:
     """A judge kind's signature, documentation and example (stdlib/judges.gsr), for hover and completion."""
-    return _documented(kind.sig)
+    return describe_signature(kind.sig)
 
 
 def _procedure_text(model: DocumentModel, name: str) -> str | None:
@@ -175,15 +168,11 @@ def _shown_path(path: str, importer: str | None) -> str:
     from gsrlang.lang.resources import stdlib_dir
 
     p = Path(path)
-    try:
+    with contextlib.suppress(ValueError):  # not in the stdlib
         return "std/" + p.relative_to(stdlib_dir().resolve()).as_posix()
-    except ValueError:
-        pass
     if importer:
-        try:
+        with contextlib.suppress(ValueError):  # not beside the importer
             return p.relative_to(Path(importer).resolve().parent).as_posix()
-        except ValueError:
-            pass
     return p.name
 
 

@@ -61,12 +61,8 @@ def _location(path: str, span: Span, files: Files, encoding: str) -> list[types.
 # ---- outline ---------------------------------------------------------------------------------------------
 def document_symbols(model: DocumentModel, positions: PositionMap) -> list[types.DocumentSymbol]:
     """Header, imports, tasks, criteria, nodes and the sink, in file order; a node's nested calls are its children."""
-    out = []
-    for item in model.module.items if model.module else ():
-        sym = _symbol(model, item, positions)
-        if sym is not None:
-            out.append(sym)
-    return out
+    symbols = (_symbol(model, item, positions) for item in (model.module.items if model.module else ()))
+    return [sym for sym in symbols if sym is not None]
 
 
 def _symbol(model: DocumentModel, item, positions: PositionMap) -> types.DocumentSymbol | None:
