@@ -28,6 +28,7 @@ thread does not keep the process alive). Either way the judgment is invalid, say
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 from typing import Callable
@@ -67,8 +68,7 @@ def find_verifier(name: str) -> Callable | None:
         return _LOADED[name]
     for ep in _entry_points():
         if ep.name == name:
-            fn = ep.load()
-            _LOADED[name] = fn
+            fn = _LOADED[name] = ep.load()
             return fn
     return None
 
@@ -145,10 +145,8 @@ def _in_daemon_thread(fn: Callable, *args) -> asyncio.Future:
             outcome = (fn(*args), None)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting judge, which reports it
             outcome = (None, exc)
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
             loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:  # the loop has closed: nobody is waiting any more
-            pass
 
     threading.Thread(target=work, name="gsr-verifier", daemon=True).start()
     return future

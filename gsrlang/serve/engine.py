@@ -23,6 +23,7 @@ close when its last item is written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -95,10 +96,8 @@ class Engine:
         """Stop taking items, let the batches in flight finish (at most `grace_s`), close the trace."""
         if self._batcher is not None:
             self._batcher.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._batcher
-            except asyncio.CancelledError:
-                pass
             self._batcher = None
         while self._queue is not None and not self._queue.empty():
             entry = self._queue.get_nowait()

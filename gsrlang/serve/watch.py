@@ -12,6 +12,7 @@ response names the hash of the program that scored it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 
@@ -44,10 +45,8 @@ class Watcher:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     async def _poll(self) -> None:
         while True:

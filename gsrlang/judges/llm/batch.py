@@ -32,6 +32,7 @@ a results file of that format (any runner's, e.g. ``vllm run-batch``) and answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -144,8 +145,7 @@ def scrubbed_url(url: str) -> str:
     """The base URL without userinfo or query (what the state file records)."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    return _origin(url) + parts.path.rstrip("/")
+    return _origin(url) + urlsplit(url).path.rstrip("/")
 
 
 class BatchState:
@@ -601,8 +601,6 @@ class Batcher:
                     delay = self.poll
         except _Stop as stop:
             self._halt(stop)
-        except asyncio.CancelledError:
-            raise
         except BatchError as exc:
             self._halt(_Stop(str(exc)))
 
@@ -675,10 +673,8 @@ class Batcher:
                 if batch is None:
                     batch = await api.create(part.file_id, part)
                 self._record(part, batch, stage="created")
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(self.state.input_path(part))  # the server has it; the ids stay
-                except OSError:
-                    pass
                 return True
             if part.stage == "created":
                 batch = await api.retrieve(part.batch_id)
@@ -781,10 +777,8 @@ class Batcher:
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
         for api in self._apis.values():
             await api.aclose()
         self._apis = {}

@@ -28,6 +28,7 @@ requests or keys.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -83,10 +84,8 @@ class JudgmentCache:
             # the cache's id: a random token that gsr records as the user's when it makes the file (trust.py)
             conn.execute("CREATE TABLE IF NOT EXISTS gsr_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             token = secrets.token_hex(16)
-            try:
+            with contextlib.suppress(sqlite3.OperationalError):  # a full disk: kept in memory, as `put` keeps answers
                 conn.execute("INSERT OR IGNORE INTO gsr_meta (key, value) VALUES ('id', ?)", (token,))
-            except sqlite3.OperationalError:  # a full disk: answers are kept in memory (`put`), and so is the id
-                pass
             row = conn.execute("SELECT value FROM gsr_meta WHERE key = 'id'").fetchone()
             self.id = str(row[0]) if row else token
             if version < SCHEMA_VERSION:

@@ -32,6 +32,7 @@ logprobs); ``gsr compile`` reads the context length from it to size its prompt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -132,8 +133,7 @@ class KnowledgeStore:
         data["servers"][key] = entry
         from gsrlang.files.safeio import write_atomic
 
-        try:  # whole or not at all; a full disk leaves the old file and no temporary one
+        # whole or not at all: a full disk leaves the old file and no temporary one
+        with contextlib.suppress(OSError):
             write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True))
-        except OSError:
-            pass
 
