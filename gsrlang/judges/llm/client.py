@@ -120,7 +120,6 @@ from openai.types.chat import ChatCompletion
 
 from .cache import JudgmentCache
 from .config import JudgeConfig, JudgeSettings, LLMError
-from .config import origin_of as _origin
 from .jsonparse import STORED_ANSWER_CHARS, AnswerFormatError, RefusalError, clip, clip_strings, excerpt, extract_json
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected, knowledge_path
 from .transport import AnswerRefused, bounded_http_client, refusal_of
@@ -223,17 +222,9 @@ class ChatRequest:
 
     def cache_key(self, config: JudgeConfig) -> str:
         """sha256 hex of everything that determines the answer (see module doc)."""
-        payload = {
-            "v": CACHE_KEY_VERSION,
-            "model": config.model,
-            "base_url": config.effective_base_url,
-            "messages": list(self.messages),
-            "schema": self.schema,
-            "schema_name": self.schema_name,
-            "structured": config.structured,
-            "sample": self.sample,
-            **self.effective(config),
-        }
+        payload = {"v": CACHE_KEY_VERSION, "model": config.model, "base_url": config.effective_base_url,
+                   "messages": list(self.messages), "schema": self.schema, "schema_name": self.schema_name,
+                   "structured": config.structured, "sample": self.sample, **self.effective(config)}
         if self.top_logprobs:
             payload["top_logprobs"] = self.top_logprobs
         if config.reasoning_effort is not None:  # absent when unset: earlier caches stay valid
@@ -434,10 +425,8 @@ def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict
 def _schema_instruction(schema: dict | None) -> str:
     if schema is None:
         return "Respond with a single JSON object only."
-    return (
-        "Respond with a single JSON object only (no other text) that conforms to this JSON Schema:\n"
-        + json.dumps(schema, ensure_ascii=False, sort_keys=True)
-    )
+    return ("Respond with a single JSON object only (no other text) that conforms to this JSON Schema:\n"
+            + json.dumps(schema, ensure_ascii=False, sort_keys=True))
 
 
 def _mentions_json(messages: Sequence[dict]) -> bool:
@@ -533,7 +522,7 @@ class LLMClient:
             self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
         self._answer_tokens = [0, 0]  # completion tokens and answers so far (the --tpm allowance of the next)
         self._secrets = tuple(s for s in [config.api_key.reveal() if config.api_key else ""] if len(s) >= 4)
-        self._origin = _origin(config.effective_base_url)
+        self.origin = config.origin  # the server as scheme://host:port (no path, userinfo or query)
         # auto mode: the modes the server rejected, and the one settled on (negotiated or remembered)
         self._rejected: set[str] = set()
         if knowledge is None and cache is not None:
@@ -557,24 +546,16 @@ class LLMClient:
         self._closed = False
         self._inflight: dict[str, asyncio.Future] = {}  # cache key -> the answer of the request in flight
         self.batcher = None  # gsr run --batch: a gsrlang.judges.llm.batch.Batcher answers what the cache does not
-        self._client = openai.AsyncOpenAI(
-            base_url=config.effective_base_url,
-            api_key=config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER,
-            max_retries=0,
-            timeout=config.timeout_s,
-            http_client=bounded_http_client(config.max_answer_bytes, http_client),
-        )
+        key = config.api_key.reveal() if config.api_key else NO_KEY_PLACEHOLDER
+        self._client = openai.AsyncOpenAI(base_url=config.effective_base_url, api_key=key, max_retries=0,
+                                          timeout=config.timeout_s,
+                                          http_client=bounded_http_client(config.max_answer_bytes, http_client))
         self.deadline_at = deadline_at  # time.monotonic() past which no call runs (the run's --deadline)
 
     def __repr__(self) -> str:
-        return f"LLMClient(model={self.config.model!r}, base_url={self._origin!r}, structured={self.structured_mode!r})"
+        return f"LLMClient(model={self.config.model!r}, base_url={self.origin!r}, structured={self.structured_mode!r})"
 
     # ------------------------------------------------------------------ state
-
-    @property
-    def origin(self) -> str:
-        """The server as scheme://host:port (no path, userinfo or query)."""
-        return self._origin
 
     @property
     def structured_mode(self) -> str:
@@ -763,7 +744,7 @@ class LLMClient:
         elif context is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
-        error = failure.error(self.scrub(f"judge call to model {self.config.model!r} at {self._origin} failed "
+        error = failure.error(self.scrub(f"judge call to model {self.config.model!r} at {self.origin} failed "
                                           f"{how}: {failure.detail}{hint}"), attempts, self.config.model)
         if failure.kind == "connection" and not self._answered:
             self._fatal = error  # never reached: the calls still queued fail at once with the same line
@@ -849,7 +830,7 @@ class LLMClient:
         if self.knowledge is not None:
             self.knowledge.update(self.config.effective_base_url, self.config.model, structured=mode,
                                   rejected=sorted(self._rejected), adapted=dict(sorted(self.adapted.items())))
-        log.info("%s at %s: structured output negotiated: %s", self.config.model, self._origin, mode)
+        log.info("%s at %s: structured output negotiated: %s", self.config.model, self.origin, mode)
 
     def _adapt(self, param: str) -> None:
         """Remember that the server refused `param` (see the module doc), here and in the negotiation record.
@@ -865,7 +846,7 @@ class LLMClient:
             if param in _TOGETHER:
                 facts["logprobs"] = False
             self.knowledge.update(self.config.effective_base_url, self.config.model, **facts)
-        log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self._origin, param,
+        log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self.origin, param,
                     describe_adaptation(param, self.adapted[param]))
 
     async def _send(self, request: ChatRequest, negotiating: bool = False) -> tuple[ChatCompletion, float, int, str]:
@@ -906,10 +887,8 @@ class LLMClient:
                 if mode not in self._rejected:
                     self._rejected.add(mode)
                     self.usage.fallbacks += 1
-                    log.warning(
-                        "%s at %s rejected structured-output mode %s (%s); falling back to %s",
-                        self.config.model, self._origin, mode, failure.server_message, self.mode_for(request),
-                    )
+                    log.warning("%s at %s rejected structured-output mode %s (%s); falling back to %s",
+                                self.config.model, self.origin, mode, failure.server_message, self.mode_for(request))
                 continue
             param = failure.param
             if param in ADAPTABLE and param not in tried:
@@ -932,15 +911,12 @@ class LLMClient:
                     self._pause_until = max(self._pause_until, time.monotonic() + delay)
             else:
                 delay = self._backoff(retries)
-            log.info(
-                "judge call to %s at %s: %s; retry %d/%d in %.2fs",
-                self.config.model, self._origin, failure.detail, retries, self.config.max_retries, delay,
-            )
+            log.info("judge call to %s at %s: %s; retry %d/%d in %.2fs", self.config.model, self.origin,
+                     failure.detail, retries, self.config.max_retries, delay)
             await asyncio.sleep(delay)
 
-    def _finish(
-        self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str, key: str | None
-    ) -> ChatResult:
+    def _finish(self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str,
+                key: str | None) -> ChatResult:
         choice = resp.choices[0]
         message = choice.message
         pt, ct, cached, reasoning = token_counts(resp.usage)
@@ -950,22 +926,17 @@ class LLMClient:
         self.usage.reasoning_tokens += reasoning
         model = resp.model or self.config.model
         finish_reason = getattr(choice, "finish_reason", None)
-        details = {
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached,
-                      "reasoning_tokens": reasoning},
-            "model": model,
-            "structured": mode,
-            "finish_reason": finish_reason,
-        }
+        details = {"usage": {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached,
+                             "reasoning_tokens": reasoning}, "model": model, "structured": mode,
+                   "finish_reason": finish_reason}
         text = message.content
         if text is None:
             self.usage.format_errors += 1
             refusal = getattr(message, "refusal", None)
             if refusal:
                 raise RefusalError(f"the model refused to answer: {excerpt(refusal)}", refusal, **details)
-            raise AnswerFormatError(
-                f"the model returned no content (finish_reason={finish_reason!r})", text=None, **details
-            )
+            raise AnswerFormatError(f"the model returned no content (finish_reason={finish_reason!r})", text=None,
+                                    **details)
         try:
             data = extract_json(text)
         except AnswerFormatError as exc:
@@ -998,7 +969,7 @@ class LLMClient:
         size = len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
         if size > STORED_ENTRY_CHARS:
             log.warning("%s at %s: an answer of %d characters is too large for the judgment cache (at most %d); "
-                        "it is not stored", self.config.model, self._origin, size, STORED_ENTRY_CHARS)
+                        "it is not stored", self.config.model, self.origin, size, STORED_ENTRY_CHARS)
             return
         self.cache.put(key, entry)
 

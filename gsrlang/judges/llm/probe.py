@@ -19,7 +19,6 @@ from typing import Any
 import openai
 
 from .client import ADAPTABLE, ChatRequest, LLMClient, adapt_body, api_error_message, describe_adaptation, token_counts
-from .config import origin_of as _origin
 from .gbnf import schema_gbnf
 from .jsonparse import AnswerFormatError
 from .server import LADDER, KnowledgeStore, context_from_error, format_rejected
@@ -80,7 +79,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
     error (default: only for servers on this machine, where it costs nothing).
     """
     base = config.effective_base_url
-    report: dict[str, Any] = {"server": _origin(base), "model": config.model, "reachable": False}
+    report: dict[str, Any] = {"server": config.origin, "model": config.model, "reachable": False}
     key = config.api_key.reveal() if config.api_key else "not-needed"
     raw_sdk = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=config.timeout_s,
                                  http_client=bounded_http_client(config.max_answer_bytes))
