@@ -374,11 +374,7 @@ class LLMJudge:
                             "(`gsr probe` shows whether one does)")
         if node.type.kind not in ("bool", "score", "ordinal", "nominal"):
             return f"criterion `{node.id}`: the LLM judge cannot answer `{node.type}`"
-        if self.fewshot is not None:
-            problem = self.fewshot.problem(node.id, node.type.required())
-            if problem:
-                return problem
-        return None
+        return self.fewshot.problem(node.id, node.type.required()) if self.fewshot is not None else None
 
     def _no_logprobs(self, role: str | None, config) -> str | None:
         """Why the role's model gives no logprobs, known before any call: the negotiation record (an earlier
@@ -529,10 +525,9 @@ class LLMJudge:
                 continue
             cfg = self.settings.for_role(None if role == "default" else role)
             who = f"judge {role!r} (model {cfg.model!r})"
-            if rs.ok_units == 0:
-                lines.append(f"{who}: EVERY call failed ({rs.failures} of {rs.units}); first error: {rs.first_error}")
-            else:
-                lines.append(f"{who}: {rs.failures} of {rs.units} calls failed; first error: {rs.first_error}")
+            failed = (f"EVERY call failed ({rs.failures} of {rs.units})" if rs.ok_units == 0
+                      else f"{rs.failures} of {rs.units} calls failed")
+            lines.append(f"{who}: {failed}; first error: {rs.first_error}")
             if rs.dead:
                 lines.append(f"{who}: stopped calling it: {rs.dead}")
         for role, rs in sorted(self._roles.items()):
@@ -565,9 +560,7 @@ class LLMJudge:
     # ---------------------------------------------------------------- internals
     def _procedures(self, node: Node) -> tuple[ProcedureSpec, ...]:
         spec = node.criterion
-        if spec.ensemble is not None:
-            return tuple(spec.ensemble.judges)
-        return (spec.procedure,)
+        return tuple(spec.ensemble.judges) if spec.ensemble is not None else (spec.procedure,)
 
     def _finish(self, node: Node, votes: list[Judgment]) -> Judgment:
         spec = node.criterion
@@ -669,30 +662,16 @@ class LLMJudge:
             j, relation = combine_orders(policy, node.type, per_order[0], per_order[1])
             if relation == "disagree" and k == 0:
                 self.stats.joint_disagreements += 1
-            prov = {
-                "procedure": proc.describe(),
-                "joint": True,
-                "policy": policy,
-                "agreement": relation,
-                "orders": records,
-                "model": records[0].get("model"),
-                "seed": records[0].get("seed"),
-                **_totals(records),  # the calls are counted on the first candidate only
-            }
+            prov = {"procedure": proc.describe(), "joint": True, "policy": policy, "agreement": relation,
+                    "orders": records, "model": records[0].get("model"), "seed": records[0].get("seed"),
+                    **_totals(records)}  # the calls are counted on the first candidate only
             judgments.append(Judgment(j.value, j.status, j.reason, records[0]["raw"], prov))
         return judgments
 
     def _provenance(self, proc: ProcedureSpec, role: str, seed: int, spec: AnswerSpec, out: _Outcome) -> dict:
-        prov: dict[str, Any] = {
-            "procedure": proc.describe(),
-            "role": role,
-            "model": out.model,
-            "seed": seed,
-            "tokens": _tokens(out),
-            "latency_s": round(out.latency_s, 4),
-            "cached": out.cached,
-            "calls": out.calls,
-        }
+        prov: dict[str, Any] = {"procedure": proc.describe(), "role": role, "model": out.model, "seed": seed,
+                                "tokens": _tokens(out), "latency_s": round(out.latency_s, 4), "cached": out.cached,
+                                "calls": out.calls}
         if out.structured:
             prov["structured"] = out.structured
         if spec.options:
@@ -932,11 +911,9 @@ class LLMJudge:
 
 
 def _not_bought(prov) -> bool:
-    if not isinstance(prov, dict):
-        return False
-    if prov.get("not_bought"):
-        return True
-    return any(_not_bought(v) for key in ("votes", "orders") for v in prov.get(key) or ())
+    """Whether a judgment's provenance, or a vote's or an order's in it, says the budget did not buy its call."""
+    return isinstance(prov, dict) and (bool(prov.get("not_bought")) or any(
+        _not_bought(v) for key in ("votes", "orders") for v in prov.get(key) or ()))
 
 
 def _tokens(out: "_Outcome") -> dict:

@@ -167,16 +167,13 @@ def forecast(plan: CallPlan, rates: TraceRates | None, price_for) -> dict[str, A
         completion = calls * per_call
         price = price_for(client)
         cost = price.cost(round(prompt), round(cached), round(completion)) if price is not None else None
-        out["criteria"][name] = {**row, "expected_calls": calls, "prompt_tokens": prompt, "cached_tokens": cached,
-                                 "completion_tokens": completion, "completion_guessed": guessed,
-                                 "skip_share": 1.0 - keep, "model": client.config.model,
-                                 "price": price.source if price is not None else None, "cost_usd": cost}
-        for key in ("judgments", "calls", "merged", "cached"):
-            total[key] += row[key]
-        total["expected_calls"] += calls
-        total["prompt_tokens"] += prompt
-        total["cached_tokens"] += cached
-        total["completion_tokens"] += completion
+        figures = out["criteria"][name] = {
+            **row, "expected_calls": calls, "prompt_tokens": prompt, "cached_tokens": cached,
+            "completion_tokens": completion, "completion_guessed": guessed, "skip_share": 1.0 - keep,
+            "model": client.config.model, "price": price.source if price is not None else None, "cost_usd": cost}
+        for key in ("judgments", "calls", "merged", "cached", "expected_calls", "prompt_tokens", "cached_tokens",
+                    "completion_tokens"):
+            total[key] += figures[key]
         total["cost_usd"] = None if cost is None or total["cost_usd"] is None else total["cost_usd"] + cost
         out["guessed_completion"] = out["guessed_completion"] or guessed
     out["total"] = total
