@@ -286,10 +286,8 @@ class JudgeSettings:
         if self.roles:
             known = ", ".join(repr(r) for r in sorted(self.roles))
             raise ConfigError(f"unknown judge role {name!r}; known roles: {known}")
-        raise ConfigError(
-            f"unknown judge role {name!r}; no roles are configured "
-            f"(add [judge.roles.{name}] to gsr.toml or set GSR_ROLE_{_env_name(name)}_MODEL)"
-        )
+        raise ConfigError(f"unknown judge role {name!r}; no roles are configured (add [judge.roles.{name}] to "
+                          f"gsr.toml or set GSR_ROLE_{_env_name(name)}_MODEL)")
 
     @property
     def role_names(self) -> tuple[str, ...]:
@@ -453,16 +451,12 @@ def _judge_tables(doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir
         out: dict[str, Any] = {}
         for key, value in tbl.items():
             if key == "api_key":
-                raise ConfigError(
-                    f"{path}: {where}: API keys do not belong in {CONFIG_FILE_NAME} (it is usually committed); "
-                    f"set OPENAI_API_KEY, or name the variable holding the key with api_key_env = \"VAR\"",
-                    path=path,
-                )
+                raise ConfigError(f"{path}: {where}: API keys do not belong in {CONFIG_FILE_NAME} (it is usually "
+                                  "committed); set OPENAI_API_KEY, or name the variable holding the key with "
+                                  "api_key_env = \"VAR\"", path=path)
             if key not in allowed:
-                raise ConfigError(
-                    f"{path}: {where}: unknown setting {key!r}; known settings: {', '.join(sorted(allowed))}",
-                    path=path,
-                )
+                raise ConfigError(f"{path}: {where}: unknown setting {key!r}; known settings: "
+                                  f"{', '.join(sorted(allowed))}", path=path)
             if key == "api_key_env":
                 if not isinstance(value, str) or not value:
                     raise ConfigError(f"{path}: {where}: api_key_env must be an environment variable name", path=path)
@@ -538,11 +532,9 @@ def _flags_layer(flags: Mapping[str, Any]) -> _Layer:
 
 def _check_key(cfg: JudgeConfig, who: str) -> None:
     if cfg.api_key is None and cfg.base_url is None:
-        raise ConfigError(
-            f"{who}: no API key for the OpenAI API: set OPENAI_API_KEY, or set a base_url "
-            f"(--base-url, OPENAI_BASE_URL or [judge] base_url) to use a local OpenAI-compatible server, "
-            f"which needs no key"
-        )
+        raise ConfigError(f"{who}: no API key for the OpenAI API: set OPENAI_API_KEY, or set a base_url (--base-url, "
+                          "OPENAI_BASE_URL or [judge] base_url) to use a local OpenAI-compatible server, which needs "
+                          "no key")
 
 
 def resolve_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
