@@ -39,18 +39,10 @@ class CompileCache:
         self.close()
 
     def key(self, spec: CompileSpec, config, *, prompt, constrain: str, variant: str | None = None) -> str:
-        payload = {
-            "v": CACHE_VERSION,
-            "spec": spec.sha256,
-            "prompt": prompt.sha256,
-            "model": config.model,
-            "base_url": config.effective_base_url,
-            "temperature": config.temperature,
-            "seed": config.seed,
-            "max_tokens": config.max_tokens,
-            "constrain": constrain,
-            "variant": variant,  # the grammar field or the JSON form
-        }
+        # `variant`: the grammar field or the JSON form
+        payload = {"v": CACHE_VERSION, "spec": spec.sha256, "prompt": prompt.sha256, "model": config.model,
+                   "base_url": config.effective_base_url, "temperature": config.temperature, "seed": config.seed,
+                   "max_tokens": config.max_tokens, "constrain": constrain, "variant": variant}
         return sha256_text(canonical_json(payload))
 
     def store(self, key: str, result, repairs: int) -> None:

@@ -144,8 +144,7 @@ def sketch_to_source(doc: dict, spec) -> str:
     from gsrlang.compiler.spec import Pointwise, fmt_number
 
     out = [f"rubric {_name(doc['name'])} {_string(doc.get('description', ''))}", ""]
-    for imp in doc.get("imports") or []:
-        out.append(f"import {_string(imp)}")
+    out += [f"import {_string(imp)}" for imp in doc.get("imports") or []]
     contract = spec.contract
     task = contract.task_line()
     if isinstance(contract, Pointwise) and contract.quantize == "thresholds":
@@ -167,8 +166,6 @@ def sketch_to_source(doc: dict, spec) -> str:
                 line += f" = {fmt_number(lv['value'])}"
             body.append(line)
         out.append(head + (" {\n" + "\n".join(body) + "\n}" if body else ""))
-    out.append("")
-    for n in doc.get("nodes") or []:
-        out.append(f"node {_name(n['name'])} = {str(n['expr']).strip()}")
+    out += ["", *(f"node {_name(n['name'])} = {str(n['expr']).strip()}" for n in doc.get("nodes") or [])]
     out += ["", f"sink {str(doc['sink']).strip()}"]
     return "\n".join(out) + "\n"

@@ -62,9 +62,8 @@ def _data_file(folder: str, name: str) -> Path:
     try:
         path = data_dir(folder) / name
     except FileNotFoundError:
-        raise PromptError(f"the compiler's prompt needs {folder}/{name}, which is missing from the installation") \
-            from None
-    if not path.is_file():
+        path = None
+    if path is None or not path.is_file():
         raise PromptError(f"the compiler's prompt needs {folder}/{name}, which is missing from the installation")
     return path
 

@@ -153,13 +153,12 @@ def contract_diagnostics(analysis: Analysis, spec: CompileSpec) -> list[Diagnost
     c, readout = spec.contract, analysis.program.readout
     spans = _task_spans(analysis.module)
     need = f"declare `{c.task_line()}`"
+    span, r = spans.get(c.kind, Span(0, 0)), getattr(readout, c.kind)  # the program's task of the spec's kind
+    if r is None:
+        return [error(CONTRACT, f"the program declares no {c.kind} task, which the compile spec requires", span,
+                      help=need)]
     out = []
     if isinstance(c, Pointwise):
-        span = spans.get("pointwise", Span(0, 0))
-        r = readout.pointwise
-        if r is None:
-            return [error(CONTRACT, "the program declares no pointwise task, which the compile spec requires",
-                          span, help=need)]
         lo, hi = c.scale
         if (r.lo, r.hi) != (float(lo), float(hi)):
             out.append(error(CONTRACT, f"the pointwise scale is {fmt_number(r.lo)}..{fmt_number(r.hi)}; the "
@@ -170,11 +169,6 @@ def contract_diagnostics(analysis: Analysis, spec: CompileSpec) -> list[Diagnost
                                        f"requires `{c.quantize}`", span, "quantize differs from the spec",
                              help=need))
     else:
-        span = spans.get("pairwise", Span(0, 0))
-        r = readout.pairwise
-        if r is None:
-            return [error(CONTRACT, "the program declares no pairwise task, which the compile spec requires",
-                          span, help=need)]
         if abs(r.epsilon - float(c.epsilon)) > 1e-12:
             out.append(error(CONTRACT, f"the pairwise epsilon is {fmt_number(r.epsilon)}; the compile spec "
                                        f"requires {fmt_number(c.epsilon)}", span, "epsilon differs from the spec",
