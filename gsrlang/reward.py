@@ -107,15 +107,13 @@ class RewardFunction:
 
             raise InputError("a reward function is called with completions=[...] (and prompts=[...])")
         rows = self._rows(prompts, list(completions), columns)
-        results = self.program.score_batch(rows, judges=self.judges, mode="pointwise")
-        self.last_results = results
+        results = self.last_results = self.program.score_batch(rows, judges=self.judges, mode="pointwise")
         return [self._reward(r) for r in results]
 
     async def acall(self, prompts=None, completions=None, **columns) -> list[float | None]:
         """The same, awaitable (for trainers with async reward functions)."""
         rows = self._rows(prompts, list(completions or ()), columns)
-        results = await self.program.ascore_batch(rows, judges=self.judges, mode="pointwise")
-        self.last_results = results
+        results = self.last_results = await self.program.ascore_batch(rows, judges=self.judges, mode="pointwise")
         return [self._reward(r) for r in results]
 
 

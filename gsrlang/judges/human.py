@@ -48,13 +48,8 @@ def _shown(value) -> str:
 def _is_sentinel(value, sentinels) -> bool:
     """Whether a cell holds one of `missing`'s values: numbers compare as numbers (0 matches 0, 0.0 and
     "0"), strings without surrounding spaces and case ("N/A" matches "n/a ")."""
-    for s in sentinels or ():
-        if isinstance(s, str):
-            if isinstance(value, str) and value.strip().casefold() == s.strip().casefold():
-                return True
-        elif number_of(value) == float(s):
-            return True
-    return False
+    return any(isinstance(value, str) and value.strip().casefold() == s.strip().casefold() if isinstance(s, str)
+               else number_of(value) == float(s) for s in sentinels or ())
 
 
 class HumanJudge:

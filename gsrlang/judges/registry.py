@@ -119,9 +119,7 @@ def llm_judge_available() -> bool:
 
 def model_configured(options: Mapping | None = None) -> bool:
     """Whether a model is named by the options, the environment or a project file."""
-    if options and options.get("model"):
-        return True
-    if os.environ.get("GSR_MODEL"):
+    if (options and options.get("model")) or os.environ.get("GSR_MODEL"):
         return True
     try:
         from gsrlang.judges.llm import resolve_settings

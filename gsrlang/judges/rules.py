@@ -90,10 +90,8 @@ def contains(response: str, /, *, text: str, case_sensitive: bool = False) -> tu
 def contains_any(response: str, /, *, words) -> tuple[bool, str]:
     """True when the text contains at least one of `words` (case-insensitive)."""
     hay = response.casefold()
-    for w in words:
-        if w.casefold() in hay:
-            return True, f"contains {_excerpt(w)!r}"
-    return False, "contains none of the words"
+    found = next((w for w in words if w.casefold() in hay), None)
+    return (True, f"contains {_excerpt(found)!r}") if found is not None else (False, "contains none of the words")
 
 
 _FENCE = r"(?s)```[ \t]*json[ \t]*\r?\n(.*?)```"  # RE2 too: `re` is quadratic on many unclosed fences

@@ -465,11 +465,9 @@ def build_app(engine, options: Options, metrics=None, watcher=None):
     def authorized(request: Request) -> bool:
         if options.token is None:
             return True
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer":
-            value = ""
-        return hmac.compare_digest(value.strip().encode("utf-8"), options.token.encode("utf-8"))
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        given = value.strip() if scheme.lower() == "bearer" else ""
+        return hmac.compare_digest(given.encode("utf-8"), options.token.encode("utf-8"))
 
     async def read_body(request: Request) -> dict:
         length = request.headers.get("content-length")

@@ -122,11 +122,8 @@ class Option:
 
 
 def _letters(n: int) -> list[str]:
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    out = list(alphabet[:n])
-    for i in range(max(0, n - 26)):
-        out.append(alphabet[i // 26] + alphabet[i % 26])  # AA, AB, ... (Ordinal goes up to 101 levels)
-    return out
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # then AA, AB, ... (Ordinal goes up to 101 levels)
+    return list(alphabet[:n]) + [alphabet[i // 26] + alphabet[i % 26] for i in range(max(0, n - 26))]
 
 
 def _fmt_value(v: float) -> str:
