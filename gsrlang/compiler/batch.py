@@ -219,9 +219,8 @@ class BatchReport:
                      f"{'s' if doc['cached'] != 1 else ''}")
         if doc["top_codes"]:
             lines.append("  most frequent diagnostics:")
-            for c in doc["top_codes"]:
-                lines.append(f"    {c['code']}  {c['count']:>4} in {c['items']} item{'s' if c['items'] != 1 else ''}"
-                             f"  {c['title']}")
+            lines += [f"    {c['code']}  {c['count']:>4} in {c['items']} item{'s' if c['items'] != 1 else ''}"
+                      f"  {c['title']}" for c in doc["top_codes"]]
         return "\n".join(lines) + "\n"
 
 
@@ -273,9 +272,7 @@ async def compile_batch(items: Sequence[CompileItem | ItemError] | Iterator[Comp
     seen_ids: dict[str, int] = {}
     queue: list[tuple[int, CompileItem, str]] = []
     entries: dict[int, IndexEntry] = {}
-    order = 0
-    for it in items:
-        order += 1
+    for order, it in enumerate(items, 1):
         if isinstance(it, ItemError):
             entries[order] = IndexEntry(id=it.id or f"line-{it.line}", line=it.line, status="error", error=it.reason,
                                         error_kind="row")

@@ -168,9 +168,7 @@ class BatchState:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BatchError(f"the batch state {self.path} cannot be read ({exc}); move it away to start "
                              "the batches anew") from None
-        for part in self.parts:
-            for cid in self.ids(part):
-                self.ledger[cid] = part
+        self.ledger.update((cid, part) for part in self.parts for cid in self.ids(part))
 
     def ids(self, part: Part) -> list[str]:
         try:
@@ -199,8 +197,7 @@ class BatchState:
         if stage == "built":
             write_atomic(self.input_path(part), data)
         self.parts.append(part)
-        for k in ids:
-            self.ledger[k] = part
+        self.ledger.update(dict.fromkeys(ids, part))
         self.save()
         return part
 

@@ -113,8 +113,7 @@ def _read_rows(path: Path) -> Iterable[tuple[int, dict]]:
         elif suffix in (".csv", ".tsv"):
             with path.open(encoding="utf-8", newline="") as fh:
                 reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-                for row in reader:
-                    yield reader.line_num, row
+                yield from ((reader.line_num, row) for row in reader)
         elif suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, list):
