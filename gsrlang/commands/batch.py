@@ -144,15 +144,8 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
     the progress display, the summary, the exit status), passed in so that this module does not import it."""
     from gsrlang.commands.config import run_config
     from gsrlang.execution.runs import run_file
-    from gsrlang.judges.llm.batch import (
-        Batcher,
-        BatchError,
-        BatchLimits,
-        BatchState,
-        check_batch_api,
-        parse_size,
-        read_results,
-    )
+    from gsrlang.judges.llm.batch import (Batcher, BatchError, BatchLimits, BatchState, check_batch_api, parse_size,
+                                          read_results)
 
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "pool"):

@@ -9,16 +9,8 @@ from typing import Iterator, Sequence
 
 from gsrlang import __version__
 from gsrlang.lang.diagnostics import Diagnostic, error
-from gsrlang.lang.diagnostics.render import (
-    FORMATS,
-    INTERNAL_HELP,
-    Sources,
-    render_concise,
-    render_full,
-    render_github,
-    render_json,
-    render_sarif,
-)
+from gsrlang.lang.diagnostics.render import (FORMATS, INTERNAL_HELP, Sources, render_concise, render_full,
+                                             render_github, render_json, render_sarif)
 from gsrlang.lang.span import SourceText, Span
 
 

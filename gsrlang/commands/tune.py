@@ -241,8 +241,8 @@ def _tune(args, program, ks, table, out: str, source: str, holdout=None) -> int:
     from gsrlang.analysis.groups import groups_note
     from gsrlang.analysis.rewrite import file_hash, number_text, tuned_name, tuned_source
     from gsrlang.analysis.stats import paired_report
-    from gsrlang.analysis.tune import FitSettings, TuneError, choose_shrink, cross_validate, fit
-    from gsrlang.analysis.tune import labelled_index, subset
+    from gsrlang.analysis.tune import (FitSettings, TuneError, choose_shrink, cross_validate, fit, labelled_index,
+                                       subset)
     from gsrlang.lang.check.driver import analyze
 
     rows = _rows_of(args, table) if (args.group_field or args.holdout_field or args.data) else None
