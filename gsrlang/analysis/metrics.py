@@ -443,11 +443,6 @@ def bootstrap_ci(metric_fn: Callable[..., float | None], *columns: Sequence, n_r
     return None if interval is None else (interval[0], interval[1])
 
 
-def _ci_key(alpha: float) -> str:
-    level = f"{100 * (1 - alpha):.10g}"
-    return f"ci{level}"
-
-
 def metric_keys(report: Mapping) -> list[str]:
     """The metric entries of a flat report: float or None values (ints are counts)."""
     return [key for key, value in report.items()
@@ -529,7 +524,7 @@ def _with_intervals(point: dict, keys: Sequence[str], samples: Mapping, n_resamp
     """The report with each metric in ``keys`` as ``{"value": ..., "ci95": ...}``, the interval from the metric's
     resampled values ``samples[key]`` (None where the metric is undefined on the data or nothing was resampled),
     and the bootstrap's settings in ``bootstrap``."""
-    ci_key = _ci_key(alpha)
+    ci_key = f"ci{100 * (1 - alpha):.10g}"
     result = dict(point)
     for key in keys:
         interval = None

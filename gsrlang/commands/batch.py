@@ -130,12 +130,6 @@ def state_folder(args) -> str:
     return base + ".gsr-batch"
 
 
-def _say(args):
-    if args.quiet:
-        return lambda text: None
-    return lambda text: print(text, file=sys.stderr, flush=True)
-
-
 def run_with_batches(args, program, mode, columns, registry, settings, *, local, progress, summarize,
                      finish) -> int:
     """`gsr run --batch` (or --batch-export / --batch-import): the run, its model calls answered from batches.
@@ -152,7 +146,7 @@ def run_with_batches(args, program, mode, columns, registry, settings, *, local,
         print("gsr run: no criterion of this program is judged by a model: nothing to batch; running it as usual",
               file=sys.stderr)
         return local(args, program, mode, columns, registry, settings)
-    say = _say(args)
+    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     with usage_errors(BatchError):
         state = BatchState(state_folder(args))
         answers: dict = {}

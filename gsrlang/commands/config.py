@@ -28,15 +28,11 @@ __all__ = ["add_llm_arguments", "add_model_arguments", "add_table_arguments", "b
            "run_config", "table_config"]
 
 
-def _has(parser: argparse.ArgumentParser, flag: str) -> bool:
-    return flag in parser._option_string_actions  # noqa: SLF001 - argparse has no public lookup
-
-
 def _adder(parser: argparse.ArgumentParser, title: str):
     group = parser.add_argument_group(title)
 
     def add(flag: str, **kw: Any) -> None:
-        if not _has(parser, flag):
+        if flag not in parser._option_string_actions:  # noqa: SLF001 - argparse has no public lookup
             group.add_argument(flag, **kw)
     return add
 

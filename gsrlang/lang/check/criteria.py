@@ -132,7 +132,7 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
     for ex in (b for b in body if isinstance(b, ast.Example)):
         if t is not None and not literal_fits(t.required(), ex.verdict):
             ctx.error("GSR310", f"example verdict does not fit the criterion's type `{t.required()}`",
-                      ex.verdict.span, "wrong verdict", path=path, help=_verdict_help(t.required()))
+                      ex.verdict.span, "wrong verdict", path=path, help="the verdict is " + values_of(t.required()))
             continue
         try:
             verdict = literal_value(ex.verdict)
@@ -141,10 +141,6 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
         examples.append(ExampleSpec(ex.text.value, verdict.name if isinstance(verdict, Symbol) else verdict,
                                     ex.reason.value if ex.reason else None))
     return CriterionSpec(ask, tuple(levels), tuple(examples), procedure, ensemble)
-
-
-def _verdict_help(t: JType) -> str:
-    return "the verdict is " + values_of(t)
 
 
 def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> list[LevelSpec]:

@@ -53,7 +53,7 @@ def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | 
             return literal_value(expr) if _safe(expr) else INVALID
         if not literal_fits(bound, expr):
             ctx.error("GSR304", f"`{sig.name}` must be a value of type `{bound}`", expr.span,
-                      f"not a `{bound}`", path=path, help=_value_help(bound))
+                      f"not a `{bound}`", path=path, help="write " + values_of(bound))
             return INVALID
         v = literal_value(expr)
         return v.name if isinstance(v, Symbol) else (str(v) if bound.kind in ("ordinal", "nominal") else v)
@@ -94,18 +94,10 @@ def values_of(t: JType) -> str:
     return "one of " + ", ".join(t.labels)
 
 
-def _value_help(t: JType) -> str:
-    return "write " + values_of(t)
-
-
 _FORMS = {"real": (ast.Number,), "int": (ast.Number,), "score": (ast.Number,), "string": (ast.String,),
           "bool": (ast.BoolLit,), "enum": (ast.Ref,), "list": (ast.ListExpr,), "map": (ast.MapExpr,)}
 _EXAMPLE = {"real": "a number such as `0`", "int": "a whole number such as `0`", "score": "a number such as `0.5`",
             "string": 'a string such as `"N/A"`', "bool": "`true` or `false`"}
-
-
-def _examples(options) -> str:
-    return " or ".join(_EXAMPLE.get(o.kind, str(o)) for o in options)
 
 
 def _check(ctx: Context, name: str, p: Pattern, expr, path):
@@ -117,7 +109,8 @@ def _check(ctx: Context, name: str, p: Pattern, expr, path):
         option = next((o for o in p.options if isinstance(expr, _FORMS.get(o.kind, ()))), None)
         if option is None:
             words = " or ".join(str(o) for o in p.options)
-            return bad(f"`{name}` takes {words}", f"not {words}", f"write {_examples(p.options)}")
+            return bad(f"`{name}` takes {words}", f"not {words}",
+                       "write " + " or ".join(_EXAMPLE.get(o.kind, str(o)) for o in p.options))
         return _check(ctx, name, option, expr, path)
     if p.kind == "list":
         if not isinstance(expr, ast.ListExpr):
