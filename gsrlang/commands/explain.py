@@ -97,16 +97,10 @@ def _named(catalog) -> dict:
     """Every name `gsr explain` knows in the catalogue -> (what it is, its signature object)."""
     from gsrlang.lang.check.judgekinds import judge_kinds
 
-    out: dict = {}
-    for e in catalog.enums.values():
-        out[e.name] = ("enum", e)
-    for r in catalog.rules.values():
-        out[f"rule.{r.name}"] = ("rule", r)
-    for k in judge_kinds(catalog).values():
-        out[k.name] = ("judge kind", k.sig)
-    for op in catalog.operators.values():
-        out[op.name] = (f"{op.kind} operator", op)
-    return out
+    return {**{e.name: ("enum", e) for e in catalog.enums.values()},
+            **{f"rule.{r.name}": ("rule", r) for r in catalog.rules.values()},
+            **{k.name: ("judge kind", k.sig) for k in judge_kinds(catalog).values()},
+            **{op.name: (f"{op.kind} operator", op) for op in catalog.operators.values()}}
 
 
 def explain_name(name: str, catalog) -> str | None:

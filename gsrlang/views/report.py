@@ -250,8 +250,7 @@ def _short(v) -> str:
 def _metrics(run: Run, bootstrap: int, seed: int) -> dict | None:
     if not any(line.get("label") is not None for line in run.results):
         return None
-    report = metrics_from_results(run.results_path, bootstrap=bootstrap, seed=seed)
-    return report.get("metrics")
+    return metrics_from_results(run.results_path, bootstrap=bootstrap, seed=seed).get("metrics")
 
 
 def _paired(a: Run, b: Run, bootstrap: int, seed: int) -> dict:

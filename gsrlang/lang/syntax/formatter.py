@@ -105,10 +105,6 @@ def _number(value) -> str:
     return repr(value) if isinstance(value, float) else str(value)  # finite: the parser bounds literals (GSR006)
 
 
-def _group(item) -> str:
-    return type(item).__name__
-
-
 class _Printer:
     def __init__(self, module: ast.Module, source: str):
         self.module = module
@@ -233,7 +229,7 @@ class _Printer:
         out: list[str] = []
         prev_group = None
         for item in self.module.items:
-            group = _group(item)
+            group = type(item).__name__  # a blank line between declarations of different kinds
             forced = prev_group is not None and group != prev_group
             self._emit_element(out, item, self._item(item), forced, at_start=not out)
             prev_group = group
