@@ -164,18 +164,15 @@ def _program_text(entries) -> str:
     return ", ".join(f"{n} ({(h or '?').split(':')[-1][:12]})" for n, h in entries) or "no program named"
 
 
-def _bootstrap_text(b: dict) -> str:
-    over = f" over groups of `{b['group_field']}`" if b.get("group_field") else ""
-    return f"bootstrap ({b['n_resamples']} resamples{over})"
-
-
 def format_comparison(result: dict) -> str:
     from gsrlang.commands.tune import format_ci
 
+    boot = result["bootstrap"]
+    over = f" over groups of `{boot['group_field']}`" if boot.get("group_field") else ""
     lines = [f"A: {result['a']}  [{_program_text(result['programs']['a'])}]",
              f"B: {result['b']}  [{_program_text(result['programs']['b'])}]",
-             f"{result['n']} labelled items, {result['mode']}; paired {_bootstrap_text(result['bootstrap'])}, "
-             "difference B - A", ""]
+             f"{result['n']} labelled items, {result['mode']}; paired bootstrap ({boot['n_resamples']} resamples"
+             f"{over}), difference B - A", ""]
     lines.append(f"  {'metric':<16}{'A':>8}{'B':>8}{'B - A [95% CI]':>28}")
     for key, r in result["metrics"].items():
         a = "undef." if r["a"] is None else f"{r['a']:.3f}"
