@@ -623,8 +623,7 @@ class _Writer:
                 if ok:
                     cuts = [_num(x) + (f" in {_num(t[0])}..{_num(t[1])}" if tune and tune[i] else "")
                             for i, (x, t) in enumerate(zip(thresholds, tune or [None] * len(thresholds)))]
-                    q = "thresholds(" + ", ".join(cuts) + ")" \
-                        if quantize == "thresholds" else quantize
+                    q = "thresholds(" + ", ".join(cuts) + ")" if quantize == "thresholds" else quantize
                     lines.append(f"task pointwise {{ scale = {_num(scale[0])}..{_num(scale[1])}  quantize = {q} }}")
         if "pairwise" in r:
             ppath = _at(path, "pairwise")
@@ -827,8 +826,7 @@ class _Declarations:
 
     def _post_order(self, root: str, visited: set[str]) -> list[str]:
         out: list[str] = []
-        seen = set(visited)
-        seen.add(root)
+        seen = {*visited, root}
         stack = [(root, iter(self._sources(root)))]
         while stack:
             nid, it = stack[-1]
@@ -844,9 +842,7 @@ class _Declarations:
 
     def _sources(self, nid: str) -> list[str]:
         info = self.nodes[nid]
-        if info.op is None:
-            return []
-        return [i.source for i in self._ordered_inputs(info)]
+        return [] if info.op is None else [i.source for i in self._ordered_inputs(info)]
 
     # ---- writing ----
     def _expr(self, nid: str, stack: set[str], force: bool = False, depth: int = 0) -> str:
