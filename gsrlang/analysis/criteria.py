@@ -39,9 +39,7 @@ def parse_pairs(texts: Sequence[str]) -> list[tuple[str, str]]:
 def _number(value) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    if isinstance(value, str):
+    if isinstance(value, (int, float, str)):  # a number, or a number written as text
         try:
             x = float(value)
         except ValueError:
