@@ -154,8 +154,8 @@ def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> lis
         seen[key] = lv.key.span
         value = None
         if t is not None:
-            valid = _level_keys(t)
-            if valid is not None and key not in valid:
+            valid = ["true", "false"] if t.kind == "bool" else list(t.labels)
+            if t.kind != "score" and key not in valid:  # a Score's anchors are numbers, checked below
                 ctx.error("GSR309", f"`{key}` is not a level of `{t.required()}`", lv.key.span, "no such level",
                           path=path, help=f"the levels are {', '.join(valid)}")
                 continue
@@ -180,14 +180,6 @@ def ctx_label(span, path):
     from gsrlang.lang.diagnostics import Label
 
     return Label(span, "first described here", path)
-
-
-def _level_keys(t: JType):
-    if t.kind == "bool":
-        return ["true", "false"]
-    if t.kind in ("ordinal", "nominal"):
-        return list(t.labels)
-    return None
 
 
 def with_level_values(t: JType, spec: CriterionSpec | None) -> JType:
