@@ -137,13 +137,15 @@ def test_packed_ids_count_as_a_set_does(monkeypatch, steps, fold, k):
     same(ids, model)
 
 
-VALUE = st.one_of(st.none(), st.integers(-2 ** 60, 2 ** 60), st.floats(), st.booleans(),
-                  st.sampled_from(["first", "second", "tie", "abstain", "other"]))
+SMALL_FLOATS = st.sampled_from([-0.0, 0.0, 1.0, 5.0, -64.0, 63.0, 64.0, -65.0, 2.5])  # kept in the tag, or not
+VALUE = st.one_of(st.none(), st.integers(-2 ** 60, 2 ** 60), st.integers(-60, 70), st.floats(), SMALL_FLOATS,
+                  st.booleans(), st.sampled_from(["first", "second", "tie", "abstain", "other"]))
 
 
 @settings(max_examples=examples(300), **SETTINGS)
 @given(chunks=st.lists(st.one_of(VALUE.map(lambda v: [v]), st.lists(VALUE, max_size=5),
                                  st.lists(st.integers(1, 5), max_size=5), st.lists(st.floats(0, 5), max_size=5),
+                                 st.lists(SMALL_FLOATS, max_size=5),
                                  st.lists(st.sampled_from(["first", "second", "tie"]), max_size=5)), max_size=8),
        one_by_one=st.booleans())
 def test_a_packed_column_gives_back_what_it_was_given(chunks, one_by_one):

@@ -22,6 +22,7 @@ per item.
 from __future__ import annotations
 
 import itertools
+import math
 from array import array
 
 import numpy as np
@@ -225,6 +226,7 @@ CODES = ("first", "second", "tie", "abstain")  # a pairwise verdict's tag: 3 + i
 _CODE_OF = {c: 3 + k for k, c in enumerate(CODES)}
 _LIMIT = 2 ** 53  # ints up to this are floats exactly
 _ZERO, _LOW, _HIGH = 64, -56, 63  # an int from _LOW to _HIGH is the tag _ZERO + it, with no float
+_FZERO = -64  # a float equal to an int from -64 to 63 (not -0.0) is the tag _FZERO + it: -128 to -1
 
 
 class PackedColumn:
@@ -266,6 +268,8 @@ class PackedColumn:
         t = type(value)
         if t is int and _LOW <= value <= _HIGH:
             tag = _ZERO + value
+        elif t is float and value.is_integer() and -64 <= value <= 63 and (value or math.copysign(1.0, value) > 0):
+            tag = _FZERO + int(value)
         elif t is float or t is int and -_LIMIT <= value <= _LIMIT:
             self._floats().append(value)
             self._tags.append(_FLOAT_TAG if t is float else _INT_TAG)
@@ -296,6 +300,11 @@ class PackedColumn:
         elif types == {str} and set(values) <= _CODE_OF.keys():
             tags = bytes(map(_CODE_OF.__getitem__, values))
         elif types == {float}:
+            floats = np.array(values, np.float64)
+            if ((floats == np.floor(floats)) & (floats >= -64) & (floats <= 63)
+                    & ~((floats == 0) & np.signbit(floats))).all():  # -0.0 keeps its sign as a float
+                tags = (floats + _FZERO).astype(np.int8).tobytes()
+        if tags is None and self._list is None and types == {float}:
             self._floats().extend(values)  # before the tags: made, it has a float for each value before these
             self._tags.frombytes(bytes([_FLOAT_TAG]) * len(values))
             return
@@ -313,8 +322,8 @@ class PackedColumn:
         values = self._values if self._values is not None else itertools.repeat(0.0)
         out = []
         for tag, value in zip(self._tags, values):
-            out.append(tag - _ZERO if tag > 6 else value if tag == _FLOAT_TAG else int(value) if tag == _INT_TAG
-                       else None if tag == _NONE else CODES[tag - 3])
+            out.append(tag - _ZERO if tag > 6 else float(tag - _FZERO) if tag < 0 else value if tag == _FLOAT_TAG
+                       else int(value) if tag == _INT_TAG else None if tag == _NONE else CODES[tag - 3])
         return out
 
     def numbers(self) -> np.ndarray | None:
@@ -327,6 +336,8 @@ class PackedColumn:
         values = np.array(self._values, np.float64) if self._values is not None else np.zeros(len(tags))
         small = tags > 6
         values[small] = tags[small] - _ZERO
+        small = tags < 0
+        values[small] = tags[small].astype(np.int64) - _FZERO
         none = tags == _NONE
         if not np.isfinite(values[~none]).all():  # NaN would read as None: such values go as they are
             return None
@@ -338,6 +349,6 @@ class PackedColumn:
         if self._list is not None:
             return None
         tags = np.frombuffer(self._tags, np.int8) if len(self._tags) else np.zeros(0, np.int8)
-        if ((tags == _INT_TAG) | (tags == _FLOAT_TAG) | (tags > 6)).any():
+        if ((tags == _INT_TAG) | (tags == _FLOAT_TAG) | (tags > 6) | (tags < 0)).any():
             return None
         return np.where(tags == _NONE, 0, tags - 2).astype(np.int8)
