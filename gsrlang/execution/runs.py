@@ -4,9 +4,10 @@
 --programs` (each item under its own program); `replay_file(...)` is what `gsr replay`
 calls. How each goes (its sinks, bounds, and the evaluator's path) is a typed
 configuration (`RunConfig`, `ReplayConfig`), the path decided by gsrlang.execution.planner. All write one results line (and one trace record) per item as soon as it is
-done, in input order, and keep only counters in memory (plus one (prediction, label)
-pair per labelled item when metrics must be computed without a results file), so
-memory stays flat however long the file is. A run that completes ends its trace with
+done, in input order, and keep only counters in memory (plus each item's id, for repeated
+ids, and one (prediction, label) pair per labelled item when metrics must be computed
+without a results file, both packed a few bytes an item: gsrlang.execution.packed), so
+memory stays about flat however long the file is. A run that completes ends its trace with
 the run-summary record (`run_summary_record`); replay skips it and keeps it in
 `RunSummary.recorded`.
 """
