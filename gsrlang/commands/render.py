@@ -50,7 +50,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from gsrlang.commands import UsageError
+    from gsrlang.commands import UsageError, usage_errors
     from gsrlang.lang.check.driver import analyze_file
 
     if (args.trace is None) != (args.item is None):
@@ -81,10 +81,8 @@ def run(args) -> int:
 
     trace = None
     if args.trace is not None:
-        try:
+        with usage_errors(TraceError):
             trace = render.read_trace_item(args.trace, args.item)
-        except TraceError as exc:
-            raise UsageError(str(exc)) from exc
         if trace.program_hash and trace.program_hash != analysis.program.content_hash:
             print(f"gsr render: warning: the trace was recorded for another version of the program "
                   f"({trace.program_hash[:19]}...); nodes are matched by id", file=sys.stderr)
