@@ -218,34 +218,32 @@ def pointwise_metrics(preds: Sequence[float | None], golds: Sequence[float]) -> 
     hits = sum(p == g for p, g in zip(vp_int, vg_int))
     near = sum(abs(p - g) <= 1 for p, g in zip(vp_int, vg_int))
 
+    return _pointwise_report(n, len(valid), hits, near, vp, vg, _pearson, _average_ranks,
+                             lambda: math.fsum(abs(p - g) for p, g in valid) / len(valid),
+                             lambda: _qwk(vp_int, vg_int))
+
+
+def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, pearson, ranks, mae, qwk_of) -> dict:
+    """The `pointwise_metrics` report of n items, m of them valid (`vp`, `vg`: their predictions and golds), from
+    the counts of exact and near hits; the list way and the array way each give their own `pearson(xs, ys)`,
+    `ranks(xs)`, `mae()` and `qwk_of()` (the kappa and why it is undefined), with the same exact sums."""
     nothing = "no items" if n == 0 else "no valid items"
     reasons = {key: "no items" for key in ("coverage", "exact", "within1")}
     reasons.update({key: nothing for key in ("mae", "pearson", "spearman", "qwk")})
-
     pearson_r = spearman_r = qwk = None
-    if valid:
+    if m:
         constant = _undefined_if_constant(vp, vg)
         if constant:
             reasons["pearson"] = reasons["spearman"] = constant
         else:
-            pearson_r = _pearson(vp, vg)
-            spearman_r = _pearson(_average_ranks(vp), _average_ranks(vg))
-        qwk, problem = _qwk(vp_int, vg_int)
+            pearson_r = pearson(vp, vg)
+            spearman_r = pearson(ranks(vp), ranks(vg))
+        qwk, problem = qwk_of()
         if problem:
             reasons["qwk"] = problem
-
-    report = {
-        "mode": "pointwise",
-        "n": n,
-        "n_valid": len(valid),
-        "coverage": _share(len(valid), n),
-        "exact": _share(hits, n),
-        "within1": _share(near, n),
-        "mae": math.fsum(abs(p - g) for p, g in valid) / len(valid) if valid else None,
-        "pearson": pearson_r,
-        "spearman": spearman_r,
-        "qwk": qwk,
-    }
+    report = {"mode": "pointwise", "n": n, "n_valid": m, "coverage": _share(m, n), "exact": _share(hits, n),
+              "within1": _share(near, n), "mae": mae() if m else None, "pearson": pearson_r, "spearman": spearman_r,
+              "qwk": qwk}
     return _finalize(report, reasons)
 
 
@@ -296,35 +294,9 @@ def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
     hits = sum(c for p, g, c in pairs if p == g)
     near = sum(c for p, g, c in pairs if abs(p - g) <= 1)
 
-    nothing = "no items" if n == 0 else "no valid items"
-    reasons = {key: "no items" for key in ("coverage", "exact", "within1")}
-    reasons.update({key: nothing for key in ("mae", "pearson", "spearman", "qwk")})
-
-    pearson_r = spearman_r = qwk = None
-    if m:
-        constant = _undefined_if_constant(vp, vg)
-        if constant:
-            reasons["pearson"] = reasons["spearman"] = constant
-        else:
-            pearson_r = _pearson_of_arrays(vp, vg)
-            spearman_r = _pearson_of_arrays(_average_ranks_of_array(vp), _average_ranks_of_array(vg))
-        qwk, problem = _qwk_of_pairs(pairs, m)
-        if problem:
-            reasons["qwk"] = problem
-
-    report = {
-        "mode": "pointwise",
-        "n": n,
-        "n_valid": m,
-        "coverage": _share(m, n),
-        "exact": _share(hits, n),
-        "within1": _share(near, n),
-        "mae": _fsum(np.abs(vp - vg)) / m if m else None,
-        "pearson": pearson_r,
-        "spearman": spearman_r,
-        "qwk": qwk,
-    }
-    return preds, golds, _finalize(report, reasons)
+    report = _pointwise_report(n, m, hits, near, vp, vg, _pearson_of_arrays, _average_ranks_of_array,
+                               lambda: _fsum(np.abs(vp - vg)) / m, lambda: _qwk_of_pairs(pairs, m))
+    return preds, golds, report
 
 
 def _qwk_of_pairs(pairs: list, n: int) -> tuple[float | None, str | None]:
