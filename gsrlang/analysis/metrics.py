@@ -89,12 +89,13 @@ def _undefined_if_constant(xs: Sequence[float], ys: Sequence[float]) -> str | No
 
 
 def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
-    mx = math.fsum(xs) / len(xs)
-    my = math.fsum(ys) / len(ys)
-    dx = [x - mx for x in xs]
-    dy = [y - my for y in ys]
-    r = math.fsum(a * b for a, b in zip(dx, dy)) / math.sqrt(math.fsum(a * a for a in dx)
-                                                            * math.fsum(b * b for b in dy))
+    """Pearson's r of two sequences or float64 arrays alike: each item's float operations, then exact sums."""
+    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    mx = _fsum(xs) / len(xs)
+    my = _fsum(ys) / len(ys)
+    dx = xs - mx
+    dy = ys - my
+    r = _fsum(dx * dy) / math.sqrt(_fsum(dx * dx) * _fsum(dy * dy))
     return max(-1.0, min(1.0, r))
 
 
@@ -218,15 +219,15 @@ def pointwise_metrics(preds: Sequence[float | None], golds: Sequence[float]) -> 
     hits = sum(p == g for p, g in zip(vp_int, vg_int))
     near = sum(abs(p - g) <= 1 for p, g in zip(vp_int, vg_int))
 
-    return _pointwise_report(n, len(valid), hits, near, vp, vg, _pearson, _average_ranks,
+    return _pointwise_report(n, len(valid), hits, near, vp, vg, _average_ranks,
                              lambda: math.fsum(abs(p - g) for p, g in valid) / len(valid),
                              lambda: _qwk(vp_int, vg_int))
 
 
-def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, pearson, ranks, mae, qwk_of) -> dict:
+def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, ranks, mae, qwk_of) -> dict:
     """The `pointwise_metrics` report of n items, m of them valid (`vp`, `vg`: their predictions and golds), from
-    the counts of exact and near hits; the list way and the array way each give their own `pearson(xs, ys)`,
-    `ranks(xs)`, `mae()` and `qwk_of()` (the kappa and why it is undefined), with the same exact sums."""
+    the counts of exact and near hits; the list way and the array way each give their own `ranks(xs)`, `mae()`
+    and `qwk_of()` (the kappa and why it is undefined), with the same exact sums."""
     nothing = "no items" if n == 0 else "no valid items"
     reasons = {key: "no items" for key in ("coverage", "exact", "within1")}
     reasons.update({key: nothing for key in ("mae", "pearson", "spearman", "qwk")})
@@ -236,8 +237,8 @@ def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, pearson, ran
         if constant:
             reasons["pearson"] = reasons["spearman"] = constant
         else:
-            pearson_r = pearson(vp, vg)
-            spearman_r = pearson(ranks(vp), ranks(vg))
+            pearson_r = _pearson(vp, vg)
+            spearman_r = _pearson(ranks(vp), ranks(vg))
         qwk, problem = qwk_of()
         if problem:
             reasons["qwk"] = problem
@@ -255,16 +256,6 @@ def _fsum(values: np.ndarray) -> float:
     """`math.fsum` of an array, a chunk of Python floats at a time (fsum is exact: the order does not matter)."""
     return math.fsum(itertools.chain.from_iterable(values[k:k + _SUM_CHUNK].tolist()
                                                     for k in range(0, len(values), _SUM_CHUNK)))
-
-
-def _pearson_of_arrays(xs: np.ndarray, ys: np.ndarray) -> float:
-    """`_pearson` over arrays: the same float operations on each item, the same exact sums."""
-    mx = _fsum(xs) / len(xs)
-    my = _fsum(ys) / len(ys)
-    dx = xs - mx
-    dy = ys - my
-    r = _fsum(dx * dy) / math.sqrt(_fsum(dx * dx) * _fsum(dy * dy))
-    return max(-1.0, min(1.0, r))
 
 
 def _average_ranks_of_array(values: np.ndarray) -> np.ndarray:
@@ -294,7 +285,7 @@ def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
     hits = sum(c for p, g, c in pairs if p == g)
     near = sum(c for p, g, c in pairs if abs(p - g) <= 1)
 
-    report = _pointwise_report(n, m, hits, near, vp, vg, _pearson_of_arrays, _average_ranks_of_array,
+    report = _pointwise_report(n, m, hits, near, vp, vg, _average_ranks_of_array,
                                lambda: _fsum(np.abs(vp - vg)) / m, lambda: _qwk_of_pairs(pairs, m))
     return preds, golds, report
 
