@@ -526,20 +526,10 @@ def _run_sync(coro):
     """Run a coroutine to completion from synchronous code, even where an event loop is running (notebooks)."""
     if _running_loop() is None:
         return asyncio.run(coro)
-    box: dict = {}
+    from concurrent.futures import ThreadPoolExecutor
 
-    def target():
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    with ThreadPoolExecutor(1, thread_name_prefix="gsrlang-compile") as pool:  # its own loop, in its own thread
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _usable_id(value) -> bool:

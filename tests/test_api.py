@@ -196,6 +196,23 @@ def test_compile_rubric_against_the_fake_server(server):
         gsrlang.compile_rubric("Rate it.")
 
 
+def test_compile_rubric_runs_where_an_event_loop_is_running(server):
+    """A notebook calls it with a loop already running: it compiles on a thread of its own, errors come back."""
+    import asyncio
+
+    good = (TC / "flat.gsr").read_text(encoding="utf-8")
+
+    async def inside():
+        server.responder = lambda body: "```gsr\n" + good + "\n```"
+        program = gsrlang.compile_rubric("Rate it.", model="m", base_url=server.base_url, api_key="k", repairs=0)
+        server.responder = lambda body: "```gsr\nrubric broken\n```"
+        with pytest.raises(gsrlang.CompileError):
+            gsrlang.compile_rubric("Rate it.", model="m", base_url=server.base_url, api_key="k", repairs=0)
+        return program
+
+    assert asyncio.run(inside()).name == "topical_chat_flat"
+
+
 def test_import_is_light_and_check_imports_no_network_client():
     code = ("import sys, gsrlang; from gsrlang.cli import main; main(['check', sys.argv[1]]); "
             "heavy = [m for m in ('openai', 'httpx', 'gsrlang.api', 'gsrlang.reward', 'graphviz') if m in sys.modules];"
