@@ -69,15 +69,7 @@ def program_to_json(program: CheckedProgram) -> dict:
 
 def declared_type(t: JType) -> str:
     """A criterion's judgment type in `.gsr` syntax (`Ordinal[1..5]?`, `Score[0..10]`, `Nominal{a, b}`)."""
-    if t.kind == "bool":
-        s = "Bool"
-    elif t.kind == "score":
-        s = "Score" if (t.lo, t.hi) == (0.0, 1.0) else f"Score[{_num(t.lo)}..{_num(t.hi)}]"
-    elif t.kind == "ordinal" and t.numbered:
-        s = f"Ordinal[{t.labels[0]}..{t.labels[-1]}]"
-    else:
-        s = ("Ordinal" if t.kind == "ordinal" else "Nominal") + "{" + ", ".join(t.labels) + "}"
-    return s + ("?" if t.optional else "")
+    return t.text(exact_below=1e15)  # integral bounds from 1e15 on as floats, as the JSON form has always had them
 
 
 def _num(x) -> str:

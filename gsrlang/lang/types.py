@@ -20,8 +20,8 @@ def fmt_number(x) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _fmt_num(x: float) -> str:  # a type's bounds: `fmt_number`, but 1e308, not 309 digits
-    return fmt_number(x) if abs(x) < 1e16 else repr(float(x))
+def _fmt_num(x: float, exact_below: float = 1e16) -> str:  # a type's bounds: `fmt_number`, but 1e308, not 309 digits
+    return fmt_number(x) if abs(x) < exact_below else repr(float(x))
 
 
 @records.frozen
@@ -35,10 +35,15 @@ class JType:
     optional: bool = False
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, exact_below: float = 1e16) -> str:
+        """The type in `.gsr` syntax; a Score's bounds from `exact_below` on in magnitude are written as floats."""
         if self.kind == "bool":
             s = "Bool"
         elif self.kind == "score":
-            s = "Score" if (self.lo, self.hi) == (0.0, 1.0) else f"Score[{_fmt_num(self.lo)}..{_fmt_num(self.hi)}]"
+            lo, hi = _fmt_num(self.lo, exact_below), _fmt_num(self.hi, exact_below)
+            s = "Score" if (self.lo, self.hi) == (0.0, 1.0) else f"Score[{lo}..{hi}]"
         elif self.kind == "ordinal":
             s = f"Ordinal[{self.labels[0]}..{self.labels[-1]}]" if self.numbered else "Ordinal{" + ", ".join(self.labels) + "}"
         else:
