@@ -101,10 +101,6 @@ class _Box:
     children: tuple
 
 
-def _number(value) -> str:
-    return repr(value) if isinstance(value, float) else str(value)  # finite: the parser bounds literals (GSR006)
-
-
 class _Printer:
     def __init__(self, module: ast.Module, source: str):
         self.module = module
@@ -344,8 +340,8 @@ class _Printer:
             lines = _join([f"level {self._key(item.key)} "], self._string(item.text))
             if item.value is not None:
                 tune = item.value.tune
-                lines = _join(lines, [f" = {_number(item.value.value)}" + (
-                    f" in {_number(tune.lo.value)}..{_number(tune.hi.value)}" if tune is not None else "")])
+                lines = _join(lines, [f" = {format_literal(item.value.value)}" + (
+                    f" in {format_literal(tune.lo.value)}..{format_literal(tune.hi.value)}" if tune is not None else "")])
             return lines
         if isinstance(item, ast.Example):
             lines = _join(["example "], self._string(item.text), [" -> "])
@@ -357,7 +353,7 @@ class _Printer:
             return _join(["judge "], self._procedure(item.procedure, indent, col + 6, tail))
         if isinstance(item, ast.Judges):
             if item.count is not None:
-                lines = [f"judges {_number(item.count.value)} aggregate "]
+                lines = [f"judges {format_literal(item.count.value)} aggregate "]
             else:
                 key = (id(item), "judges")
                 parts = [self._flat(p) for p in item.procedures] if key not in self.broken else [None]
@@ -372,13 +368,7 @@ class _Printer:
         raise TypeError(f"cannot format {type(item).__name__}")  # pragma: no cover
 
     def _procedure(self, p: ast.Procedure, indent: int, col: int, tail: int) -> Lines:
-        name = p.dotted
-        if not p.args:
-            return [self._bare_procedure(p)]
-        flat = self._flat(p)
-        if flat is not None and col + len(flat) + tail <= WIDTH:
-            return [flat]
-        return self._block(name + "(", (id(p), "args"), p.args, ")", indent, self._arg)
+        return [self._bare_procedure(p)] if not p.args else self._expr(p, indent, col, tail)
 
     # ---- expressions ----
     def _expr(self, e, indent: int, col: int, tail: int) -> Lines:
@@ -386,15 +376,23 @@ class _Printer:
         flat = self._flat(e)
         if flat is not None and col + len(flat) + tail <= WIDTH:
             return [flat]
-        if isinstance(e, ast.Call):
-            return self._block(e.op.name + "(", (id(e), "args"), e.args, ")", indent, self._arg)
-        if isinstance(e, ast.ListExpr):
-            return self._block("[", (id(e), "items"), e.items, "]", indent, self._expr)
-        if isinstance(e, ast.MapExpr):
-            return self._block("{", (id(e), "entries"), e.entries, "}", indent, self._entry)
+        group = self._group(e)
+        if group is not None:
+            head, key, children, close, render = group
+            return self._block(head, key, children, close, indent, render)
         if isinstance(e, ast.String):
             return self._string(e)
         return [flat if flat is not None else self._leaf(e)]
+
+    def _group(self, e) -> tuple | None:
+        """A bracketed expression's opening text, key, children, closing bracket and child renderer; else None."""
+        if isinstance(e, (ast.Call, ast.Procedure)):
+            return (e.op.name if isinstance(e, ast.Call) else e.dotted) + "(", (id(e), "args"), e.args, ")", self._arg
+        if isinstance(e, ast.ListExpr):
+            return "[", (id(e), "items"), e.items, "]", self._expr
+        if isinstance(e, ast.MapExpr):
+            return "{", (id(e), "entries"), e.entries, "}", self._entry
+        return None
 
     def _arg(self, a: ast.Arg, indent: int, col: int, tail: int) -> Lines:
         if a.name is None:
@@ -430,21 +428,13 @@ class _Printer:
 
     def _flat(self, e) -> str | None:
         """`e` on one line, or None when it must break (a comment or a multi-line string inside)."""
-        if isinstance(e, ast.Call):
-            if (id(e), "args") in self.broken:
-                return None
-            parts = [self._flat(a) for a in e.args]
-            return None if None in parts else f"{e.op.name}({', '.join(parts)})"
-        if isinstance(e, ast.ListExpr):
-            if (id(e), "items") in self.broken:
-                return None
-            parts = [self._flat(i) for i in e.items]
-            return None if None in parts else f"[{', '.join(parts)}]"
-        if isinstance(e, ast.MapExpr):
-            if (id(e), "entries") in self.broken:
-                return None
-            parts = [self._flat(i) for i in e.entries]
-            return None if None in parts else "{" + ", ".join(parts) + "}"
+        if isinstance(e, ast.Procedure) and not e.args:
+            return self._bare_procedure(e)
+        group = self._group(e)
+        if group is not None:
+            head, key, children, close, _ = group
+            parts = [self._flat(c) for c in children] if key not in self.broken else [None]
+            return None if None in parts else head + ", ".join(parts) + close
         if isinstance(e, ast.Arg):
             value = self._flat(e.value)
             if value is None:
@@ -456,13 +446,6 @@ class _Printer:
         if isinstance(e, ast.Setting):
             value = self._flat(e.value)
             return None if value is None else f"{e.key.name} = {value}"
-        if isinstance(e, ast.Procedure):
-            if not e.args:
-                return self._bare_procedure(e)
-            if (id(e), "args") in self.broken:
-                return None
-            parts = [self._flat(a) for a in e.args]
-            return None if None in parts else f"{e.dotted}({', '.join(parts)})"
         if isinstance(e, ast.Ask):
             text = self._string(e.text)
             return None if len(text) > 1 else f"ask {text[0]}"
@@ -481,12 +464,12 @@ class _Printer:
             return e.name.name
         if isinstance(e, ast.Number):
             if e.tune is not None:
-                return f"{_number(e.value)} in {_number(e.tune.lo.value)}..{_number(e.tune.hi.value)}"
-            return _number(e.value)
+                return f"{format_literal(e.value)} in {format_literal(e.tune.lo.value)}..{format_literal(e.tune.hi.value)}"
+            return format_literal(e.value)
         if isinstance(e, ast.BoolLit):
             return "true" if e.value else "false"
         if isinstance(e, ast.Range):
-            return f"{_number(e.lo.value)}..{_number(e.hi.value)}"
+            return f"{format_literal(e.lo.value)}..{format_literal(e.hi.value)}"
         if isinstance(e, ast.String):
             return "\n".join(self._string(e))
         raise TypeError(f"cannot format {type(e).__name__}")  # pragma: no cover
@@ -553,7 +536,7 @@ def _atom(a: ast.TypeAtom) -> str:
     elif a.form == "map":
         s = f"{{{a.name.name}: {_type(a.element)}}}"
     elif a.form == "range":
-        s = f"{a.name.name}[{_number(a.range.lo.value)}..{_number(a.range.hi.value)}]"
+        s = f"{a.name.name}[{format_literal(a.range.lo.value)}..{format_literal(a.range.hi.value)}]"
     elif a.form == "any_range":
         s = f"{a.name.name}[*]"
     elif a.form == "labels":
