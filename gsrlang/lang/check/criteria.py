@@ -78,18 +78,10 @@ def criterion_type(ctx: Context, texpr: ast.TypeExpr, path) -> JType | None:
 
 
 def _type_text(a: ast.TypeAtom) -> str:
-    if a.form == "list":
-        return "[...]"
-    if a.form == "map":
-        return "{...}"
-    name = a.name.name
-    if a.form == "range":
-        return f"{name}[{a.range.lo.value}..{a.range.hi.value}]"
-    if a.form == "labels":
-        return name + "{" + ", ".join(lab.name for lab in a.labels) + "}"
-    if a.form == "any_range":
-        return f"{name}[*]"
-    return name
+    """A type as written, without its `?`; a list's or a mapping's element types left out."""
+    from gsrlang.lang.syntax.formatter import type_atom_text
+
+    return {"list": "[...]", "map": "{...}"}.get(a.form) or type_atom_text(a).removesuffix("?")
 
 
 # ---- the rest of a criterion -------------------------------------------------------------------------

@@ -527,10 +527,11 @@ def _comment(c: ast.Comment) -> str:
 
 # ---- types -------------------------------------------------------------------------------------------
 def _type(t: ast.TypeExpr) -> str:
-    return " | ".join(_atom(a) for a in t.options)
+    return " | ".join(type_atom_text(a) for a in t.options)
 
 
-def _atom(a: ast.TypeAtom) -> str:
+def type_atom_text(a: ast.TypeAtom) -> str:
+    """One option of a type as `.gsr` source: `Score[0..10]?`, `Ordinal{poor, fair}`, `[Score]`."""
     if a.form == "list":
         s = f"[{_type(a.element)}]"
     elif a.form == "map":
