@@ -31,19 +31,18 @@ def tune_key(name: str, sub=None) -> str:
     return name if sub is None else f"{name}[{sub}]"
 
 
-def tunables_in(expr, name: str, pattern) -> list[tuple[str, ast.Number, tuple[float, float]]]:
-    """(key, number, the parameter's bounds) for each tunable number of one parameter's value."""
+def _numbers(expr, name: str, pattern) -> list[tuple[str, ast.Number, object]]:
+    """(key, number, its pattern) for each numeric literal of one parameter's value: the value itself for a
+    number parameter, each item or entry for a list or a mapping."""
     kind = pattern.kind if pattern is not None else None
-    out = []
-    if isinstance(expr, ast.Number) and expr.tune is not None and kind in ("real", "score"):
-        out.append((tune_key(name), expr, _bounds(pattern)))
-    elif isinstance(expr, ast.ListExpr) and kind == "list" and pattern.element.kind in ("real", "score"):
-        out += [(tune_key(name, i), item, _bounds(pattern.element)) for i, item in enumerate(expr.items)
-                if isinstance(item, ast.Number) and item.tune is not None]
-    elif isinstance(expr, ast.MapExpr) and kind == "map" and pattern.element.kind in ("real", "score"):
-        out += [(tune_key(name, e.key_text), e.value, _bounds(pattern.element)) for e in expr.entries
-                if isinstance(e.value, ast.Number) and e.value.tune is not None]
-    return out
+    if isinstance(expr, ast.Number) and kind in ("real", "score"):
+        return [(tune_key(name), expr, pattern)]
+    if isinstance(expr, ast.ListExpr) and kind == "list":
+        return [(tune_key(name, i), x, pattern.element) for i, x in enumerate(expr.items) if isinstance(x, ast.Number)]
+    if isinstance(expr, ast.MapExpr) and kind == "map":
+        return [(tune_key(name, e.key_text), e.value, pattern.element) for e in expr.entries
+                if isinstance(e.value, ast.Number)]
+    return []
 
 
 def _bounds(pattern) -> tuple[float, float]:
@@ -54,12 +53,18 @@ def _signature(ctx: Context, g):
     return ctx.catalog.operator(g.op) if g.kind in OPERATOR_KINDS and g.op else None
 
 
-def _param_tunables(ctx: Context, g):
-    """(key, number, the parameter's bounds) for each tunable number of an operator node's parameters."""
+def _param_numbers(ctx: Context, g):
+    """(key, number, its pattern) for each numeric literal of an operator node's parameters."""
     sig = _signature(ctx, g)
     for name, (expr, _) in g.params.items() if sig is not None else ():
         p = sig.param(name)
-        yield from tunables_in(expr, name, p.pattern if p else None)
+        yield from _numbers(expr, name, p.pattern if p else None)
+
+
+def _param_tunables(ctx: Context, g):
+    """(key, number, the parameter's bounds) for each tunable number of an operator node's parameters."""
+    return [(key, number, _bounds(p)) for key, number, p in _param_numbers(ctx, g)
+            if number.tune is not None and p.kind in ("real", "score")]
 
 
 def _range(number: ast.Number) -> tuple[float, float]:
@@ -75,21 +80,7 @@ def number_spans(ctx: Context, g) -> dict:
     """{key: span of the number as written} for every numeric literal of an operator node's parameters.
 
     What `gsr tune` rewrites (only in the main file: `g.path` is None)."""
-    sig = _signature(ctx, g)
-    if sig is None or g.path is not None:
-        return {}
-    out = {}
-    for name, (expr, _) in g.params.items():
-        p = sig.param(name)
-        kind = p.pattern.kind if p else None
-        if isinstance(expr, ast.Number) and kind in ("real", "score"):
-            out[tune_key(name)] = expr.span
-        elif isinstance(expr, ast.ListExpr) and kind == "list":
-            out.update({tune_key(name, i): x.span for i, x in enumerate(expr.items) if isinstance(x, ast.Number)})
-        elif isinstance(expr, ast.MapExpr) and kind == "map":
-            out.update({tune_key(name, e.key_text): e.value.span for e in expr.entries
-                        if isinstance(e.value, ast.Number)})
-    return out
+    return {key: number.span for key, number, _ in _param_numbers(ctx, g)} if g.path is None else {}
 
 
 def _level_values(ctx: Context, name: str):
