@@ -338,11 +338,7 @@ class _Printer:
             return _join(["ask "], self._string(item.text))
         if isinstance(item, ast.Level):
             lines = _join([f"level {self._key(item.key)} "], self._string(item.text))
-            if item.value is not None:
-                tune = item.value.tune
-                lines = _join(lines, [f" = {format_literal(item.value.value)}" + (
-                    f" in {format_literal(tune.lo.value)}..{format_literal(tune.hi.value)}" if tune is not None else "")])
-            return lines
+            return _join(lines, [f" = {self._leaf(item.value)}"]) if item.value is not None else lines
         if isinstance(item, ast.Example):
             lines = _join(["example "], self._string(item.text), [" -> "])
             lines = _join(lines, self._expr(item.verdict, indent, _col(lines, col), 0))
@@ -463,9 +459,7 @@ class _Printer:
         if isinstance(e, ast.Ref):
             return e.name.name
         if isinstance(e, ast.Number):
-            if e.tune is not None:
-                return f"{format_literal(e.value)} in {format_literal(e.tune.lo.value)}..{format_literal(e.tune.hi.value)}"
-            return format_literal(e.value)
+            return format_literal(e.value) + (f" in {self._leaf(e.tune)}" if e.tune is not None else "")
         if isinstance(e, ast.BoolLit):
             return "true" if e.value else "false"
         if isinstance(e, ast.Range):
