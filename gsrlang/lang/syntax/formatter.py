@@ -146,20 +146,14 @@ class _Printer:
 
     # ---- boxes of each element ----
     def _boxes(self, e) -> list[_Box]:
-        if isinstance(e, ast.Call):
-            return [_Box((id(e), "args"), self._next_token(e.op.span.end), e.span.end - 1, e.args)]
-        if isinstance(e, ast.ListExpr):
-            return [_Box((id(e), "items"), e.span.start, e.span.end - 1, e.items)]
-        if isinstance(e, ast.MapExpr):
-            return [_Box((id(e), "entries"), e.span.start, e.span.end - 1, e.entries)]
+        if isinstance(e, (ast.Call, ast.ListExpr, ast.MapExpr)) or isinstance(e, ast.Procedure) and e.args:
+            _, key, children, _, _ = self._group(e)
+            name = e.op if isinstance(e, ast.Call) else e.name[-1] if isinstance(e, ast.Procedure) else None
+            return [_Box(key, self._next_token(name.span.end) if name else e.span.start, e.span.end - 1, children)]
         if isinstance(e, (ast.Arg, ast.Entry, ast.Setting, ast.NodeDecl, ast.SinkDecl)):
             return self._boxes(e.value)
         if isinstance(e, ast.Example):
             return self._boxes(e.verdict)
-        if isinstance(e, ast.Procedure):
-            if not e.args:
-                return []
-            return [_Box((id(e), "args"), self._next_token(e.name[-1].span.end), e.span.end - 1, e.args)]
         if isinstance(e, ast.JudgeClause):
             return self._boxes(e.procedure)
         if isinstance(e, ast.Judges):
@@ -310,11 +304,7 @@ class _Printer:
                 line = head + " " + "  ".join(flat) + " }"
                 if len(line) <= WIDTH:
                     return [line]
-        return self._block(head, key, task.settings, "}", 0, self._setting, sep="", blanks=False)
-
-    def _setting(self, s: ast.Setting, indent: int, col: int, tail: int) -> Lines:
-        head = f"{s.key.name} = "
-        return _join([head], self._expr(s.value, indent, col + len(head), tail))
+        return self._block(head, key, task.settings, "}", 0, self._labelled, sep="", blanks=False)
 
     def _criterion(self, c: ast.CriterionDecl) -> Lines:
         head = [f"criterion {c.name.name}: {_type(c.type)}"]
@@ -383,21 +373,21 @@ class _Printer:
     def _group(self, e) -> tuple | None:
         """A bracketed expression's opening text, key, children, closing bracket and child renderer; else None."""
         if isinstance(e, (ast.Call, ast.Procedure)):
-            return (e.op.name if isinstance(e, ast.Call) else e.dotted) + "(", (id(e), "args"), e.args, ")", self._arg
+            return (e.op.name if isinstance(e, ast.Call) else e.dotted) + "(", (id(e), "args"), e.args, ")", self._labelled
         if isinstance(e, ast.ListExpr):
             return "[", (id(e), "items"), e.items, "]", self._expr
         if isinstance(e, ast.MapExpr):
-            return "{", (id(e), "entries"), e.entries, "}", self._entry
+            return "{", (id(e), "entries"), e.entries, "}", self._labelled
         return None
 
-    def _arg(self, a: ast.Arg, indent: int, col: int, tail: int) -> Lines:
-        if a.name is None:
-            return self._expr(a.value, indent, col, tail)
-        head = f"{a.name.name}: "
-        return _join([head], self._expr(a.value, indent, col + len(head), tail))
+    def _head(self, e: ast.Arg | ast.Entry | ast.Setting) -> str:
+        """What comes before an argument's, an entry's or a setting's value: `name: `, `key: `, `key = `."""
+        if isinstance(e, ast.Arg):
+            return f"{e.name.name}: " if e.name is not None else ""
+        return f"{self._key(e.key)}: " if isinstance(e, ast.Entry) else f"{e.key.name} = "
 
-    def _entry(self, e: ast.Entry, indent: int, col: int, tail: int) -> Lines:
-        head = f"{self._key(e.key)}: "
+    def _labelled(self, e: ast.Arg | ast.Entry | ast.Setting, indent: int, col: int, tail: int) -> Lines:
+        head = self._head(e)
         return _join([head], self._expr(e.value, indent, col + len(head), tail))
 
     def _block(self, head: str, key: tuple, children, close: str, indent: int,
@@ -431,17 +421,9 @@ class _Printer:
             head, key, children, close, _ = group
             parts = [self._flat(c) for c in children] if key not in self.broken else [None]
             return None if None in parts else head + ", ".join(parts) + close
-        if isinstance(e, ast.Arg):
+        if isinstance(e, (ast.Arg, ast.Entry, ast.Setting)):
             value = self._flat(e.value)
-            if value is None:
-                return None
-            return value if e.name is None else f"{e.name.name}: {value}"
-        if isinstance(e, ast.Entry):
-            value = self._flat(e.value)
-            return None if value is None else f"{self._key(e.key)}: {value}"
-        if isinstance(e, ast.Setting):
-            value = self._flat(e.value)
-            return None if value is None else f"{e.key.name} = {value}"
+            return None if value is None else self._head(e) + value
         if isinstance(e, ast.Ask):
             text = self._string(e.text)
             return None if len(text) > 1 else f"ask {text[0]}"
