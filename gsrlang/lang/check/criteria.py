@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gsrlang.lang.catalog import REQUIRED, ParamSig, Symbol, format_literal, literal_value
-from gsrlang.lang.check.context import Context, Decl, suggestion
+from gsrlang.lang.check.context import Context, Decl, declared_here, suggestion
 from gsrlang.lang.check.judgekinds import DEFAULT_KIND, KindUse, judge_kinds, kind_of, written_forms
 from gsrlang.lang.check.values import check_param_value, literal_fits, values_of
 from gsrlang.lang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
@@ -141,7 +141,7 @@ def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> lis
         key = lv.key_text
         if key in seen:
             ctx.error("GSR309", f"level `{key}` is described twice", lv.key.span, path=path,
-                      secondary=[ctx_label(seen[key], path)])
+                      secondary=[declared_here(seen[key], path, "first described here")])
             continue
         seen[key] = lv.key.span
         value = None
@@ -166,12 +166,6 @@ def _levels(ctx: Context, levels: list[ast.Level], t: JType | None, path) -> lis
                 value = float(lv.value.value)
         out.append(LevelSpec(key, lv.text.value, value))
     return out
-
-
-def ctx_label(span, path):
-    from gsrlang.lang.diagnostics import Label
-
-    return Label(span, "first described here", path)
 
 
 def with_level_values(t: JType, spec: CriterionSpec | None) -> JType:

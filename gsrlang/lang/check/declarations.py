@@ -58,5 +58,3 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
                 ctx.error("GSR107", f"{what} belong in the stdlib, not in a rubric", item.span, path=path,
                           help="declare the operator in stdlib/operators.gsr and implement it in "
                                "gsrlang/semantics/kernels.py")
-    if ctx.header is not None and ctx.header.kind == "fragment":
-        return
