@@ -254,24 +254,11 @@ def _enclosing(chain, kinds):
 
 
 def _children(node) -> Iterator:
-    if isinstance(node, tuple):
-        for x in node:
-            yield from _children(x)
-        return
-    if not attrs.has(type(node)):
-        return
-    for f in attrs.fields(type(node)):
-        if f.name in ("span", "doc", "comments"):
-            continue
-        value = getattr(node, f.name)
-        if isinstance(value, tuple):
-            for x in value:
-                if isinstance(x, tuple):
-                    yield from _children(x)
-                elif attrs.has(type(x)):
-                    yield x
-        elif value is not None and attrs.has(type(value)):
-            yield value
+    """The AST nodes in a node's fields (a tuple field's items one by one; no field holds tuples of tuples)."""
+    for f in attrs.fields(type(node)) if attrs.has(type(node)) else ():
+        if f.name not in ("span", "doc", "comments"):
+            value = getattr(node, f.name)
+            yield from (x for x in (value if isinstance(value, tuple) else (value,)) if attrs.has(type(x)))
 
 
 def resolve_import(text: str, importer: str | None) -> Path | None:
