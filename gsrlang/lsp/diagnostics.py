@@ -20,6 +20,7 @@ from lsprotocol import types
 from gsrlang.lang.diagnostics import Diagnostic
 from gsrlang.lang.span import Span
 from gsrlang.lsp.model import DocumentModel, Files
+from gsrlang.lsp.navigation import file_location
 from gsrlang.lsp.positions import PositionMap
 
 SOURCE = "gsr"
@@ -74,10 +75,7 @@ def _location(model: DocumentModel, path: str | None, span: Span, positions: Pos
               files: Files) -> types.Location | None:
     if _is_here(model, path):
         return types.Location(uri=model.uri, range=positions.range(span))
-    text = files.text(path)
-    if text is None:
-        return None
-    return types.Location(uri=Path(path).resolve().as_uri(), range=PositionMap(text, positions.encoding).range(span))
+    return file_location(path, span, files, positions.encoding)
 
 
 def _import_span_for(model: DocumentModel, path: str | None) -> Span:

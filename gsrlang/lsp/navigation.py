@@ -52,10 +52,14 @@ def definition(model: DocumentModel, offset: int, positions: PositionMap, files:
 
 
 def _location(path: str, span: Span, files: Files, encoding: str) -> list[types.Location]:
+    location = file_location(path, span, files, encoding)
+    return [location] if location is not None else []
+
+
+def file_location(path: str | Path, span: Span, files: Files, encoding: str) -> types.Location | None:
+    """Where `span` of another file is, for the client (None when that file cannot be read)."""
     text = files.text(path)
-    if text is None:
-        return []
-    return [types.Location(uri=_uri(path), range=PositionMap(text, encoding).range(span))]
+    return None if text is None else types.Location(uri=_uri(path), range=PositionMap(text, encoding).range(span))
 
 
 # ---- outline ---------------------------------------------------------------------------------------------
