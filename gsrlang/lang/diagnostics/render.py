@@ -7,7 +7,7 @@ offsets at this edge only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from gsrlang.files.printable import visible
 from gsrlang.lang.diagnostics.codes import CODES
@@ -64,25 +64,17 @@ def _range(src: SourceText | None, label: Label) -> dict:
 
 
 # ---- full --------------------------------------------------------------------------------------------
-class _Style:
-    def __init__(self, color: bool):
-        self.color = color
-
-    def __call__(self, text: str, *codes: str) -> str:
-        if not self.color or not codes:
-            return text
-        return "\x1b[" + ";".join(codes) + "m" + text + "\x1b[0m"
-
-
 def render_full(diagnostics: Sequence[Diagnostic], sources: Sources, color: bool = False) -> str:
-    s = _Style(color)
+    def s(text: str, *codes: str) -> str:  # `text` in the SGR colours `codes`, when `color`
+        return "\x1b[" + ";".join(codes) + "m" + text + "\x1b[0m" if color and codes else text
+
     return "\n".join(_full_one(d, sources, s) for d in diagnostics)
 
 
 MAX_SNIPPET = 120  # characters of a source line shown around a label
 
 
-def _full_one(d: Diagnostic, sources: Sources, s: _Style) -> str:
+def _full_one(d: Diagnostic, sources: Sources, s: Callable[..., str]) -> str:
     sev_color = "31" if d.is_error else "33"
     out = [s(f"{d.severity}[{d.code}]", "1", sev_color) + s(f": {d.message}", "1")]
     labels = [(d.primary, True), *[(lab, False) for lab in d.secondary]]
