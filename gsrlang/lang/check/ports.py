@@ -65,15 +65,17 @@ def _unknown_name(ctx: Context, ref: ast.Ref, path) -> None:
     if ctx.import_failed:
         return  # the name may come from the import that failed; that error is the one to fix
     name = ref.name.name
-    ops = ctx.catalog.operators
-    close = did_you_mean(name, ctx.decls)
-    help_, fixes = None, ()
-    if close:
-        help_, fixes = f"did you mean `{close}`?", (Fix(f"rename to `{close}`", ref.name.span, close),)
-    elif name in ops:
+    help_, fixes = _rename(name, ctx.decls, ref.name.span)
+    if not help_ and name in ctx.catalog.operators:
         help_ = f"`{name}` is an operator: call it, e.g. `{name}(...)`"
     ctx.error("GSR101", f"unknown name `{name}`", ref.name.span, "not declared", path=path, help=help_,
               fixes=fixes)
+
+
+def _rename(name: str, candidates, span) -> tuple[str | None, tuple]:
+    """"did you mean `x`?" and the fix renaming `name` to x, the closest candidate; (None, ()) when none is close."""
+    close = did_you_mean(name, candidates)
+    return (f"did you mean `{close}`?", (Fix(f"rename to `{close}`", span, close),)) if close else (None, ())
 
 
 def _expr_node(ctx: Context, expr, node_id: str, path, named: bool) -> bool:
@@ -136,11 +138,9 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
             if sig.port(key) is None and sig.param(key) is None:
                 names = [p.name for p in sig.ports] + [p.name for p in sig.params]
                 ctx.mentioned.update(names_in(arg.value))  # used under a misspelt port: no GSR402 cascade
-                close = did_you_mean(key, names)
-                fixes = (Fix(f"rename to `{close}`", arg.name.span, close),) if close else ()
+                help_, fixes = _rename(key, names, arg.name.span)
                 ctx.error("GSR201", f"`{sig.name}` has no port or parameter `{key}`", arg.name.span, "unknown",
-                          path=path, help=f"did you mean `{close}`?" if close else f"signature: {sig.signature()}",
-                          fixes=fixes)
+                          path=path, help=help_ or f"signature: {sig.signature()}", fixes=fixes)
                 ok, misplaced = False, True
                 continue
         if key in given:
@@ -233,13 +233,10 @@ def _input(ctx: Context, node: GNode, port: str, slot, value, child_id: str, pat
 
 def _unknown_operator(ctx: Context, call: ast.Call, path) -> None:
     name = call.op.name
-    close = did_you_mean(name, ctx.catalog.operators)
-    help_, fixes = None, ()
-    if close:
-        help_, fixes = f"did you mean `{close}`?", (Fix(f"rename to `{close}`", call.op.span, close),)
-    elif name in ctx.catalog.rules:
+    help_, fixes = _rename(name, ctx.catalog.operators, call.op.span)
+    if help_ is None and name in ctx.catalog.rules:
         help_ = f"rules are criterion procedures: `criterion NAME: Bool = rule.{name}(...)`"
-    elif name in ctx.decls:
+    elif help_ is None and name in ctx.decls:
         help_ = f"`{name}` is declared in this program; refer to it by name, without `(...)`"
     ctx.error("GSR102", f"unknown operator `{name}`", call.op.span, "not in the catalogue", path=path,
               help=help_ or "operators: " + ", ".join(sorted(ctx.catalog.operators)), fixes=fixes)
