@@ -32,10 +32,9 @@ def to_lsp(model: DocumentModel, positions: PositionMap, files: Files) -> list[t
     if model.internal_error is not None:
         last = model.internal_error.strip().splitlines()[-1]
         out.append(types.Diagnostic(
-            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            range=positions.range(Span(0, 0)), severity=types.DiagnosticSeverity.Information, source=SOURCE,
             message=f"gsr could not check this file: an internal error ({last}); this is a bug in gsr, "
-                    "the server log has the traceback",
-            severity=types.DiagnosticSeverity.Information, source=SOURCE))
+                    "the server log has the traceback"))
     return out
 
 

@@ -27,16 +27,14 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
     if target.kind in ("name", "declaration"):
         decl = model.declarations.get(target.name)
         text = describe_declaration(model, decl, files) if decl else None
-    elif target.kind == "operator":
-        sig = model.catalog.operator(target.name)
+    elif target.kind in ("operator", "rule"):
+        catalog = model.catalog
+        sig = catalog.operator(target.name) if target.kind == "operator" else catalog.rules.get(target.name)
         text = describe_signature(sig) if sig else None
     elif target.kind == "argument":
         sig = model.argument_sig(target.node, target.name)
         if sig is not None:
             text = describe_argument(model, target.node, sig)
-    elif target.kind == "rule":
-        rule = model.catalog.rules.get(target.name)
-        text = describe_signature(rule) if rule else None
     elif target.kind == "procedure":
         text = _procedure_text(model, target.name)
     elif target.kind == "member":

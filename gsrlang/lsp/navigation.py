@@ -37,16 +37,11 @@ def definition(model: DocumentModel, offset: int, positions: PositionMap, files:
         resolved = dict((d.path.value, p) for d, p in model.imports()).get(target.name)
         if resolved is None:
             return []
-        return [types.Location(uri=_uri(resolved), range=types.Range(start=types.Position(line=0, character=0),
-                                                                     end=types.Position(line=0, character=0)))]
-    if target.kind == "operator":
-        sig = model.catalog.operator(target.name)
-        return _location(sig.path, sig.span, files, positions.encoding) if sig else []
-    if target.kind == "rule":
-        rule = model.catalog.rules.get(target.name)
-        return _location(rule.path, rule.span, files, positions.encoding) if rule else []
-    if target.kind == "argument":
-        sig = model.signature_for(target.node)
+        return [types.Location(uri=_uri(resolved), range=positions.range(Span(0, 0)))]  # the file's start
+    if target.kind in ("operator", "rule", "argument"):
+        catalog = model.catalog
+        sig = catalog.operator(target.name) if target.kind == "operator" else catalog.rules.get(target.name) \
+            if target.kind == "rule" else model.signature_for(target.node)
         return _location(sig.path, sig.span, files, positions.encoding) if sig else []
     return []
 

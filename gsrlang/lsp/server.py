@@ -33,6 +33,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from gsrlang import __version__
+from gsrlang.lang.span import Span
 from gsrlang.lsp import completion, diagnostics, hover, navigation
 from gsrlang.lsp.model import DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
@@ -324,10 +325,7 @@ def format_edits(ls: GsrLanguageServer, text: str) -> list[types.TextEdit]:
         return []
     if formatted == text:
         return []
-    positions = PositionMap(text, ls.encoding)
-    end = positions.position(len(text))
-    return [types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=end),
-                           new_text=formatted)]
+    return [types.TextEdit(range=PositionMap(text, ls.encoding).range(Span(0, len(text))), new_text=formatted)]
 
 
 def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
