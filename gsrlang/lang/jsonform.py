@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import namedtuple
 from typing import Any
 
 from gsrlang.files.jsonl import json_type as _jtype
@@ -168,6 +169,12 @@ class _Writer:
                 self.err(path, f"missing field `{key}`")
         return value
 
+    def absent(self, obj: dict, path: str, keys: tuple[str, ...], message: str) -> None:
+        """Report each of `keys` that `obj` has, which its kind of object has not: `message` with `{}` for the key."""
+        for key in keys:
+            if key in obj:
+                self.err(_at(path, key), message.format(key))
+
     def typed(self, value, path: str, check, what: str) -> bool:
         if not check(value):
             self.err(path, f"expected {what}, found {_jtype(value)}"
@@ -265,9 +272,7 @@ class _Writer:
         if "type" in node:
             info.type = self._type(node["type"], _at(path, "type"))
         if kind == "criterion":
-            for key in ("op", "params", "inputs", "value"):
-                if key in node:
-                    self.err(_at(path, key), "a criterion node has no `" + key + "`")
+            self.absent(node, path, ("op", "params", "inputs", "value"), "a criterion node has no `{}`")
             if anonymous:
                 self.err(_at(path, "anonymous"), "a criterion is always named")
             if "type" not in node:
@@ -287,13 +292,9 @@ class _Writer:
                     self.err(_at(path, "declared_type"), f"{json_repr(dt)} contradicts `type` "
                                                         f"({declared_type(info.type)})")
         else:
-            for key in ("criterion", "declared_type"):
-                if key in node:
-                    self.err(_at(path, key), f"only criterion nodes have `{key}`")
+            self.absent(node, path, ("criterion", "declared_type"), "only criterion nodes have `{}`")
         if kind == "const":
-            for key in ("op", "params", "inputs"):
-                if key in node:
-                    self.err(_at(path, key), f"a const node has no `{key}`")
+            self.absent(node, path, ("op", "params", "inputs"), "a const node has no `{}`")
             if "value" not in node:
                 self.err(path, "missing field `value` (a const node's number or boolean)")
             else:
@@ -567,11 +568,8 @@ class _Writer:
         args = e.get("args", {})
         if not self.typed(args, _at(path, "args"), lambda v: isinstance(v, dict), "an object"):
             return None
-        agg_args = []
-        for key, value in args.items():
-            text = self._literal(value, _at(_at(path, "args"), key))
-            if text is not None:
-                agg_args.append((key, text))
+        agg_args = [(key, text) for key, value in args.items()
+                    if (text := self._literal(value, _at(_at(path, "args"), key))) is not None]
         if any(p is None for p in procs):
             return None
         return (tuple(procs), e["aggregate"], tuple(agg_args))
@@ -714,11 +712,7 @@ def json_repr(value) -> str:
 
 
 # ---- the plan: which declaration is written where ----------------------------------------------------------
-class _Input:
-    __slots__ = ("port", "slot", "source", "path")
-
-    def __init__(self, port, slot, source, path):
-        self.port, self.slot, self.source, self.path = port, slot, source, path
+_Input = namedtuple("_Input", "port slot source path")  # an input of a node, `path` its place in the document
 
 
 class _CriterionInfo:
