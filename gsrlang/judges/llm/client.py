@@ -105,6 +105,7 @@ the timeout, retries or concurrency.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -310,40 +311,15 @@ class CallFailure(Exception):
                               attempts=attempts, retryable=self.retryable, model=model)
 
 
-def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds a `retry-after-ms` or `retry-after` header (seconds, or an HTTP date) asks to wait."""
-    if not headers:
-        return None
-    value = headers.get("retry-after")
-    for text, scale in ((headers.get("retry-after-ms"), 1000.0), (value, 1.0)):
-        try:
-            return max(0.0, float(text or "") / scale)
-        except ValueError:
-            pass
-    if not value:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
 def _ratelimit_reset(headers: Mapping[str, str] | None) -> float | None:
     """Seconds until OpenAI's `x-ratelimit-reset-requests` / `-tokens` ("20ms", "1s", "6m0s"), the later one."""
-    if not headers:
-        return None
-    found = None
-    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
-        value = headers.get(name)
-        parts = _DURATION.findall(value or "")
-        if parts:
-            seconds = sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
-            found = seconds if found is None else max(found, seconds)
-    return found
+    resets = [sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+              for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+              if (parts := _DURATION.findall((headers or {}).get(name) or ""))]
+    return max(resets, default=None)
 
 
 class AdaptiveWindow:
@@ -401,11 +377,19 @@ def api_error_message(exc: openai.APIStatusError) -> str:
 
 
 def _retry_hint(headers: Mapping[str, str] | None, status: int | None) -> float | None:
-    """How long a server asks to wait: Retry-After (or retry-after-ms), else for a 429 its rate-limit reset."""
-    hint = _parse_retry_after(headers)
-    if hint is None and status == 429:
-        hint = _ratelimit_reset(headers)
-    return hint
+    """How long a server asks to wait: `retry-after-ms` or `Retry-After` (seconds, or an HTTP date), else for a 429
+    its rate-limit reset."""
+    headers = headers or {}
+    value = headers.get("retry-after")
+    for text, scale in ((headers.get("retry-after-ms"), 1000.0), (value, 1.0)):
+        try:
+            return max(0.0, float(text or "") / scale)
+        except ValueError:
+            pass
+    if value:
+        with contextlib.suppress(TypeError, ValueError):
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    return _ratelimit_reset(headers) if status == 429 else None
 
 
 def _append_instruction(messages: Sequence[dict], instruction: str) -> list[dict]:
@@ -430,15 +414,10 @@ def _schema_instruction(schema: dict | None) -> str:
 
 
 def _mentions_json(messages: Sequence[dict]) -> bool:
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str) and "json" in content.lower():
-            return True
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, Mapping) and "json" in str(part.get("text", "")).lower():
-                    return True
-    return False
+    contents = [m.get("content") for m in messages]
+    texts = [c for c in contents if isinstance(c, str)] + [
+        str(part.get("text", "")) for c in contents if isinstance(c, list) for part in c if isinstance(part, Mapping)]
+    return any("json" in text.lower() for text in texts)
 
 
 def _count(value) -> int:
