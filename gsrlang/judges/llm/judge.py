@@ -224,35 +224,27 @@ def aggregate(agg: str, t: JType, votes: Sequence[Judgment], weights: Sequence[f
         idx = sorted(t.labels.index(v) for v in values)
         if agg == "mean":
             return Judgment.ok(_nearest_level(t, statistics.fmean(t.values[i] for i in idx)), how)
-        if agg == "median":
-            return Judgment.ok(t.labels[idx[(len(idx) - 1) // 2]], how)
-        if agg == "mode":
-            counts = Counter(idx)
-            top = max(counts.values())
-            return Judgment.ok(t.labels[min(i for i, c in counts.items() if c == top)], how)
-        if agg == "min":
-            return Judgment.ok(t.labels[idx[0]], how)
-        if agg == "max":
-            return Judgment.ok(t.labels[idx[-1]], how)
+        picked = {"median": idx[(len(idx) - 1) // 2], "mode": _lowest_mode(idx), "min": idx[0], "max": idx[-1]}
+        if agg in picked:
+            return Judgment.ok(t.labels[picked[agg]], how)
     elif t.kind == "score":
         xs = [float(v) for v in values]
-        if agg == "mean":
-            return Judgment.ok(min(t.hi, max(t.lo, statistics.fmean(xs))), how)
-        if agg == "median":
-            return Judgment.ok(float(statistics.median(xs)), how)
-        if agg == "mode":
-            counts = Counter(xs)
-            top = max(counts.values())
-            return Judgment.ok(min(x for x, c in counts.items() if c == top), how)
-        if agg == "min":
-            return Judgment.ok(min(xs), how)
-        if agg == "max":
-            return Judgment.ok(max(xs), how)
+        picked = {"mean": min(t.hi, max(t.lo, statistics.fmean(xs))), "median": float(statistics.median(xs)),
+                  "mode": _lowest_mode(xs), "min": min(xs), "max": max(xs)}
+        if agg in picked:
+            return Judgment.ok(picked[agg], how)
     elif t.kind == "nominal" and agg == "mode":
         counts = Counter(values)
         top = max(counts.values())
         return Judgment.ok(next(v for v in values if counts[v] == top), how)
     return Judgment.invalid(f"`{agg}` cannot aggregate `{t}` votes")
+
+
+def _lowest_mode(values: Sequence) -> Any:
+    """The most common of `values`, the lowest on a tie."""
+    counts = Counter(values)
+    top = max(counts.values())
+    return min(v for v, c in counts.items() if c == top)
 
 
 def combine_orders(policy: str, t: JType, first: Judgment, second: Judgment) -> tuple[Judgment, str]:
@@ -421,27 +413,18 @@ class LLMJudge:
         transport = self._closed_usage + self.pool.usage
         return {
             "judgments": sum(s.judgments.values()),
-            "ok": s.judgments["ok"],
-            "abstained": s.judgments["abstained"],
-            "invalid": s.judgments["invalid"],
+            **{status: s.judgments[status] for status in ("ok", "abstained", "invalid")},
             "calls": s.calls,
             "http_requests": transport.http_requests,
             "merged": transport.merged,
             "cache_hits": s.cache_hits,
-            "prompt_tokens": s.prompt_tokens,
-            "cached_tokens": s.cached_tokens,
-            "completion_tokens": s.completion_tokens,
-            "reasoning_tokens": s.reasoning_tokens,
+            **{k: getattr(s, k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")},
             "cost_usd": None if s.unpriced_calls else round(s.cost_usd, 9),
             "retries": transport.retries,
             "rate_limited": transport.rate_limited,
             "lowest_concurrency": min((c.window.lowest for c in self.pool.clients), default=None),
-            "reasks": s.reasks,
-            "refusals": s.refusals,
-            "outside_type": s.outside_type,
-            "call_failures": s.call_failures,
-            "joint_disagreements": s.joint_disagreements,
-            "past_deadline": s.past_deadline,
+            **{k: getattr(s, k) for k in ("reasks", "refusals", "outside_type", "call_failures", "joint_disagreements",
+                                          "past_deadline")},
             "model_latency_s": round(s.latency_s, 3),
             "structured": self.structured_modes(),
             "adapted": self.adaptations(),
@@ -713,10 +696,8 @@ class LLMJudge:
                       reasoning: int, bought: bool = True) -> None:
         """Add a call's tokens to its unit's; a call `bought` now (not answered by the cache) also counts for
         --budget: its dollars, and its answer's length (the expected length of the next)."""
-        out.prompt_tokens += prompt
-        out.completion_tokens += completion
-        out.cached_tokens += cached
-        out.reasoning_tokens += reasoning
+        for k, n in zip(_TOKENS, (prompt, cached, completion, reasoning)):
+            setattr(out, k, getattr(out, k) + n)
         if not bought:
             return
         self._answers[0] += completion
@@ -919,12 +900,8 @@ def _not_bought(prov) -> bool:
 def _tokens(out: "_Outcome") -> dict:
     """A judgment's tokens for its provenance: prompt and completion, and the cached and reasoning parts when a
     server reported them (absent otherwise, so traces of servers that report none are unchanged)."""
-    d = {"prompt": out.prompt_tokens, "completion": out.completion_tokens}
-    if out.cached_tokens:
-        d["cached"] = out.cached_tokens
-    if out.reasoning_tokens:
-        d["reasoning"] = out.reasoning_tokens
-    return d
+    return {"prompt": out.prompt_tokens, "completion": out.completion_tokens,
+            **{k: n for k, n in (("cached", out.cached_tokens), ("reasoning", out.reasoning_tokens)) if n}}
 
 
 def _totals(parts: Sequence[dict]) -> dict:
