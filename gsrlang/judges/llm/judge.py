@@ -129,11 +129,17 @@ class _Outcome:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "_Outcome":
-        d = dict(d)
-        d["results"] = [{**r, "value": _value_from_json(r.get("value"), r["status"])} for r in d["results"]]
+    def replayed(cls, d: dict) -> "_Outcome | None":
+        """A stored outcome as a cache hit (no request, token or latency of its own); None when it is damaged."""
         names = {a.name for a in attrs.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        try:
+            d = {**d, "results": [{**r, "value": _value_from_json(r.get("value"), r["status"])} for r in d["results"]]}
+            out = cls(**{k: v for k, v in d.items() if k in names})
+        except (KeyError, TypeError, ValueError):
+            return None
+        out.cached, out.requests, out.latency_s = True, 0, 0.0
+        out.prompt_tokens = out.completion_tokens = out.cached_tokens = out.reasoning_tokens = 0
+        return out
 
 
 @attrs.define
@@ -725,21 +731,15 @@ class LLMJudge:
             unit_key = hashlib.sha256(
                 f"{UNIT_VERSION}|{request.cache_key(client.config)}|{self.max_reasks}".encode()).hexdigest()
             hit = self.cache.get("unit:" + unit_key)
-            if hit is not None:
-                try:
-                    out = _Outcome.from_json(hit)
-                except (KeyError, TypeError, ValueError):
-                    out = None
-                if out is not None:
-                    out.cached, out.requests, out.latency_s = True, 0, 0.0
-                    out.prompt_tokens = out.completion_tokens = out.cached_tokens = out.reasoning_tokens = 0
-                    stats.calls += out.calls
-                    stats.cache_hits += out.calls
-                    rs.ok_units += 1
-                    self._account(client, role, node_id, out, out.calls)
-                    if self.plan is not None:
-                        self.plan.add(node_id, client, None, cached=True)
-                    return out
+            out = _Outcome.replayed(hit) if hit is not None else None
+            if out is not None:
+                stats.calls += out.calls
+                stats.cache_hits += out.calls
+                rs.ok_units += 1
+                self._account(client, role, node_id, out, out.calls)
+                if self.plan is not None:
+                    self.plan.add(node_id, client, None, cached=True)
+                return out
         n_out = len(keys) if keys else 1
         out = _Outcome([], model=client.config.model)
         if self.plan is not None:  # a dry run: count the call (merged with an identical one already counted)
