@@ -650,19 +650,15 @@ class LLMClient:
     def _classify_status(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> CallFailure:
         status = exc.status_code
         message = self.scrub(api_error_message(exc))
-        short = " ".join(message.split())
-        if len(short) > 300:
-            short = short[:299] + "\u2026"
-        lowered = message.lower()
+        short = excerpt(message, 300, quoted=False)
         param = getattr(exc, "param", None)
         rejected = format_rejected(status, message, kwargs, param)
         retryable = (status in RETRYABLE_STATUS or status >= 500) and not rejected
-        wants_mct = status in (400, 422) and "max_completion_tokens" in lowered and "max_tokens" in kwargs
         refused = None
         if status in (400, 422) and not rejected:
             if isinstance(param, str) and param in ADAPTABLE and param in kwargs:
                 refused = param
-            elif wants_mct:  # a server that says so in words only
+            elif "max_completion_tokens" in message.lower() and "max_tokens" in kwargs:  # said in words only
                 refused = "max_tokens"
             elif isinstance(param, str) and param in kwargs and param != "messages":
                 refused = param  # sent but not adaptable (reasoning_effort): a clear error, never a loop
@@ -702,7 +698,6 @@ class LLMClient:
         else:
             how = f"(HTTP {failure.status} is not retried)"
         hint = ""
-        context = context_from_error(failure.server_message or "")
         if failure.status in (401, 403):
             hint = " -- check the API key (OPENAI_API_KEY or the role's key)"
         elif failure.status == 404:
@@ -720,7 +715,7 @@ class LLMClient:
                     "false) or no --weighted) to judge with this model, or judge with one that returns them")
         elif failure.param is not None:
             hint = f" -- the server refused the parameter {failure.param!r}, which gsr does not adapt"
-        elif context is not None:
+        elif (context := context_from_error(failure.server_message or "")) is not None:
             hint = (f" -- the prompt does not fit the server's {context}-token context: start the server with a "
                     "larger context (llama.cpp: --n_ctx) or shorten the prompt")
         error = failure.error(self.scrub(f"judge call to model {self.config.model!r} at {self.origin} failed "

@@ -85,12 +85,12 @@ def clip_strings(value: Any, limit: int) -> Any:
     return value
 
 
-def excerpt(text: str, limit: int = 160) -> str:
-    """A one-line, shortened ``repr`` of ``text`` for error messages."""
+def excerpt(text: str, limit: int = 160, *, quoted: bool = True) -> str:
+    """A one-line, shortened ``repr`` of ``text`` for error messages (the text itself when not `quoted`)."""
     flat = " ".join(text.split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "\u2026"
-    return repr(flat)
+    return repr(flat) if quoted else flat
 
 
 _TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*")|,(\s*[}\]])', re.DOTALL)
