@@ -32,39 +32,21 @@ SKETCH_SCHEMA: dict = {
                     "description": "stdlib fragments to import, e.g. std/fragments/safety.gsr"},
         "thresholds": {"type": "array", "items": {"type": "number"},
                        "description": "cut points, only when the task contract says thresholds(...)"},
-        "criteria": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "type": {"type": "string", "description": "a .gsr type: Bool, Ordinal[1..5], "
-                                                              "Ordinal{a, b}, Nominal{a, b}, Score, with ? to abstain"},
-                    "procedure": {"type": "string", "description": "omit for llm; e.g. rule.word_count(above: 600)"},
-                    "ask": {"type": "string", "description": "the question about the response"},
-                    "levels": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {"key": {"type": "string"}, "text": {"type": "string"},
-                                           "value": {"type": "number"}},
-                            "required": ["key", "text"],
-                        },
-                    },
-                },
-                "required": ["name", "type"],
-            },
-        },
-        "nodes": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"name": {"type": "string"},
-                               "expr": {"type": "string", "description": "a .gsr expression, e.g. "
-                                                                         "cap(base: body, trigger: unsafe, at: 0.25)"}},
-                "required": ["name", "expr"],
-            },
-        },
+        "criteria": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"},
+            "type": {"type": "string", "description": "a .gsr type: Bool, Ordinal[1..5], Ordinal{a, b}, Nominal{a, b}, "
+                                                      "Score, with ? to abstain"},
+            "procedure": {"type": "string", "description": "omit for llm; e.g. rule.word_count(above: 600)"},
+            "ask": {"type": "string", "description": "the question about the response"},
+            "levels": {"type": "array", "items": {"type": "object", "properties": {
+                "key": {"type": "string"}, "text": {"type": "string"}, "value": {"type": "number"}},
+                "required": ["key", "text"]}},
+        }, "required": ["name", "type"]}},
+        "nodes": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"},
+            "expr": {"type": "string",
+                     "description": "a .gsr expression, e.g. cap(base: body, trigger: unsafe, at: 0.25)"}},
+            "required": ["name", "expr"]}},
         "sink": {"type": "string", "description": "the name (or expression) of the final Score"},
     },
     "required": ["name", "description", "criteria", "nodes", "sink"],
