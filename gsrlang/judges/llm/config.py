@@ -152,8 +152,7 @@ def _norm_base_url(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise ConfigError(f"base_url must be a string, not {type(value).__name__}")
-    value = value.strip().rstrip("/")
-    return value or None
+    return value.strip().rstrip("/") or None
 
 
 def origin_of(url: str) -> str:
@@ -217,9 +216,7 @@ class JudgeConfig:
 
 
 FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(JudgeConfig))
-DEFAULTS: dict[str, Any] = {
-    a.name: a.default for a in attrs.fields(JudgeConfig) if a.default is not attrs.NOTHING
-}
+DEFAULTS: dict[str, Any] = {a.name: a.default for a in attrs.fields(JudgeConfig) if a.default is not attrs.NOTHING}
 
 
 def _is_int(v: Any) -> bool:
@@ -307,9 +304,8 @@ def _derive_role(default: JudgeConfig, name: str, over: dict[str, Any]) -> Judge
     if unknown:
         raise ConfigError(f"role {name!r}: unknown setting(s) {', '.join(sorted(unknown))}")
     values = attrs.asdict(default, recurse=False)
-    if "base_url" in over and "api_key" not in over:
-        if _norm_base_url(over["base_url"]) != default.base_url:
-            values["api_key"] = None  # never send the default server's key elsewhere
+    if "base_url" in over and "api_key" not in over and _norm_base_url(over["base_url"]) != default.base_url:
+        values["api_key"] = None  # never send the default server's key elsewhere
     values.update(over)
     try:
         return JudgeConfig(**values)
@@ -488,11 +484,8 @@ def _judge_tables(doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir
 
 
 def _env_layer(env: Mapping[str, str], known_roles: Iterable[str]) -> _Layer:
-    default: dict[str, Any] = {}
-    for var, name in _ENV_DEFAULT.items():
-        value = env.get(var)
-        if value:
-            default[name] = _coerce(name, value, f"environment variable {var}")
+    default = {name: _coerce(name, env[var], f"environment variable {var}") for var, name in _ENV_DEFAULT.items()
+               if env.get(var)}
     by_upper = {_env_name(r): r for r in known_roles}
     roles: dict[str, dict[str, Any]] = {}
     for var in sorted(env):

@@ -95,8 +95,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
             return report
         report["reachable"] = True
         models, context = _read_models(status, listing, config.model)
-        report["models"] = models
-        report["model_listed"] = None if models is None else config.model in models
+        report.update(models=models, model_listed=None if models is None else config.model in models)
         if report["model_listed"] is False:
             report["error"] = (f"{report['server']} does not serve model {config.model!r} (it lists "
                                f"{', '.join(models) or 'none'}): pass --model with one of those")
@@ -110,8 +109,7 @@ async def probe(config, *, knowledge: KnowledgeStore | None = None, overflow: bo
         if context is None and (overflow if overflow is not None else is_loopback(host_of(base)[0])):
             context = await _overflow_context(sdk, config.model)
             source = "overflow error" if context else None
-        report["context_length"] = context
-        report["context_source"] = source
+        report.update(context_length=context, context_source=source)
         report["structured"] = {m: await _try_mode(sdk, config.model, m) for m in LADDER[:3]}
         report["grammar_dialect"] = await _grammar_dialect(sdk, config.model)
         report["logprobs"] = await _logprobs(sdk, config.model)
