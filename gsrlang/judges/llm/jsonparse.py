@@ -104,11 +104,7 @@ def _parse_object(candidate: str) -> dict | None:
     candidate = candidate.strip()
     if not candidate.startswith("{"):
         return None
-    for attempt in (candidate, None):
-        if attempt is None:
-            attempt = _strip_trailing_commas(candidate)
-            if attempt == candidate:
-                return None
+    for attempt in dict.fromkeys((candidate, _strip_trailing_commas(candidate))):  # then without trailing commas
         try:
             value = json.loads(attempt, strict=False)
         except (ValueError, RecursionError):
@@ -124,10 +120,7 @@ def _balanced_spans(text: str) -> Iterator[str]:
     spans = 0
     while start != -1 and spans < _MAX_SPANS:
         spans += 1
-        depth = 0
-        in_str = False
-        esc = False
-        end = -1
+        depth, in_str, esc, end = 0, False, False, -1
         for i in range(start, n):
             c = text[i]
             if in_str:
@@ -146,11 +139,8 @@ def _balanced_spans(text: str) -> Iterator[str]:
                 if depth == 0:
                     end = i
                     break
-        if end == -1:
-            # unbalanced from here (e.g. a truncated answer); an inner object may still close
-            start = text.find("{", start + 1)
-            continue
-        yield text[start : end + 1]
+        if end != -1:  # else unbalanced from here (e.g. a truncated answer); an inner object may still close
+            yield text[start : end + 1]
         start = text.find("{", start + 1)
 
 

@@ -167,15 +167,8 @@ class AnswerSpec:
     @classmethod
     def build(cls, t: JType, levels=(), *, rng: random.Random | None = None, evidence: bool = False,
               weighted: bool = False) -> "AnswerSpec":
-        anchors: tuple = ()
-        if t.kind == "score":
-            pairs = []
-            for lv in levels:
-                try:
-                    pairs.append((float(lv.key), lv.text))
-                except ValueError:
-                    continue
-            anchors = tuple(sorted(pairs))
+        anchors = tuple(sorted((x, lv.text) for lv in levels if (x := number_of(lv.key)) is not None)) \
+            if t.kind == "score" else ()
         return cls(t, options_for(t, levels, rng), anchors, evidence, weighted)
 
     @property
