@@ -132,28 +132,21 @@ def extract_program(answer: str | None) -> tuple[str | None, str | None]:
 
 
 # ---- checking a candidate program ---------------------------------------------------------------------
-def _task_spans(module: ast.Module | None) -> dict[str, Span]:
-    spans = {}
-    for item in module.items if module else ():
-        if isinstance(item, ast.TaskDecl):
-            spans.setdefault(item.mode.name, item.span)
-    return spans
-
-
 def contract_diagnostics(analysis: Analysis, spec: CompileSpec) -> list[Diagnostic]:
     """GSR901 for each way the checked program's readout differs from the spec's task contract.
 
     An answer that checks clean but is no program, a fragment (`fragment NAME`, for importing),
     is rejected too: a compile must end in a file that `gsr run` can run."""
+    items = analysis.module.items if analysis.module else ()
     if analysis.program is None:
-        header = next((i for i in analysis.module.items if isinstance(i, ast.Header)), None) if analysis.module else None
         return [error(CONTRACT, "the answer is a fragment, not a program: a fragment is only imported",
-                      header.span if header is not None else Span(0, 0), "a fragment header",
+                      next((i.span for i in items if isinstance(i, ast.Header)), Span(0, 0)), "a fragment header",
                       help=f'head the file `rubric NAME "..."`, declare `{spec.contract.task_line()}` and a sink')]
     c, readout = spec.contract, analysis.program.readout
-    spans = _task_spans(analysis.module)
     need = f"declare `{c.task_line()}`"
-    span, r = spans.get(c.kind, Span(0, 0)), getattr(readout, c.kind)  # the program's task of the spec's kind
+    # the program's (first) task of the spec's kind
+    span = next((i.span for i in items if isinstance(i, ast.TaskDecl) and i.mode.name == c.kind), Span(0, 0))
+    r = getattr(readout, c.kind)
     if r is None:
         return [error(CONTRACT, f"the program declares no {c.kind} task, which the compile spec requires", span,
                       help=need)]
