@@ -93,10 +93,11 @@ def _text(record, name: str, optional: bool, empty_is_none: bool) -> str | None:
     return str(value)
 
 
-def _project(record, fields: CompileFields, contract: Contract, line: int, where: str, fallback_id: str,
-             empty_is_none: bool) -> CompileItem | ItemError:
+def _project(row: Row, fields: CompileFields, contract: Contract) -> CompileItem | ItemError:
     """Cut a row down to the compile columns; the rest of the row is dropped here."""
-    item_id = fallback_id
+    if row.problem is not None:
+        return ItemError(id=row.default_id, line=row.line, reason=f"{row.where}: {row.problem}")
+    record, empty_is_none, item_id = row.record, row.empty_is_none, row.default_id
     try:
         if not isinstance(record, dict):
             raise _Row("expected a JSON object")
@@ -110,8 +111,8 @@ def _project(record, fields: CompileFields, contract: Contract, line: int, where
         reference = _text(record, fields.reference, True, empty_is_none) if fields.reference else None
         spec = CompileSpec(rubric=rubric, contract=contract, task_input=task_input, reference=reference)
     except (_Row, SpecError) as exc:
-        return ItemError(id=item_id, line=line, reason=f"{where}: {exc}")
-    return CompileItem(item_id, line, spec)
+        return ItemError(id=item_id, line=row.line, reason=f"{row.where}: {exc}")
+    return CompileItem(item_id, row.line, spec)
 
 
 def read_compile_items(path: str | Path, fields: CompileFields, contract: Contract
@@ -122,14 +123,7 @@ def read_compile_items(path: str | Path, fields: CompileFields, contract: Contra
     columns are read from them. Raises DataError for a file that cannot be read at all (missing,
     unsupported, a CSV header without a named column).
     """
-    rows = read_rows(path, fields.named())
-    return (_compile_item(row, fields, contract) for row in rows)
-
-
-def _compile_item(row: Row, fields: CompileFields, contract: Contract) -> CompileItem | ItemError:
-    if row.problem is not None:
-        return ItemError(id=row.default_id, line=row.line, reason=f"{row.where}: {row.problem}")
-    return _project(row.record, fields, contract, row.line, row.where, row.default_id, row.empty_is_none)
+    return (_project(row, fields, contract) for row in read_rows(path, fields.named()))
 
 
 # ---- the index and the report ----------------------------------------------------------------------

@@ -75,6 +75,4 @@ class CompileCache:
                 rounds.append(Round(program=r["program"], diagnostics=errors, warnings=warnings, **base))
         result = finish_result(spec, tuple(rounds), path=path, catalog=catalog, date=record.get("date") or "",
                                model_calls=0, cached=True)
-        if result.status != record["status"]:  # the checker changed its mind: compile again
-            return None
-        return result
+        return result if result.status == record["status"] else None  # else the checker changed its mind: compile again
