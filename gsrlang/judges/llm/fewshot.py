@@ -90,15 +90,8 @@ def balanced_sample(examples: list[Example], k: int, rng: random.Random) -> list
     for key in keys:
         rng.shuffle(groups[key])
     rng.shuffle(keys)
-    chosen: list[Example] = []
-    depth = 0
-    while len(chosen) < k and any(len(groups[key]) > depth for key in keys):
-        for key in keys:
-            if len(chosen) >= k:
-                break
-            if len(groups[key]) > depth:
-                chosen.append(groups[key][depth])
-        depth += 1
+    deepest = max(len(group) for group in groups.values())  # round-robin over the verdicts, then the first k
+    chosen = [groups[key][depth] for depth in range(deepest) for key in keys if depth < len(groups[key])][:k]
     rng.shuffle(chosen)
     return chosen
 
