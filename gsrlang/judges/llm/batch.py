@@ -43,7 +43,7 @@ import attrs
 
 from gsrlang.files.safeio import write_atomic
 
-from .client import CallFailure, ChatRequest, JudgeCallError, LLMClient
+from .client import RETRYABLE_STATUS, CallFailure, ChatRequest, JudgeCallError, LLMClient
 from .config import LLMError
 from .config import origin_of as _origin
 from .jsonparse import AnswerFormatError
@@ -56,7 +56,6 @@ ENDPOINT = "/v1/chat/completions"
 TERMINAL = ("failed", "completed", "expired", "cancelled")
 BATCH_RETRIES = 2  # a line that failed goes into at most this many later batches (--batch-retry batch)
 QUIET_TICKS = 30  # loop turns with nothing new before the run counts as waiting on its batches
-RETRYABLE = frozenset({408, 409, 429})
 
 
 class BatchError(LLMError):
@@ -243,7 +242,7 @@ class BatchAPI:
         shown = f"HTTP {status}: {message}" if status else message
         return JudgeCallError(self.client.scrub(f"the Batch API at {self.origin} failed to {what}: {shown}"),
                               status=status, server_message=message, model=self.client.config.model,
-                              retryable=status is None or status in RETRYABLE or status >= 500)
+                              retryable=status is None or status in RETRYABLE_STATUS or status >= 500)
 
     async def probe(self) -> None:
         """Raise BatchError when the server has no Batch API (404/405 on /v1/batches, as llama.cpp answers)."""
@@ -251,12 +250,10 @@ class BatchAPI:
 
         try:
             await self._sdk.batches.list(limit=1)
-        except openai.APIStatusError as exc:
-            if exc.status_code in (404, 405):
+        except openai.APIError as exc:
+            if isinstance(exc, openai.APIStatusError) and exc.status_code in (404, 405):
                 raise BatchError(f"the server at {self.origin} has no Batch API (GET /v1/batches answered HTTP "
                                  f"{exc.status_code}); run without --batch to judge online") from None
-            raise self.error("list batches", exc) from None
-        except openai.APIError as exc:
             raise self.error("list batches", exc) from None
 
     async def find_file(self, filename: str) -> str | None:
@@ -370,7 +367,7 @@ def _line_answer(line: dict):
             message = body
         short = " ".join(message.split())[:300]
         return None, CallFailure("http", f"HTTP {status}: {short}" if short else f"HTTP {status}", status=status,
-                              server_message=short, retryable=status in RETRYABLE or status >= 500)
+                              server_message=short, retryable=status in RETRYABLE_STATUS or status >= 500)
     if isinstance(err, dict):
         code, message = err.get("code"), " ".join(str(err.get("message") or "").split())[:300]
         return None, CallFailure("batch", f"batch error {code}: {message}" if code else f"batch error: {message}",
