@@ -380,8 +380,7 @@ class LLMJudge:
         client = self.pool.for_role(role)
         if client.logprobs_refused:
             return f"model {config.model!r} at {client.origin} returns none (its negotiation record says so)"
-        if config.effective_base_url.rstrip("/") == OPENAI_DEFAULT_BASE_URL and \
-                _OPENAI_REASONING.match(config.model):
+        if config.effective_base_url.rstrip("/") == OPENAI_DEFAULT_BASE_URL and _OPENAI_REASONING.match(config.model):
             return f"{config.model!r} is an OpenAI reasoning model, which returns none"
         return None
 

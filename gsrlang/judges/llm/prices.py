@@ -166,11 +166,8 @@ def dollars(value: float | None) -> str:
 def token_parts(u: Mapping[str, Any]) -> str:
     """` (8960 of the prompt tokens cached, 320 of the completion tokens reasoning)`, or nothing when the server
     reported neither (`u`: a judge's usage, or one of its by_criterion / by_judge rows)."""
-    parts = []
-    if u.get("cached_tokens"):
-        parts.append(f"{u['cached_tokens']} of the prompt tokens cached")
-    if u.get("reasoning_tokens"):
-        parts.append(f"{u['reasoning_tokens']} of the completion tokens reasoning")
+    kinds = (("cached_tokens", "prompt tokens cached"), ("reasoning_tokens", "completion tokens reasoning"))
+    parts = [f"{u[key]} of the {what}" for key, what in kinds if u.get(key)]
     return f" ({', '.join(parts)})" if parts else ""
 
 
