@@ -106,44 +106,35 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return _pearson(xs, ys)
 
 
-def _average_ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks; tied values share the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        shared = (start + end) / 2 + 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = shared
-        start = end + 1
-    return ranks
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks of a sequence or array; a run of equal values (-0.0 and 0.0 alike) shares the mean of the
+    ranks it spans."""
+    _, inverse, counts = np.unique(np.asarray(values, np.float64), return_inverse=True, return_counts=True)
+    start = np.cumsum(counts) - counts
+    shared = (start + (start + counts - 1)) / 2 + 1
+    return shared[inverse.reshape(-1)]
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Spearman's rho: Pearson on average ranks (ties share ranks); None when undefined."""
     if _undefined_if_constant(xs, ys):
         return None
-    return _pearson(_average_ranks(xs), _average_ranks(ys))
+    return _pearson(average_ranks(xs), average_ranks(ys))
 
 
-def _qwk(preds: Sequence[int], golds: Sequence[int]) -> tuple[float | None, str | None]:
-    """The kappa over any categories lo..hi holding the values, in closed form, O(n) in the items whatever the
-    scale's width.
+def _qwk(pairs: Sequence[tuple], n: int) -> tuple[float | None, str | None]:
+    """The kappa, and why it is undefined, of n items given as their distinct (prediction, gold, how many) pairs,
+    over any categories lo..hi holding the values, in closed form, O(n) in the items whatever the scale's width.
 
     With weights (i - j)^2 / (k - 1)^2, the observed disagreement is sum (p - g)^2 / (k - 1)^2 and the
     expected one, over every pairing of a prediction with a gold, (n sum p^2 + n sum g^2 - 2 sum p sum g) /
     (n (k - 1)^2): the (k - 1)^2 cancels, and categories nobody used add nothing: lo..hi does not change the
-    kappa. So no k x k table is built (a scale 0..100000 needed ~80 GB); the sums are exact integers."""
-    if not preds:
-        return None, "no valid items"
-    n = len(preds)
-    squared = sum((p - g) ** 2 for p, g in zip(preds, golds))
-    sp, sg = sum(preds), sum(golds)
-    expected = n * sum(p * p for p in preds) + n * sum(g * g for g in golds) - 2 * sp * sg
-    if expected == 0:  # every rating, predicted and gold, in one category
+    kappa. So no k x k table is built (a scale 0..100000 needed ~80 GB); for integers the sums are exact, so
+    grouping the items into pairs does not change them."""
+    squared = sum(c * (p - g) ** 2 for p, g, c in pairs)
+    sp, sg = sum(c * p for p, g, c in pairs), sum(c * g for p, g, c in pairs)
+    expected = n * sum(c * p * p for p, g, c in pairs) + n * sum(c * g * g for p, g, c in pairs) - 2 * sp * sg
+    if expected == 0:  # every rating, predicted and gold, in one category (or no items)
         return None, "no disagreement expected by chance (all ratings in one category)"
     return 1 - n * squared / expected, None
 
@@ -156,7 +147,7 @@ def quadratic_weighted_kappa(preds: Sequence[int], golds: Sequence[int], lo: int
     change the value: categories nobody used add nothing. Returns None when kappa is undefined: no
     items, or every rating (predicted and gold) in the same single category.
     """
-    return _qwk(preds, golds)[0]
+    return _qwk([(p, g, 1) for p, g in zip(preds, golds)], len(preds))[0]  # one pair an item: any numbers
 
 
 def _share(count: int, total: int) -> float | None:
@@ -214,20 +205,17 @@ def pointwise_metrics(preds: Sequence[float | None], golds: Sequence[float]) -> 
     valid = [(float(p), float(g)) for p, g in zip(preds, golds) if p is not None]
     vp = [p for p, _ in valid]
     vg = [g for _, g in valid]
-    vp_int = [round_half_up(p) for p in vp]
-    vg_int = [round_half_up(g) for g in vg]
-    hits = sum(p == g for p, g in zip(vp_int, vg_int))
-    near = sum(abs(p - g) <= 1 for p, g in zip(vp_int, vg_int))
-
-    return _pointwise_report(n, len(valid), hits, near, vp, vg, _average_ranks,
-                             lambda: math.fsum(abs(p - g) for p, g in valid) / len(valid),
-                             lambda: _qwk(vp_int, vg_int))
+    pairs = Counter(zip(map(round_half_up, vp), map(round_half_up, vg)))
+    return _pointwise_report(n, len(valid), [(p, g, c) for (p, g), c in pairs.items()], vp, vg,
+                             lambda: math.fsum(abs(p - g) for p, g in valid) / len(valid))
 
 
-def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, ranks, mae, qwk_of) -> dict:
-    """The `pointwise_metrics` report of n items, m of them valid (`vp`, `vg`: their predictions and golds), from
-    the counts of exact and near hits; the list way and the array way each give their own `ranks(xs)`, `mae()`
-    and `qwk_of()` (the kappa and why it is undefined), with the same exact sums."""
+def _pointwise_report(n: int, m: int, pairs: list, vp, vg, mae) -> dict:
+    """The `pointwise_metrics` report of n items, m of them valid (`vp`, `vg`: their predictions and golds;
+    `pairs`: their distinct (rounded prediction, rounded gold, how many) integer pairs); the list way and the
+    array way each give their own `mae()`, with the same exact sums."""
+    hits = sum(c for p, g, c in pairs if p == g)
+    near = sum(c for p, g, c in pairs if abs(p - g) <= 1)
     nothing = "no items" if n == 0 else "no valid items"
     reasons = {key: "no items" for key in ("coverage", "exact", "within1")}
     reasons.update({key: nothing for key in ("mae", "pearson", "spearman", "qwk")})
@@ -238,8 +226,8 @@ def _pointwise_report(n: int, m: int, hits: int, near: int, vp, vg, ranks, mae, 
             reasons["pearson"] = reasons["spearman"] = constant
         else:
             pearson_r = _pearson(vp, vg)
-            spearman_r = _pearson(ranks(vp), ranks(vg))
-        qwk, problem = qwk_of()
+            spearman_r = _pearson(average_ranks(vp), average_ranks(vg))
+        qwk, problem = _qwk(pairs, m)
         if problem:
             reasons["qwk"] = problem
     report = {"mode": "pointwise", "n": n, "n_valid": m, "coverage": _share(m, n), "exact": _share(hits, n),
@@ -258,14 +246,6 @@ def _fsum(values: np.ndarray) -> float:
                                                     for k in range(0, len(values), _SUM_CHUNK)))
 
 
-def _average_ranks_of_array(values: np.ndarray) -> np.ndarray:
-    """`_average_ranks` of an array: a run of equal values shares the mean of the ranks it spans."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    start = np.cumsum(counts) - counts
-    shared = (start + (start + counts - 1)) / 2 + 1
-    return shared[inverse.reshape(-1)]
-
-
 def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
     """(preds, golds, the `pointwise_metrics` report) of float64 arrays (NaN: an invalid prediction), bit for bit
     that of the lists of their values. Values that are not finite (a gold), or so large that rounding them is not
@@ -282,22 +262,7 @@ def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
     vp_int, vg_int = np.floor(vp + 0.5), np.floor(vg + 0.5)  # round_half_up
     pairs, counts = np.unique(np.stack([vp_int, vg_int]), axis=1, return_counts=True) if m else (np.zeros((2, 0)), [])
     pairs = [(int(p), int(g), int(c)) for (p, g), c in zip(pairs.T.tolist(), list(counts))]
-    hits = sum(c for p, g, c in pairs if p == g)
-    near = sum(c for p, g, c in pairs if abs(p - g) <= 1)
-
-    report = _pointwise_report(n, m, hits, near, vp, vg, _average_ranks_of_array,
-                               lambda: _fsum(np.abs(vp - vg)) / m, lambda: _qwk_of_pairs(pairs, m))
-    return preds, golds, report
-
-
-def _qwk_of_pairs(pairs: list, n: int) -> tuple[float | None, str | None]:
-    """`_qwk` from the distinct (prediction, gold, how many) integer pairs of n items: the same exact sums."""
-    squared = sum(c * (p - g) ** 2 for p, g, c in pairs)
-    sp, sg = sum(c * p for p, g, c in pairs), sum(c * g for p, g, c in pairs)
-    expected = n * sum(c * p * p for p, g, c in pairs) + n * sum(c * g * g for p, g, c in pairs) - 2 * sp * sg
-    if expected == 0:
-        return None, "no disagreement expected by chance (all ratings in one category)"
-    return 1 - n * squared / expected, None
+    return preds, golds, _pointwise_report(n, m, pairs, vp, vg, lambda: _fsum(np.abs(vp - vg)) / m)
 
 
 # --------------------------------------------------------------------------- pairwise

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from gsrlang.analysis.metrics import average_ranks
+
 NORMALIZE = ("raw", "rank", "zscore")
 
 
@@ -43,19 +45,7 @@ def normalize(values: list, how: str) -> list:
 def ranks01(xs: list[float]) -> list[float]:
     """Average ranks (0-based) scaled to [0, 1]; one value gets 0.5."""
     n = len(xs)
-    if n == 1:
-        return [0.5]
-    order = sorted(range(n), key=xs.__getitem__)
-    ranks = [0.0] * n
-    k = 0
-    while k < n:
-        j = k
-        while j + 1 < n and xs[order[j + 1]] == xs[order[k]]:
-            j += 1
-        for m in range(k, j + 1):
-            ranks[order[m]] = (k + j) / 2
-        k = j + 1
-    return [r / (n - 1) for r in ranks]
+    return [0.5] if n == 1 else ((average_ranks(xs) - 1) / (n - 1)).tolist()
 
 
 def round_robin(n: int, both_orders: bool = False) -> list[tuple[int, int]]:
