@@ -305,17 +305,10 @@ def pairwise_metrics(preds: Sequence[str | None], golds: Sequence[str]) -> dict:
     correct = sum(p == g for p, g in zip(preds, golds))
     reasons = {key: "no items" for key in ("accuracy", "coverage", "invalid_rate", "tie_rate", "abstain_rate")}
     reasons["valid_only_accuracy"] = "no items" if n == 0 else "no decisive (first/second) predictions"
-    report = {
-        "mode": "pairwise",
-        "n": n,
-        "n_decisive": len(decisive),
-        "accuracy": _share(correct, n),
-        "valid_only_accuracy": _share(sum(p == g for p, g in decisive), len(decisive)),
-        "coverage": _share(len(decisive), n),
-        "invalid_rate": _share(counts[None], n),
-        "tie_rate": _share(counts["tie"], n),
-        "abstain_rate": _share(counts["abstain"], n),
-    }
+    report = {"mode": "pairwise", "n": n, "n_decisive": len(decisive), "accuracy": _share(correct, n),
+              "valid_only_accuracy": _share(sum(p == g for p, g in decisive), len(decisive)),
+              "coverage": _share(len(decisive), n), "invalid_rate": _share(counts[None], n),
+              "tie_rate": _share(counts["tie"], n), "abstain_rate": _share(counts["abstain"], n)}
     return _finalize(report, reasons)
 
 
@@ -362,11 +355,7 @@ def bootstrap_ci(metric_fn: Callable[..., float | None], *columns: Sequence, n_r
     the same data and seed.
     """
     _check_alpha(alpha)
-    values = []
-    for sample in _resamples(columns, n_resamples, seed):
-        value = metric_fn(*sample)
-        if value is not None:
-            values.append(value)
+    values = [v for v in (metric_fn(*sample) for sample in _resamples(columns, n_resamples, seed)) if v is not None]
     interval = _interval(values, n_resamples, alpha, min_defined)
     return None if interval is None else (interval[0], interval[1])
 
@@ -414,16 +403,8 @@ def with_confidence(report_fn: Callable[..., dict], *columns: Sequence, keys: Se
     return _with_intervals(point, chosen, samples, n_resamples, seed, alpha, min_defined)
 
 
-def metrics_with_confidence(
-    mode: str,
-    preds: Sequence,
-    golds: Sequence,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    min_defined: float = 0.5,
-    groups: Sequence | None = None,
-) -> dict:
+def metrics_with_confidence(mode: str, preds: Sequence, golds: Sequence, n_resamples: int = 1000, seed: int = 0,
+                            alpha: float = 0.05, min_defined: float = 0.5, groups: Sequence | None = None) -> dict:
     """:func:`pointwise_metrics` or :func:`pairwise_metrics`, with a bootstrap interval on each metric: what
     :func:`with_confidence` gives for that report function and seed, computed over all resamples at once (numpy,
     :mod:`gsrlang.analysis.resampling`) instead of one report per resample. With ``groups`` (each item's group), a
@@ -465,9 +446,7 @@ def _with_intervals(point: dict, keys: Sequence[str], samples: Mapping, n_resamp
 
 def _plain_value(value: object) -> object:
     """The number behind a report entry, whether flat or ``{"value": ..., "ci95": ...}``."""
-    if isinstance(value, Mapping) and "value" in value:
-        return value["value"]
-    return value
+    return value["value"] if isinstance(value, Mapping) and "value" in value else value
 
 
 def summarize_runs(reports: Sequence[Mapping]) -> dict:
@@ -495,11 +474,8 @@ def summarize_runs(reports: Sequence[Mapping]) -> dict:
     for key in keys:
         values = [_plain_value(r.get(key)) for r in reports]
         defined = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        summary[key] = {
-            "mean": statistics.fmean(defined) if defined else None,
-            "sd": statistics.stdev(defined) if len(defined) >= 2 else None,
-            "n": len(defined),
-        }
+        summary[key] = {"mean": statistics.fmean(defined) if defined else None,
+                        "sd": statistics.stdev(defined) if len(defined) >= 2 else None, "n": len(defined)}
     return summary
 
 
@@ -538,11 +514,7 @@ def result_mode(record: Mapping) -> str | None:
     mode = record.get("mode")
     if mode is not None:
         return mode
-    if "winner" in record:
-        return "pairwise"
-    if "score" in record:
-        return "pointwise"
-    return None
+    return "pairwise" if "winner" in record else "pointwise" if "score" in record else None
 
 
 def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int = 1000, seed: int = 0,
@@ -646,24 +618,15 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
     per_run = {}
     for run_id in _sorted_runs(runs):
         pairs = list(runs[run_id].values())
-        preds = [p for p, _ in pairs]
-        golds = [g for _, g in pairs]
         item_groups = None if groups is None else [groups.get(str(k)) for k in runs[run_id]]
-        per_run[run_id] = metrics_with_confidence(mode, preds, golds, n_resamples=bootstrap, seed=seed,
-                                                  groups=item_groups)
+        per_run[run_id] = metrics_with_confidence(mode, [p for p, _ in pairs], [g for _, g in pairs],
+                                                  n_resamples=bootstrap, seed=seed, groups=item_groups)
 
-    result = {
-        "path": ", ".join(str(p) for p in paths),
-        "mode": mode,
-        "scale": list(scale) if scale is not None else None,
-        "n_lines": n_lines,
-        "n_unlabeled": n_unlabeled,
-        "n_superseded": n_superseded,
-        "status_counts": dict(statuses),
-        "bootstrap": {"n_resamples": bootstrap, "seed": seed, "alpha": 0.05},
-        "runs": per_run,
-        "incomplete": [str(p) for p in paths if not ends.get(p)],
-    }
+    result = {"path": ", ".join(str(p) for p in paths), "mode": mode,
+              "scale": list(scale) if scale is not None else None, "n_lines": n_lines, "n_unlabeled": n_unlabeled,
+              "n_superseded": n_superseded, "status_counts": dict(statuses),
+              "bootstrap": {"n_resamples": bootstrap, "seed": seed, "alpha": 0.05}, "runs": per_run,
+              "incomplete": [str(p) for p in paths if not ends.get(p)]}
     if several:
         result["programs"] = {p: [{"name": n, "hash": h} for n, h in sorted(v, key=str)] for p, v in programs.items()}
         named = {h for v in programs.values() for _, h in v}
@@ -720,9 +683,7 @@ def pairwise_line(record: Mapping, status: str, where: str) -> tuple[str, str | 
 
 
 def _format_number(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _metric_rows(report: Mapping) -> tuple[list[tuple[str, str, str]], str]:
@@ -803,10 +764,7 @@ def format_report(report: Mapping) -> str:
     undefined metric is shown as ``undefined (reason)``.
     """
     if "runs" not in report:
-        lines = []
-        if report.get("mode"):
-            lines.append(f"{report['mode']}")
-        return "\n".join(lines + _format_flat(report))
+        return "\n".join(([f"{report['mode']}"] if report.get("mode") else []) + _format_flat(report))
 
     lines = [f"{report['mode']} results: {report['path']}"]
     details = [f"{report['n_lines']} lines"]

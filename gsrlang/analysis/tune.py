@@ -112,9 +112,7 @@ def knobs(program: CheckedProgram, every: bool = False) -> list[Knob]:
     for n in program.nodes:
         keys = dict(n.tune)
         if every:
-            for key, span in n.number_spans.items():
-                if key not in keys:
-                    keys[key] = None
+            keys.update({key: None for key in n.number_spans if key not in keys})
         for key, bounds in keys.items():
             value = _level_value(n, key) if n.kind == "criterion" else _param_value(n.params, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool):

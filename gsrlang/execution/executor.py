@@ -74,14 +74,8 @@ class ItemRun:
 
     def judgment_counts(self) -> tuple[int, int]:
         """(judgments made, judgments skipped) for the run summary."""
-        made = skipped = 0
-        for row in self.judgments.values():
-            for j in row:
-                if j.status == "skipped":
-                    skipped += 1
-                else:
-                    made += 1
-        return made, skipped
+        skipped = sum(j.status == "skipped" for row in self.judgments.values() for j in row)
+        return sum(map(len, self.judgments.values())) - skipped, skipped
 
 
 def default_mode(program: CheckedProgram) -> str | None:

@@ -299,13 +299,8 @@ class RecordedPrograms:
 
     def locate(self, named: str) -> str | None:
         """The recorded path as recorded (relative to where the run was), else beside the trace."""
-        candidates = [Path(named)]
-        if not Path(named).is_absolute():
-            candidates.append(self.trace.resolve().parent / named)
-        for c in candidates:
-            if c.is_file():
-                return str(c)
-        return None
+        candidates = [Path(named)] + ([] if Path(named).is_absolute() else [self.trace.resolve().parent / named])
+        return next((str(c) for c in candidates if c.is_file()), None)
 
     def program(self, header: dict) -> tuple[CheckedProgram | None, str | None]:
         """(the program the header names, None), or (None, why it cannot be used for verification)."""

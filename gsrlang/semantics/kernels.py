@@ -210,14 +210,11 @@ def kernel(name: str, kind: str, *, clamped: bool = False, replaces: bool = Fals
             def run(*args, **kw):
                 out = fn(*args, **kw)
                 values = clamp(out.values) if clamped else out.values
-                if kind == "transform" and not replaces:
-                    return Out(values, args[0].abstain, out.failed)
-                if kind == "gate" and out.abstain is None:
+                if kind == "transform" and not replaces or kind == "gate" and out.abstain is None:
                     return Out(values, args[0].abstain, out.failed)
                 return Out(values, out.abstain, out.failed)
 
-            def reason(row, *args, **kw):
-                return why(row, *args, **kw)
+            reason = why
 
         KERNELS[name] = Kernel(name, kind, run, reason, ports, params, clamped)
         return fn

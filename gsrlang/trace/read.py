@@ -8,16 +8,8 @@ from typing import Iterator
 
 from gsrlang.files.dataset import recorded_label_problem
 from gsrlang.trace.jsonio import DecodeError, loads
-from gsrlang.trace.schema import (
-    HEADER,
-    MALFORMED,
-    READABLE_VERSIONS,
-    RUN_SUMMARY,
-    TraceError,
-    judgment_v1,
-    malformed,
-    readout_of_result,
-)
+from gsrlang.trace.schema import HEADER, MALFORMED, READABLE_VERSIONS, RUN_SUMMARY, TraceError, judgment_v1, \
+    malformed, readout_of_result
 
 __all__ = ["HEADER_LINE", "check_label", "logical_record", "read_records", "read_trace", "record_header"]
 
@@ -122,8 +114,5 @@ def read_trace(path: str | Path, summaries: bool = False) -> Iterator[tuple[int,
             except MALFORMED as exc:
                 raise malformed(path, line, exc) from None
             yield line, logical
-        elif record.get("kind") == RUN_SUMMARY:
-            if summaries:
-                yield line, record
-        else:
+        elif summaries or record.get("kind") != RUN_SUMMARY:
             yield line, record

@@ -15,20 +15,16 @@ computed (the item failed before it) has no values.
 
 from __future__ import annotations
 
+from operator import eq
 from typing import Callable, Mapping
 
 __all__ = ["TraceView"]
-
-
-def _equal(a, b) -> bool:
-    return a == b
-
 
 class TraceView:
     """The nodes of one traced item: outputs per candidate, inputs per port, kinds."""
 
     def __init__(self, outputs: Mapping[str, tuple | list | None], inputs: Mapping[str, Mapping[str, list]],
-                 kinds: Mapping[str, str], same: Callable[[object, object], bool] = _equal,
+                 kinds: Mapping[str, str], same: Callable[[object, object], bool] = eq,
                  nodes: Mapping[str, Mapping] | None = None):
         self.outputs = outputs
         self.inputs = inputs

@@ -39,15 +39,8 @@ import attrs
 
 from gsrlang.execution.engines import EngineError, RunJob
 from gsrlang.execution.executor import ItemRun
-from gsrlang.execution.runs import (
-    RunSummary,
-    close_output,
-    end_results,
-    label_reader,
-    open_output,
-    open_results,
-    run_summary_record,
-)
+from gsrlang.execution.runs import RunSummary, close_output, end_results, label_reader, open_output, open_results, \
+    run_summary_record
 from gsrlang.files.dataset import read_items
 from gsrlang.files.safeio import write_atomic
 from gsrlang.trace.schema import dumps
