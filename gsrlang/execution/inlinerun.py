@@ -106,11 +106,8 @@ class _Judged:
         self.node = node
         self.rows = per_candidate
         t = node.type
-        n = len(per_candidate[0])
-        m = len(per_candidate)
-        values = np.zeros(n * m, dtype(t))
-        abstain = np.zeros(n * m, bool)
-        invalid = np.zeros(n * m, bool)
+        n, m = len(per_candidate[0]), len(per_candidate)
+        values, abstain, invalid = np.zeros(n * m, dtype(t)), np.zeros(n * m, bool), np.zeros(n * m, bool)
         for c, js in enumerate(per_candidate):
             plain_column(t, list(map(_status, js)), list(map(_value, js)), values, abstain, invalid, c, m)
         self.column = NodeValues(values, abstain, invalid)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
-
-import attrs
 
 from gsrlang.files.dataset import ColumnMap, Item, parse_pairwise_label, parse_pointwise_label
 from gsrlang.lang.program import CheckedProgram
@@ -17,35 +16,24 @@ def label_reader(program: CheckedProgram | None, mode: str, columns: ColumnMap,
     """Reads an item's gold label: a number within the pointwise scale, or first / second / tie.
 
     The scale is the program's, else `scale` (an item that ran under no program), else unchecked."""
+    r = None
     if mode == "pointwise":
         r = program.readout.pointwise if program is not None else None
         if r is None and scale is not None:
-            r = _Scale(*scale)
+            r = SimpleNamespace(lo=scale[0], hi=scale[1])
+        parse = parse_pointwise_label
+    else:
+        parse = lambda label: parse_pairwise_label(label, columns.response_fields)  # noqa: E731
 
-        def read(item: Item):
-            if item.label is None:
-                return None, None
-            try:
-                x = parse_pointwise_label(item.label)
-            except ValueError as exc:
-                return None, f"line {item.line}: {exc}"
-            if r is not None and not r.lo <= x <= r.hi:
-                return None, (f"line {item.line}: label {x:g} is outside the scale {r.lo:g}..{r.hi:g} "
-                              "(the item is scored, but left out of the metrics)")
-            return x, None
-        return read
-
-    def read_pair(item: Item):
+    def read(item: Item):
         if item.label is None:
             return None, None
         try:
-            return parse_pairwise_label(item.label, columns.response_fields), None
+            x = parse(item.label)
         except ValueError as exc:
             return None, f"line {item.line}: {exc}"
-    return read_pair
-
-
-@attrs.frozen
-class _Scale:
-    lo: float
-    hi: float
+        if r is not None and not r.lo <= x <= r.hi:
+            return None, (f"line {item.line}: label {x:g} is outside the scale {r.lo:g}..{r.hi:g} "
+                          "(the item is scored, but left out of the metrics)")
+        return x, None
+    return read

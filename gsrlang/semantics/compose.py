@@ -59,11 +59,8 @@ def plain_param(value):
 
 def bind_params(params: dict, port_types: dict[str, JType], out_type: JType) -> dict:
     """The keyword arguments of a kernel for a node's parameters, its ports' types and its own type."""
-    kwargs = {k: plain_param(v) for k, v in params.items()}
-    for port, t in port_types.items():
-        kwargs[f"{port}_type"] = t
-    kwargs["out_type"] = out_type
-    return kwargs
+    return {**{k: plain_param(v) for k, v in params.items()}, **{f"{port}_type": t for port, t in port_types.items()},
+            "out_type": out_type}
 
 
 @attrs.frozen
@@ -116,10 +113,7 @@ def apply(step: Step, cols, kwargs: dict, masks: Masks) -> tuple[NodeValues, lis
         x = cols[s].invalid
         if x is not zero:
             invalid = x if invalid is zero else invalid | x
-    if abstain is not None:
-        abstain = masks.mask(abstain)
-    else:
-        abstain = zero
+    abstain = zero if abstain is None else masks.mask(abstain)
     if failed is not None:
         invalid = masks.either(invalid, masks.mask(failed))
     bad = step.unfit(values, abstain)

@@ -182,8 +182,8 @@ class _Columns:
     """The same primitives over float64 columns, bit for bit (`snap` is Python's `round`; the rest IEEE)."""
 
     snap = staticmethod(snap)
-
     whole = staticmethod(whole_column)
+    where = staticmethod(np.where)
 
     @staticmethod
     def affine(lo, s, span):
@@ -197,10 +197,6 @@ class _Columns:
         if np.all(cuts[1:] >= cuts[:-1]):  # increasing: the count of cuts at or below is a binary search
             return np.searchsorted(cuts, x, side="right").astype(np.float64)
         return (x[:, None] >= cuts[None, :]).sum(axis=1).astype(np.float64)
-
-    @staticmethod
-    def where(c, x, y):
-        return np.where(c, x, y)
 
 
 def _quantize(r: PointwiseReadout, s, cuts, ops) -> tuple:
