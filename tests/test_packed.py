@@ -166,8 +166,3 @@ def test_a_packed_column_gives_back_what_it_was_given(chunks, one_by_one):
         assert numbers is not None and np.array_equal(numbers, want, equal_nan=True)
     else:
         assert numbers is None
-    codes = column.codes()
-    if all(v is None or type(v) is str and v in packed.CODES for v in plain):
-        assert codes.tolist() == [(None, *packed.CODES).index(v) for v in plain]
-    else:
-        assert codes is None

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from gsrlang.analysis.tune import FitSettings, Space, fit, knobs, predict
+from gsrlang.analysis.tune import FitSettings, Space, fit, knobs, predict, with_levels
 from gsrlang.cli import main
 from gsrlang.execution.tracetable import table_from_cells
 from gsrlang.lang.check.driver import analyze, analyze_file
 from gsrlang.lang.jsonform import JsonFormError, json_to_source, program_to_json
 from gsrlang.lang.syntax.formatter import format_source
-from gsrlang.semantics.evaluate import Evaluator
+from gsrlang.semantics.evaluate import Evaluator, with_parameters
 
 LEVELS = """rubric levels "a level's value is learned"
 task pointwise { scale = 1..5  quantize = none }
@@ -100,7 +100,8 @@ def test_tuning_recovers_a_known_level_value():
     assert abs(got["sink.weights[0]"] / (got["sink.weights[0]"] + got["sink.weights[1]"]) - TRUE_SHARE) <= 0.02, got
     # the tuned program, rebuilt, predicts what the tuning evaluated (the level value reaches `normalize`
     # through `default`, which carries its input's values)
-    tuned = Space(p, ks).program_for(theta)
+    space = Space(p, ks)
+    tuned = with_parameters(with_levels(p, space.levels(theta)), *space.overrides(theta))
     assert tuned.node("q").type.values[1] == pytest.approx(got["q.values[ok]"])
     rows = synthetic(50, seed=3)
     assert predict(p, ks, theta, table_of(p, rows)) == Evaluator(tuned).run(table_of(tuned, rows)).predictions()

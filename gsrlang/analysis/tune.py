@@ -243,10 +243,6 @@ class Space:
         ev = evaluator.run(small, params=params, thresholds=thresholds, read=read)
         return ev.at(at) if at is not None else ev
 
-    def program_for(self, theta: Sequence[float]) -> CheckedProgram:
-        params, cuts = self.overrides(theta)
-        return with_parameters(with_levels(self.program, self.levels(theta)), params, cuts)
-
 
 def with_levels(program: CheckedProgram, levels: dict) -> CheckedProgram:
     """The program with some ordinal criteria's level values replaced; a node that passes an ordinal through
@@ -330,8 +326,7 @@ class Progress:
 
     def evaluation(self, value: float) -> None:
         self.evaluated += 1
-        if value < self.lowest:
-            self.lowest = value
+        self.lowest = min(self.lowest, value)
         if self._count is not None and self.evaluated % 32 == 0:
             with self._count.get_lock():
                 self._count.value += 32
@@ -416,11 +411,9 @@ def _search(loss, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, setti
 
     x0 = np.clip(start, lower, upper)
     if settings.search == "local":
-        return minimize(counted, x0, method="L-BFGS-B", bounds=list(zip(lower, upper)),
-                        options={"maxiter": 200}).x
-    result = differential_evolution(counted, list(zip(lower, upper)), seed=settings.seed, maxiter=settings.maxiter,
-                                    popsize=settings.popsize, tol=1e-8, x0=x0, polish=polish)
-    return result.x
+        return minimize(counted, x0, method="L-BFGS-B", bounds=list(zip(lower, upper)), options={"maxiter": 200}).x
+    return differential_evolution(counted, list(zip(lower, upper)), seed=settings.seed, maxiter=settings.maxiter,
+                                  popsize=settings.popsize, tol=1e-8, x0=x0, polish=polish).x
 
 
 def fit(program: CheckedProgram, ks: Sequence[Knob], table: Table, settings: FitSettings, groups=None,
@@ -647,8 +640,7 @@ def choose_shrink(program: CheckedProgram, ks: Sequence[Knob], table: Table, set
             for i, pred in zip(test, predict(program, ks, start, test_table)):
                 preds[shrink][i] = pred
     golds = list(labelled.labels)
-    scores = {shrink: score_of(table.mode, settings.metric, preds[shrink], golds)
-              for shrink in sorted(grid)}
+    scores = {shrink: score_of(table.mode, settings.metric, preds[shrink], golds) for shrink in sorted(grid)}
     best = max(scores, key=lambda s: (scores[s], s))
     return best, scores
 

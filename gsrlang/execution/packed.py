@@ -15,8 +15,7 @@ fold (`flush`).
 `PackedColumn` keeps a sequence of None, ints (up to 2**53), floats and the pairwise verdicts as a tag byte
 each (a small int is its tag), and a float each once a float or a larger int came; a value of any other kind
 turns it into a plain list from then on. It gives the same
-values back (`tolist`), and the metrics their arrays (`numbers`, `codes`) without making a Python object
-per item.
+values back (`tolist`), and the metrics their array (`numbers`) without making a Python object per item.
 """
 
 from __future__ import annotations
@@ -343,12 +342,3 @@ class PackedColumn:
             return None
         values[none] = np.nan
         return values
-
-    def codes(self) -> np.ndarray | None:
-        """Each value's position in (None, *CODES) as int8; None when one is a number or anything else."""
-        if self._list is not None:
-            return None
-        tags = np.frombuffer(self._tags, np.int8) if len(self._tags) else np.zeros(0, np.int8)
-        if ((tags == _INT_TAG) | (tags == _FLOAT_TAG) | (tags > 6) | (tags < 0)).any():
-            return None
-        return np.where(tags == _NONE, 0, tags - 2).astype(np.int8)
