@@ -354,8 +354,7 @@ async def judge_lazily(plan: Plan, schedule: Schedule, item: Item, registry, lim
         for i, node in plan.criteria:
             row = made[node.id]
             if row:
-                values[i] = tuple(_value_of(node, row[c], i, c, where) if c in row else values[i][c]
-                                  for c in range(m))
+                values[i] = tuple(_value_of(node, row[c], i, c, where) if c in row else values[i][c] for c in range(m))
     out = {}
     for i, node in plan.criteria:
         row = made[node.id]

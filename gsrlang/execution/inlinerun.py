@@ -148,8 +148,7 @@ def column_line(program, mode: str, item_id, line: int, source: dict, candidates
     (`readout.refused_repeats`)."""
     refused = refused_repeats(program.readout, mode, candidates, sink)
     if refused is not None:
-        return invalid_line(item_id, line, mode, source, label, label_error, refused.item_reason, scale,
-                            refused.sink)
+        return invalid_line(item_id, line, mode, source, label, label_error, refused.item_reason, scale, refused.sink)
     return ok_line(item_id, line, mode, source, dict(zip(candidates, sink)), label, label_error, read, scale)
 
 
@@ -238,8 +237,7 @@ class ColumnRunner:
         judged = []  # a loop, not a nested comprehension: Python 3.10 refuses an await inside an inner one
         for node, judge in self.judges:
             judged.append(_Judged(node, [await self._judge(node, judge, items, c) for c in range(m)]))
-        table = Table(mode, [None] * n, {crit.node.id: crit.column for crit in judged}, np.zeros(n, bool),
-                      [None] * n)
+        table = Table(mode, [None] * n, {crit.node.id: crit.column for crit in judged}, np.zeros(n, bool), [None] * n)
         try:
             ev = self.evaluator.run(table)
         finally:
@@ -266,8 +264,7 @@ class ColumnRunner:
                 line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale)
             run = ColumnRun(plan, item, mode, candidates, label, label_error, judged, k, status, reason,
                             skips[k] if skips is not None else 0)
-            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k],
-                               js[k])
+            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k], js[k])
             done.append((run, line, record))
         return done
 

@@ -29,8 +29,7 @@ from gsrlang.files.jsonl import read_jsonl
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 
-__all__ = ["DEFAULT_CACHE_SIZE", "IndexedPrograms", "ProgramRef", "RecordedPrograms", "check_program",
-           "compile_id"]
+__all__ = ["DEFAULT_CACHE_SIZE", "IndexedPrograms", "ProgramRef", "RecordedPrograms", "check_program", "compile_id"]
 
 DEFAULT_CACHE_SIZE = 64  # checked programs kept at once
 

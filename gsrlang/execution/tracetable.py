@@ -208,8 +208,7 @@ def table_from_cells(program: CheckedProgram, mode: str, entries: Iterable[tuple
                 cells[n.id].extend([INVALID] * m)
             else:
                 cells[n.id].extend(judgment_cell(n.type, s, v)[0] for s, v in row)
-    return Table(mode, ids, {n.id: encode(n.type, cells[n.id]) for n in crit_nodes},
-                 np.array(failed, bool), labels)
+    return Table(mode, ids, {n.id: encode(n.type, cells[n.id]) for n in crit_nodes}, np.array(failed, bool), labels)
 
 
 def table_from_data(program: CheckedProgram, data, columns, registry, mode: str, labels=None) -> Table:

@@ -283,8 +283,7 @@ class Evaluator:
             for r in np.flatnonzero(invalid).tolist():
                 p.set_top(r, ((i, r % m, ""),))
         for i, v in plan.consts:
-            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[i].values[rows],
-                                 np.zeros(len(rows), bool))
+            nodes[i] = Possibles(plan.nodes[i].type, memo.columns[i].values[rows], np.zeros(len(rows), bool))
         params = params or {}
         settle(plan, nodes, m, lambda *_: "",
                lambda step: step.with_params(params[step.node.id]) if params.get(step.node.id) else step.kwargs)
@@ -314,8 +313,7 @@ class Evaluator:
 
 def with_parameters(program: CheckedProgram, params: dict, thresholds: Sequence[float] | None = None) -> CheckedProgram:
     """The program with some node parameters (and the readout's cut points) replaced; structure unchanged."""
-    nodes = tuple(attrs.evolve(n, params={**n.params, **params[n.id]}) if n.id in params else n
-                  for n in program.nodes)
+    nodes = tuple(attrs.evolve(n, params={**n.params, **params[n.id]}) if n.id in params else n for n in program.nodes)
     readout = program.readout
     if thresholds is not None and readout.pointwise is not None:
         readout = Readout(attrs.evolve(readout.pointwise, thresholds=tuple(float(t) for t in thresholds)),

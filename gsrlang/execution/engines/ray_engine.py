@@ -182,8 +182,7 @@ class _BlockRunner:
                 traces.append(dumps_line(record))
         if self.cache_server is not None:  # the block's puts are stored before it counts as done: the driver
             await self.cache_server.flush.remote()  # kills the cache server at the end, queued puts and all
-        return {"index": index, "results": results, "trace": traces,
-                "usage": _add(self.registry.usage(), before, -1)}
+        return {"index": index, "results": results, "trace": traces, "usage": _add(self.registry.usage(), before, -1)}
 
     async def close(self) -> None:
         if self.job is not None:
