@@ -179,16 +179,7 @@ def _gather(plan, trailing, make):
 
 
 # ---- handlers: the kept values of a rule, and its span, to an AST node ----------------------------------------
-_HANDLERS: dict = {}
 _SEQUENCES = frozenset({"criterion_body", "dotted_name", "args", "type_params", "ports", "params"})
-
-
-def _on(*names):
-    def register(handler):
-        for name in names:
-            _HANDLERS[name] = handler
-        return handler
-    return register
 
 
 def _t(tok) -> Span:
@@ -211,8 +202,8 @@ def _number(tok) -> ast.Number:
     return ast.Number(number_value(str(tok), span), span=span)
 
 
-# the rules whose node is one expression of their values
-_HANDLERS.update({
+# each rule's node: one expression of its values
+_HANDLERS: dict = {
     # structure
     "header": lambda span, kind, name, description:
         ast.Header(str(kind), _ident(name), _string(description), span=span),
@@ -236,19 +227,27 @@ _HANDLERS.update({
     "example": lambda span, text, verdict, reason: ast.Example(_string(text), verdict, _string(reason), span=span),
     "judge": lambda span, procedure: ast.JudgeClause(procedure, span=span),
     "judges_samples": lambda span, count, aggregate: ast.Judges(_number(count), (), aggregate, span=span),
+    # the aggregate comes last; a trailing comma after the procedures leaves a None before it
+    "judges_list": lambda span, *rest:
+        ast.Judges(None, tuple(r for r in rest[:-1] if r is not None), rest[-1], span=span),
     "procedure": lambda span, name, args: ast.Procedure(name, args, span=span),
     "dotted_name": lambda span, *parts: tuple(_ident(p) for p in parts),
     "type_params": lambda span, *parts: tuple(_ident(p) for p in parts),
     # the graph
     "node_decl": lambda span, name, value: ast.NodeDecl(_ident(name), value, span=span),
     "sink_decl": lambda span, value: ast.SinkDecl(value, span=span),
+    "ref": lambda span, tok: ast.Ref(_ident(tok), span=_t(tok)),
     "call": lambda span, name, args: ast.Call(_ident(name), args or (), span=span),
     "args": lambda span, *args: tuple(a for a in args if a is not None),
     "kwarg": lambda span, name, value: ast.Arg(_ident(name), value, span=span),
     "posarg": lambda span, value: ast.Arg(None, value, span=span),
     "list_expr": lambda span, *items: ast.ListExpr(tuple(i for i in items if i is not None), span=span),
     "map_expr": lambda span, *entries: ast.MapExpr(tuple(e for e in entries if e is not None), span=span),
+    "entry": lambda span, key, value:
+        ast.Entry({"NAME": _ident, "STRING": _string}.get(key.type, _number)(key), value, span=span),
     # literals
+    "number": lambda span, sign, tok:
+        ast.Number(-number_value(str(tok), _t(tok)) if sign else number_value(str(tok), _t(tok)), span=span),
     "string": lambda span, tok: _string(tok),
     "range": lambda span, lo, hi: ast.Range(lo, hi, span=span),
     "tunable": lambda span, value, lo, hi:
@@ -274,36 +273,7 @@ _HANDLERS.update({
         ast.ParamDecl(_ident(name), type_, _ident(per) if per is not None else None, default, span=span),
     "enum_decl": lambda span, name, *members:
         ast.EnumDecl(_ident(name), tuple(_ident(m) for m in members if m is not None), span=span),
-})
-
-
-@_on("judges_list")
-def _judges_list(span, *rest):
-    *procedures, aggregate = [r for r in rest if r is not None]
-    return ast.Judges(None, tuple(procedures), aggregate, span=span)
-
-
-@_on("ref")
-def _ref(span, tok):
-    ident = _ident(tok)
-    return ast.Ref(ident, span=ident.span)
-
-
-@_on("entry")
-def _entry(span, key, value):
-    if key.type == "NAME":
-        k = _ident(key)
-    elif key.type == "STRING":
-        k = _string(key)
-    else:
-        k = _number(key)
-    return ast.Entry(k, value, span=span)
-
-
-@_on("number")
-def _number_literal(span, sign, tok):
-    value = number_value(str(tok), _t(tok))
-    return ast.Number(-value if sign else value, span=span)
+}
 
 
 # ---- literals -------------------------------------------------------------------------------------------------
