@@ -166,25 +166,17 @@ def _segment(toks: list[Tok], at: int) -> tuple[list[Tok], list[Tok]]:
 
 def _callee(toks: list[Tok], at: int) -> tuple[str | None, str]:
     """The name called by the `(` at `at` and whether it is an operator, a rule or a procedure."""
+    from gsrlang.lang.catalog import default_catalog
+
     if at == 0 or toks[at - 1].kind != "name":
         return None, ""
     name = toks[at - 1].text
     if at >= 3 and toks[at - 2].text == "." and toks[at - 3].text == "rule":
         return name, "rule"
-    if at >= 2 and toks[at - 2].text in ("=", "judge", "[", ",") and name != "rule" and name in \
-            _kind_names():
+    if at >= 2 and toks[at - 2].text in ("=", "judge", "[", ",") and name != "rule" and \
+            name in default_catalog().judges:
         return name, "procedure"
     return name, "operator"
-
-
-def _kind_names() -> set[str]:
-    from gsrlang.lang.catalog import default_catalog
-
-    return set(default_catalog().judges)
-
-
-def _given_names(top: list[Tok]) -> set[str]:
-    return {a.text for a, b in zip(top, top[1:]) if a.kind == "name" and b.text == ":"}
 
 
 def _in_call(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
@@ -192,7 +184,7 @@ def _in_call(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
     if name is None:
         return []
     top, current = _segment(toks, at)
-    given = _given_names(top)
+    given = {a.text for a, b in zip(top, top[1:]) if a.kind == "name" and b.text == ":"}  # the named arguments
     args: list[PortSig | ParamSig] = []
     owner = name
     if what == "operator":
