@@ -142,15 +142,13 @@ def describe_declaration(model: DocumentModel, decl: DeclInfo, files: Files) -> 
                                                      for lv in spec.levels))
         return head + "\n" + "\n\n".join(lines) + "\n" + _definition(source, item)
     op = model.semantic.op_of(decl.name)
-    if jtype is None and op and model.catalog.operator(op):
+    sig = model.catalog.operator(op) if op else None
+    if jtype is None and sig:
         from gsrlang.lang.types import substitute
 
-        jtype = substitute(model.catalog.operator(op).result, {})  # what the operator gives, when fixed
+        jtype = substitute(sig.result, {})  # what the operator gives, when fixed
     type_text = str(jtype) if jtype is not None else "type unknown until the errors are fixed"
-    kind = ""
-    if op:
-        sig = model.catalog.operator(op)
-        kind = f"**{sig.kind}** `{op}` \u00b7 " if sig else ""
+    kind = f"**{sig.kind}** `{op}` \u00b7 " if sig else ""
     return _code(f"node {decl.name}: {type_text}") + f"\n{kind}{where}\n" + _definition(source, item)
 
 

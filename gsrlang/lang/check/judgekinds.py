@@ -186,10 +186,9 @@ class HumanKind(JudgeKind):
 
 
 def _items(proc: ast.Procedure, param: str) -> list:
-    for a in proc.args or ():
-        if a.name and a.name.name == param and isinstance(a.value, ast.ListExpr):
-            return list(a.value.items)
-    return []
+    """The items of the list given to `param` (none when it is not a list)."""
+    return next((list(a.value.items) for a in proc.args or ()
+                 if a.name and a.name.name == param and isinstance(a.value, ast.ListExpr)), [])
 
 
 def _shown(value) -> str:
