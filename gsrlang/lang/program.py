@@ -51,12 +51,9 @@ class ProcedureSpec:
     args: dict = attrs.field(factory=dict, hash=False)
 
     def describe(self) -> str:
-        if self.kind == "rule":
-            head = f"rule.{self.name}"
-        elif self.name:
+        if self.kind != "rule" and self.name:
             return f'{self.kind}("{self.name}")'
-        else:
-            head = self.kind
+        head = f"rule.{self.name}" if self.kind == "rule" else self.kind
         if not self.args:
             return head
         from gsrlang.lang.catalog import format_literal

@@ -24,11 +24,7 @@ class Symbol:
 
 def literal_value(expr) -> object:
     """The Python value of a literal expression (Symbol for a bare name); raises ValueError otherwise."""
-    if isinstance(expr, ast.Number):
-        return expr.value
-    if isinstance(expr, ast.String):
-        return expr.value
-    if isinstance(expr, ast.BoolLit):
+    if isinstance(expr, (ast.Number, ast.String, ast.BoolLit)):
         return expr.value
     if isinstance(expr, ast.Ref):
         return Symbol(expr.name.name)
