@@ -76,14 +76,6 @@ class Explanation:
     def info(self) -> CodeInfo:
         return CODES[self.code]
 
-    @property
-    def title(self) -> str:
-        return self.info.title
-
-    @property
-    def severity(self) -> str:
-        return self.info.severity
-
 
 def _d(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
@@ -833,7 +825,7 @@ def explain(code: str, width: int = 88) -> str | None:
     if e is None:
         return None
     paragraphs = [textwrap.fill(p, width) for p in e.text.split("\n\n")]
-    out = [f"{e.code}: {e.title} ({e.severity})", "", *"\n\n".join(paragraphs).splitlines(), "",
+    out = [f"{e.code}: {e.info.title} ({e.info.severity})", "", *"\n\n".join(paragraphs).splitlines(), "",
            "Wrong:", "", _indent(e.wrong.shown()), "", "Right:", "", _indent(e.right.shown()), ""]
     return "\n".join(out)
 
