@@ -172,14 +172,9 @@ def with_level_values(t: JType, spec: CriterionSpec | None) -> JType:
     """An ordinal type whose level values include the explicit `level K "..." = v` values."""
     if t is None or t.kind != "ordinal" or spec is None:
         return t
-    values = list(t.values)
-    changed = False
-    for lv in spec.levels:
-        if lv.value is not None:
-            values[t.labels.index(lv.key)] = lv.value
-            changed = True
-    return JType("ordinal", labels=t.labels, values=tuple(values), numbered=t.numbered,
-                 optional=t.optional) if changed else t
+    given = {lv.key: lv.value for lv in spec.levels if lv.value is not None}  # keys are labels (_levels checks)
+    values = tuple(given.get(label, value) for label, value in zip(t.labels, t.values))
+    return JType("ordinal", labels=t.labels, values=values, numbered=t.numbered, optional=t.optional) if given else t
 
 
 # ---- procedures -------------------------------------------------------------------------------------------
