@@ -38,7 +38,6 @@ def check_cycles(ctx: Context) -> bool:
         state[root] = 1
         while stack:
             nid, it = stack[-1]
-            advanced = False
             for source, span in it:
                 if source not in nodes:
                     continue
@@ -50,9 +49,8 @@ def check_cycles(ctx: Context) -> bool:
                     state[source] = 1
                     stack.append((source, iter(list(edges_of(ctx, source)))))
                     path_ids.append(source)
-                    advanced = True
                     break
-            if not advanced:
+            else:  # every input done: the node is
                 stack.pop()
                 path_ids.pop()
                 state[nid] = 2
