@@ -216,8 +216,7 @@ class _Writer:
             self.err("sink", f"unknown node {json_repr(sink)}")
         if self.errors or nodes is None:
             raise JsonFormError(self.errors)
-        plan = _Declarations(self, nodes, sink)
-        body = plan.declarations()
+        body = _Declarations(self, nodes, sink).declarations()
         if self.errors:
             raise JsonFormError(self.errors)
         head = f"rubric {top['name']}" + (f" {_string(description)}" if description else "")
@@ -303,8 +302,7 @@ class _Writer:
                               "a number or a boolean"):
                     info.value = value
         if kind in ("transform", "reduce", "gate"):
-            if "value" in node:
-                self.err(_at(path, "value"), "only const nodes have a `value`")
+            self.absent(node, path, ("value",), "only const nodes have a `{}`")
             self._operator(node, path, info)
         return info if len(self.errors) == errors_before else None
 
@@ -879,10 +877,7 @@ class _Declarations:
             body.append(line)
         if t is not None and t.kind == "ordinal":
             k = len(t.labels)
-            expected = [i / (k - 1) for i in range(k)]
-            for key, v in values.items():
-                if key in t.labels:
-                    expected[t.labels.index(key)] = v
+            expected = [values.get(label, i / (k - 1)) for i, label in enumerate(t.labels)]
             for j, (got, want) in enumerate(zip(t.values, expected)):
                 if abs(got - want) > 1e-9:
                     self.w.err(_at(_at(info.path, "type"), "values") + f"[{j}]",
