@@ -424,12 +424,10 @@ class _Writer:
             return None
         if not self.typed(labels, _at(path, "labels"), lambda v: isinstance(v, list), "an array of labels"):
             return None
-        ok = True
-        for k, lab in enumerate(labels):
-            if not isinstance(lab, str) or not _LABEL.match(lab):
-                self.err(_at(_at(path, "labels"), k), f"{json_repr(lab)} is not a label (a name or an integer)")
-                ok = False
-        if not ok:
+        bad = [(k, lab) for k, lab in enumerate(labels) if not isinstance(lab, str) or not _LABEL.match(lab)]
+        for k, lab in bad:
+            self.err(_at(_at(path, "labels"), k), f"{json_repr(lab)} is not a label (a name or an integer)")
+        if bad:
             return None
         if len(labels) < 2 or len(set(labels)) != len(labels):
             self.err(_at(path, "labels"), "at least two labels, all different")
