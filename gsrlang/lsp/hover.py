@@ -33,23 +33,19 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
         text = describe_signature(sig) if sig else None
     elif target.kind == "argument":
         sig = model.argument_sig(target.node, target.name)
-        if sig is not None:
-            text = describe_argument(model, target.node, sig)
+        text = describe_argument(model, target.node, sig) if sig is not None else None
     elif target.kind == "procedure":
         text = _procedure_text(model, target.name)
     elif target.kind == "member":
         text = _member_text(model, target)
     elif target.kind == "setting":
         setting = tasks.SETTINGS.get(target.name)
-        if setting is not None:
-            text = _code(setting.form) + f"\n{setting.mode} readout setting: {setting.about}"
-    elif target.kind == "task":
-        if target.name in tasks.MODES:
-            text = _code(f"task {target.name} {{ ... }}") + "\n" + tasks.MODES[target.name]
-    elif target.kind == "type":
-        if target.name in knowledge.TYPES:
-            form, about = knowledge.TYPES[target.name]
-            text = _code(form) + "\n" + about
+        text = _code(setting.form) + f"\n{setting.mode} readout setting: {setting.about}" if setting else None
+    elif target.kind == "task" and target.name in tasks.MODES:
+        text = _code(f"task {target.name} {{ ... }}") + "\n" + tasks.MODES[target.name]
+    elif target.kind == "type" and target.name in knowledge.TYPES:
+        form, about = knowledge.TYPES[target.name]
+        text = _code(form) + "\n" + about
     elif target.kind == "import":
         resolved = dict((d.path.value, p) for d, p in model.imports()).get(target.name)
         text = f"imports `{resolved}`" if resolved else f"`{target.name}` is not found"
