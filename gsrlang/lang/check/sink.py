@@ -30,10 +30,8 @@ def check_sink_count(ctx: Context) -> None:
 
 
 def check_sink_type(ctx: Context) -> None:
-    if ctx.sink_id is None or ctx.sink_id not in ctx.nodes:
-        return
-    node = ctx.nodes[ctx.sink_id]
-    t = node.type
+    node = ctx.nodes.get(ctx.sink_id)
+    t = node.type if node is not None else None
     if t is None:
         return
     span = ctx.sinks[0].value.span

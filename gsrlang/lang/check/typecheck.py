@@ -93,9 +93,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
 
 
 def _check_map(ctx: Context, node: GNode, values: dict) -> bool:
-    src_type = None
-    for _, _, source, _ in node.inputs:
-        src_type = ctx.nodes[resolve_alias(ctx, source)].type
+    src_type = ctx.nodes[resolve_alias(ctx, node.inputs[-1][2])].type if node.inputs else None  # the last input's
     if src_type is None:
         return False
     mapping = values.get("to", {})

@@ -50,7 +50,10 @@ def check_param_value(ctx: Context, sig: ParamSig, expr, path, bindings: dict | 
     if p.kind == "var":
         bound = (bindings or {}).get(p.name)
         if bound is None:
-            return literal_value(expr) if _safe(expr) else INVALID
+            try:
+                return literal_value(expr)
+            except ValueError:
+                return INVALID
         if not literal_fits(bound, expr):
             ctx.error("GSR304", f"`{sig.name}` must be a value of type `{bound}`", expr.span,
                       f"not a `{bound}`", path=path, help="write " + values_of(bound))
@@ -75,14 +78,6 @@ def _level(ctx: Context, expr, path, t: JType | None):
                   help=close or f"the {what}s are {', '.join(levels)}")
         return INVALID
     return expr.value if t.kind == "bool" else key
-
-
-def _safe(expr) -> bool:
-    try:
-        literal_value(expr)
-        return True
-    except ValueError:
-        return False
 
 
 def values_of(t: JType) -> str:
