@@ -113,8 +113,7 @@ def _program_node(ctx: Context, node_id: str) -> Node:
         params = {p.name: g.param_values.get(p.name, p.default) for p in ctx.catalog.operator(g.op).params}
     value = g.value if g.kind == "const" else None
     return Node(node_id, g.kind, g.type, g.op, params, inputs, g.criterion, value, g.named, g.span, g.path,
-                tune=tunable.node_tunables(ctx, g) or tunable.criterion_tunables(ctx, g),
-                number_spans=tunable.number_spans(ctx, g) or tunable.criterion_number_spans(ctx, g))
+                tune=tunable.node_tunables(ctx, g), number_spans=tunable.number_spans(ctx, g))
 
 
 def _bidi_warnings(ctx: Context, text: str) -> None:

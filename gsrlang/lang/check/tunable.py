@@ -71,16 +71,24 @@ def _range(number: ast.Number) -> tuple[float, float]:
     return float(number.tune.lo.value), float(number.tune.hi.value)
 
 
+def _node_numbers(ctx: Context, g) -> list[tuple[str, ast.Number, bool]]:
+    """(key, number, whether a range may be given to it) for each numeric literal of a node as written: an operator
+    node's parameters, a criterion's explicit level values (`values[LEVEL]`)."""
+    if g.kind == "criterion":
+        return [(tune_key("values", key), v, True) for key, v in _level_values(ctx, g.id)]
+    return [(key, number, p.kind in ("real", "score")) for key, number, p in _param_numbers(ctx, g)]
+
+
 def node_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
-    """{key: (lo, hi)} of an operator node's tunable parameters, as written."""
-    return {key: _range(number) for key, number, _ in _param_tunables(ctx, g)}
+    """{key: (lo, hi)} of a node's tunable numbers, as written."""
+    return {key: _range(number) for key, number, may in _node_numbers(ctx, g) if may and number.tune is not None}
 
 
 def number_spans(ctx: Context, g) -> dict:
-    """{key: span of the number as written} for every numeric literal of an operator node's parameters.
+    """{key: span of the number as written} for every numeric literal of a node's parameters or level values.
 
     What `gsr tune` rewrites (only in the main file: `g.path` is None)."""
-    return {key: number.span for key, number, _ in _param_numbers(ctx, g)} if g.path is None else {}
+    return {key: number.span for key, number, _ in _node_numbers(ctx, g)} if g.path is None else {}
 
 
 def _level_values(ctx: Context, name: str):
@@ -92,20 +100,6 @@ def _level_values(ctx: Context, name: str):
     body = decl.item.body or ()
     return [(b.key_text, b.value) for b in body if isinstance(b, ast.Level) and b.value is not None
             and b.key_text in t.labels]
-
-
-def criterion_tunables(ctx: Context, g) -> dict[str, tuple[float, float]]:
-    """{`values[LEVEL]`: (lo, hi)} of a criterion's tunable level values, as written."""
-    if g.kind != "criterion":
-        return {}
-    return {tune_key("values", key): _range(v) for key, v in _level_values(ctx, g.id) if v.tune is not None}
-
-
-def criterion_number_spans(ctx: Context, g) -> dict:
-    """{`values[LEVEL]`: span} of a criterion's explicit level values (main file only)."""
-    if g.kind != "criterion" or g.path is not None:
-        return {}
-    return {tune_key("values", key): v.span for key, v in _level_values(ctx, g.id)}
 
 
 def threshold_tunables(call: ast.Call) -> tuple:
