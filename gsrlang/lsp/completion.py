@@ -329,16 +329,10 @@ def _result_examples(op: OperatorSig):
 
 
 def _call_snippet(name: str, ports, params) -> str:
-    parts, i = [], 1
-    for p in ports:
-        value = f"[${i}]" if p.is_list else f"${i}"
-        # a lone port is written positionally, as the language reference does: `normalize(x)`, `default(x, ...)`
-        parts.append(value if len(ports) == 1 and not p.is_list else f"{p.name}: {value}")
-        i += 1
-    for p in params:
-        if p.required:
-            parts.append(f"{p.name}: ${i}")
-            i += 1
+    # a lone port is written positionally, as the language reference does: `normalize(x)`, `default(x, ...)`
+    parts = [f"${i}" if len(ports) == 1 and not p.is_list else f"{p.name}: " + (f"[${i}]" if p.is_list else f"${i}")
+             for i, p in enumerate(ports, 1)]
+    parts += [f"{p.name}: ${i}" for i, p in enumerate((p for p in params if p.required), len(ports) + 1)]
     return f"{name}({', '.join(parts)})$0"
 
 
@@ -391,15 +385,12 @@ def _import_paths(c: _Ctx, string: Tok) -> list[types.CompletionItem]:
 
     typed_start = string.start + 1
     rng = c.positions.range(Span(typed_start, c.offset))
-    found = []
     fragments = stdlib_dir() / "fragments"
-    for p in sorted(fragments.glob("*.gsr")) if fragments.is_dir() else ():
-        found.append("std/fragments/" + p.name)
+    found = ["std/fragments/" + p.name for p in (sorted(fragments.glob("*.gsr")) if fragments.is_dir() else ())]
     if c.model.path:
         here = Path(c.model.path).parent
-        for p in sorted(here.rglob("*.gsr"))[:200]:
-            if p.resolve() != Path(c.model.path).resolve():
-                found.append(p.relative_to(here).as_posix())
+        found += [p.relative_to(here).as_posix() for p in sorted(here.rglob("*.gsr"))[:200]
+                  if p.resolve() != Path(c.model.path).resolve()]
     return [types.CompletionItem(label=f, kind=types.CompletionItemKind.File,
                                  text_edit=types.TextEdit(range=rng, new_text=f)) for f in found]
 
