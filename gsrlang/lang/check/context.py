@@ -83,8 +83,6 @@ class Context:
 
 def names_in(expr) -> set[str]:
     """Every name referred to inside an expression."""
-    from gsrlang.lang.syntax import ast
-
     found, todo = set(), [expr]
     while todo:
         e = todo.pop()
