@@ -38,20 +38,17 @@ def _visit(ctx, module, shown_path, real_path, root, seen, out, stack):
         if not isinstance(item, ast.ImportDecl):
             continue
         if len(stack) >= MAX_IMPORT_DEPTH:
-            ctx.import_failed = True
-            ctx.error("GSR011", f"imports nested more than {MAX_IMPORT_DEPTH} deep", item.path.span,
-                      "one import too many", path=shown_path,
-                      help="let the rubric import the fragments directly instead of through a chain")
-            continue
-        target, problem = _resolve(item.path.value, real_path, root)
+            target, problem = None, ("GSR011", f"imports nested more than {MAX_IMPORT_DEPTH} deep",
+                                     "one import too many",
+                                     "let the rubric import the fragments directly instead of through a chain")
+        else:
+            target, problem = _resolve(item.path.value, real_path, root)
+        if not problem and (target in stack or target == real_path):
+            chain = " -> ".join(p.name for p in [*stack, target])
+            problem = ("GSR012", f"import cycle: {chain}", "imported again here", None)
         if problem:
             ctx.import_failed = True
             ctx.error(problem[0], problem[1], item.path.span, problem[2], path=shown_path, help=problem[3])
-            continue
-        if target in stack or target == real_path:
-            chain = " -> ".join(p.name for p in [*stack, target])
-            ctx.error("GSR012", f"import cycle: {chain}", item.path.span, "imported again here", path=shown_path)
-            ctx.import_failed = True
             continue
         if target in seen:
             continue
