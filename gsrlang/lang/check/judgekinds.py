@@ -72,9 +72,7 @@ class JudgeKind:
     # ---- what the checker asks --------------------------------------------------------------------------
     def params(self, catalog: Catalog, proc: ast.Procedure) -> dict | None:
         """{name: ParamSig} the procedure binds (None when the dotted name is not one of this kind's)."""
-        if len(proc.name) != 1:
-            return None
-        return {p.name: p for p in self.sig.params}
+        return {p.name: p for p in self.sig.params} if len(proc.name) == 1 else None
 
     def check(self, use: KindUse) -> bool:
         """Checks beyond the signature's types; report with `use.error(...)` and return False on a problem."""
@@ -82,9 +80,7 @@ class JudgeKind:
 
     def spec(self, proc: ast.Procedure, values: dict) -> tuple[str, dict]:
         """(the procedure's name, its arguments) as `ProcedureSpec` keeps them."""
-        if self.positional:
-            return values.pop(self.positional, ""), values
-        return "", values
+        return (values.pop(self.positional, "") if self.positional else ""), values
 
     # ---- what the runtime asks ----------------------------------------------------------------------
     def make_judge(self):

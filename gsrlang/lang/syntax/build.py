@@ -192,9 +192,7 @@ def _ident(tok) -> ast.Ident:
 
 
 def _string(tok) -> ast.String | None:
-    if tok is None:
-        return None
-    return ast.String(_unescape(str(tok)), span=_t(tok))
+    return None if tok is None else ast.String(_unescape(str(tok)), span=_t(tok))
 
 
 def _number(tok) -> ast.Number:
