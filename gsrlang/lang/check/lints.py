@@ -20,13 +20,12 @@ def check_lints(ctx: Context, reach: set[str]) -> None:
                 ctx.warn("GSR701", "`on_abstain` has no effect: no item of this reducer can abstain", span,
                          "unused parameter", path=node.path, help="remove it, or declare the criteria that may abstain as `T?`")
         weights = node.param_values.get("weights")
-        if node.kind == "reduce" and isinstance(weights, list):
-            if weights and sum(weights) == 0 and any(w > 0 for w in weights):
-                expr, span = node.params["weights"]
+        if node.kind == "reduce" and isinstance(weights, list) and weights:
+            span = node.params["weights"][1]
+            if sum(weights) == 0 and any(w > 0 for w in weights):
                 ctx.warn("GSR703", "the weights sum to zero: positive and negative weights cancel", span,
                          "sums to 0", path=node.path, help="check the signs; penalties usually weigh less than the main criteria")
-            elif weights and all(w == 0 for w in weights):
-                expr, span = node.params["weights"]
+            elif all(w == 0 for w in weights):
                 ctx.warn("GSR703", "every weight is zero, so every item is ignored", span, "all zero", path=node.path,
                          help="give the items that count a positive weight")
         if node.kind == "gate":

@@ -152,14 +152,12 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
         given[key] = arg
     for port in sig.ports:
         arg = given.get(port.name)
-        if arg is None:
-            if misplaced:
-                continue
+        if arg is not None:
+            ok &= _bind_port(ctx, node, sig, port, arg, path)
+        elif not misplaced:
             ctx.error("GSR202", f"`{sig.name}` is missing its `{port.name}` port", call.op.span,
                       f"needs `{port.name}: {port.pattern}`", path=path, help=f"signature: {sig.signature()}")
             ok = False
-            continue
-        ok &= _bind_port(ctx, node, sig, port, arg, path)
     for param in sig.params:
         arg = given.get(param.name)
         if arg is None:
