@@ -74,14 +74,10 @@ def tokenize(text: str) -> tuple[list[Tok], str | None]:
 
 class _Ctx:
     def __init__(self, model: DocumentModel, offset: int, positions: PositionMap, snippets: bool):
-        self.model = model
-        self.catalog = model.catalog
-        self.positions = positions
-        self.snippets = snippets
+        self.model, self.catalog, self.positions, self.snippets = model, model.catalog, positions, snippets
         before = model.text[:offset]
         self.tokens, self.inside = tokenize(before)
-        self.offset = offset
-        self.prefix_start = offset
+        self.offset = self.prefix_start = offset
         if self.tokens and self.tokens[-1].kind == "name" and self.tokens[-1].end == offset:
             self.prefix_start = self.tokens[-1].start
             self.tokens = self.tokens[:-1]
