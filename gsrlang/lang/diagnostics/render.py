@@ -41,9 +41,7 @@ class Sources:
         return self._cache[path]
 
     def display(self, path: str | None) -> str:
-        if path is None:
-            return self.main_path or "<input>"
-        return display_path(path)
+        return (self.main_path or "<input>") if path is None else display_path(path)
 
 
 def display_path(path: str) -> str:
