@@ -120,12 +120,10 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
     text = ctx.text_of(span, node.path)
     if score_wanted and t.kind in ("bool", "ordinal"):
         help_ = "wrap it in `normalize(...)`: a level's value, true = 1, false = 0"
-        if text is not None:
-            fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})", "safe"),)
+        fixes = (Fix("wrap in `normalize(...)`", span, f"normalize({text})", "safe"),) if text is not None else ()
     elif score_wanted and t.kind == "score":
         help_ = f"wrap it in `scale(...)` to map [{t.lo:g}, {t.hi:g}] onto [0, 1]"
-        if text is not None:
-            fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})", "safe"),)
+        fixes = (Fix("wrap in `scale(...)`", span, f"scale({text})", "safe"),) if text is not None else ()
     elif score_wanted and t.kind == "nominal":
         help_ = "give each label a score with `map(x, to: {label: score, ...})`"
     elif pattern.kind == "ordinal" and t.kind in ("nominal", "bool"):
@@ -146,8 +144,7 @@ def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JT
         help_ = "compare a score with `threshold(x, at: ...)`" + (" after `scale(...)`" if not t.is_unit_score else "")
     elif any(p.kind == "bool" for p in pattern.alternatives()) and t.kind == "score":
         help_ = "turn a score into a Bool with `threshold(x, at: 0.5)`"
-        if text is not None:
-            fixes = (Fix("wrap in `threshold(...)`", span, f"threshold({text}, at: 0.5)"),)
+        fixes = (Fix("wrap in `threshold(...)`", span, f"threshold({text}, at: 0.5)"),) if text is not None else ()
     elif any(p.kind == "bool" for p in pattern.alternatives()) and t.kind in ("ordinal", "nominal"):
         help_ = "turn it into a Bool with `threshold(normalize(x), at: ...)`"
     ctx.error("GSR301", f"port `{port}` of `{sig.name}` expects `{expected}`, found `{t.required()}`", span,
