@@ -98,10 +98,8 @@ def code_actions(model: DocumentModel, span: Span, positions: PositionMap, files
         if not (d.span.start <= span.end and span.start <= d.span.end):
             continue
         lsp_diag = _one(model, d, positions, files)
-        for given in context:  # prefer the client's own copy, so it can tie the action to what it shows
-            if given.code == d.code and given.range == lsp_diag.range:
-                lsp_diag = given
-                break
+        # prefer the client's own copy, so it can tie the action to what it shows
+        lsp_diag = next((g for g in context if g.code == d.code and g.range == lsp_diag.range), lsp_diag)
         for fix in d.fixes:
             edit = types.TextEdit(range=positions.range(fix.span), new_text=fix.replacement)
             actions.append(types.CodeAction(
