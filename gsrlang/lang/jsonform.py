@@ -767,8 +767,8 @@ class _Declarations:
         out = [self._criterion(c) for c in criteria]
         if out:
             out.append("")
-        for info in self._declaration_order(criteria, named):
-            out.append(f"node {info.id} = {self._expr(info.id, set(), force=True)}")
+        out.extend(f"node {info.id} = {self._expr(info.id, set(), force=True)}"
+                   for info in self._declaration_order(criteria, named))
         sink = nodes[self.sink]
         out += ["", f"sink {self._expr(sink.id, set(), force=sink.anonymous)}"]
         return out

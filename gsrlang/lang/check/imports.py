@@ -122,8 +122,7 @@ def _load(ctx: Context, item: ast.ImportDecl, target: Path, shown_path):
         ctx.diagnostics.append(_relocate(problem, str(target)))
         return None
     result = parse(text)
-    for d in result.diagnostics:
-        ctx.diagnostics.append(_relocate(d, str(target)))
+    ctx.diagnostics.extend(_relocate(d, str(target)) for d in result.diagnostics)
     return result.module if not result.diagnostics else None
 
 

@@ -171,8 +171,7 @@ def _tunable_numbers(root) -> list[ast.Number]:
                 names = _CHILD_FIELDS[cls] = tuple(reversed(
                     [f.name for f in attrs.fields(cls) if f.name != "span" and f.type not in _SCALARS])) \
                     if attrs.has(cls) else ()
-            for name in names:
-                stack.append(getattr(obj, name))
+            stack.extend(getattr(obj, name) for name in names)
     return found
 
 

@@ -59,8 +59,7 @@ class Example:
         several = bool(self.files) or self.command
         if self.exists:
             parts.append((f"# file: {self.path}\n" if several else "") + self.source.rstrip("\n"))
-        for name, text in self.files:
-            parts.append(f"# file: {name}\n" + text.rstrip("\n"))
+        parts.extend(f"# file: {name}\n" + text.rstrip("\n") for name, text in self.files)
         return "\n\n".join(parts)
 
 

@@ -125,8 +125,7 @@ def _full_one(d: Diagnostic, sources: Sources, s: Callable[..., str]) -> str:
                 underline = " " * (c - 1 - shift) + s(mark + (" " + lab.message if lab.message else ""),
                                                       "1", sev_color if primary else "34")
                 out.append(f"{pad} {bar} {underline}")
-    for note in d.notes:
-        out.append(f"{pad} {s('=', '34', '1')} {s('note', '1')}: {note}")
+    out.extend(f"{pad} {s('=', '34', '1')} {s('note', '1')}: {note}" for note in d.notes)
     if d.help:
         out.append(f"{pad} {s('=', '34', '1')} {s('help', '1')}: {d.help}")
     return "\n".join(out) + "\n"
