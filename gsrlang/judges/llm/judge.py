@@ -526,14 +526,12 @@ class LLMJudge:
                             "enforces); use a mode it enforces or a larger model")
                 lines.append(f"judge {role!r} (model {cfg.model!r} at {rs.origin}): {rs.prose} of {rs.units} "
                              f"judgments got prose, not JSON, after every re-ask: {fix}")
-        if self.stats.answers_cut:
-            n = self.stats.answers_cut
+        if n := self.stats.answers_cut:
             lines.append(f"{n} model answer{'s were' if n != 1 else ' was'} longer than the {STORED_ANSWER_CHARS} "
                          "characters gsr keeps: the trace and the cache hold the start, marked \"[cut by gsr to "
                          f"{STORED_ANSWER_CHARS} characters]\" (the verdicts were read from the whole answers)")
         if self.fewshot is not None and self._fewshot_used:
-            unused = sorted(self.fewshot.criteria() - self._fewshot_used)
-            if unused:
+            if unused := sorted(self.fewshot.criteria() - self._fewshot_used):
                 lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
                              f"{', '.join(unused)}; those examples were not used")
         unstored = getattr(self.cache, "unstored_warning", None)
@@ -581,7 +579,11 @@ class LLMJudge:
         token = data_token(self.seed, [item.id, item.input, item.reference, *(c.text for c in item.candidates)])
         return PromptParts(crit.ask, spec, item.input, item.reference, token, tuple(examples))
 
-    def _setup(self, node: Node, proc: ProcedureSpec, seed: int) -> tuple[LLMClient, str, AnswerSpec, dict]:
+    async def _ask(self, node: Node, item: Item, proc: ProcedureSpec, sample: int, texts: list[str], who: str,
+                   order: str = "") -> tuple[int, str, AnswerSpec, _Outcome]:
+        """The call unit of `proc` judging `texts` (one response, or the responses of a joint call's `order`):
+        its call seed, role, answer spec and outcome."""
+        seed = call_seed(self._base_seed(proc), item.id, node.id, who, sample, order)
         role = proc.args.get("role")
         client = self.pool.for_role(role)
         rng = random.Random(seed) if proc.args.get("shuffle", True) else None
@@ -590,18 +592,18 @@ class LLMJudge:
                                 weighted=weighted)
         send_seed = "seed" in proc.args or client.config.seed is not None
         opts = {"temperature": proc.args.get("temperature"), "seed": seed if send_seed else None}
-        return client, role or "default", spec, opts
+        parts = self._parts(node, item, spec, texts)
+        messages = build_joint_messages(parts, texts) if order else build_messages(parts, texts[0])
+        out = await self._unit(client, role or "default", messages, spec, joint_keys(len(texts)) if order else None,
+                               sample, opts, node.id)
+        return seed, role or "default", spec, out
 
     def _base_seed(self, proc: ProcedureSpec) -> int:
         s = proc.args.get("seed")
         return int(s) if s is not None else self.seed
 
     async def _single(self, node: Node, item: Item, candidate: Candidate, proc: ProcedureSpec, sample: int) -> Judgment:
-        seed = call_seed(self._base_seed(proc), item.id, node.id, candidate.id, sample)
-        client, role, spec, opts = self._setup(node, proc, seed)
-        parts = self._parts(node, item, spec, [candidate.text])
-        messages = build_messages(parts, candidate.text)
-        out = await self._unit(client, role, messages, spec, None, sample, opts, node.id)
+        seed, role, spec, out = await self._ask(node, item, proc, sample, [candidate.text], candidate.id)
         r = out.results[0]
         prov = self._provenance(proc, role, seed, spec, out)
         if out.weighted is not None and r["status"] == "ok":
@@ -618,16 +620,8 @@ class LLMJudge:
         orders = [cands, cands[::-1]]
         names = ["".join(c.id for c in o) for o in orders]
 
-        async def one(order: list[Candidate], name: str):
-            seed = call_seed(self._base_seed(proc), item.id, node.id, "joint", sample, name)
-            client, role, spec, opts = self._setup(node, proc, seed)
-            parts = self._parts(node, item, spec, [c.text for c in order])
-            messages = build_joint_messages(parts, [c.text for c in order])
-            keys = joint_keys(len(order))
-            out = await self._unit(client, role, messages, spec, keys, sample, opts, node.id)
-            return seed, role, spec, out
-
-        done = await asyncio.gather(*(one(o, n) for o, n in zip(orders, names)))
+        done = await asyncio.gather(*(self._ask(node, item, proc, sample, [c.text for c in o], "joint", n)
+                                      for o, n in zip(orders, names)))
         policy = str(proc.args.get("on_disagree") or self.joint_disagreement)  # the criterion's own, else the run's
         judgments = []
         for k, cand in enumerate(cands):
@@ -852,12 +846,9 @@ class LLMJudge:
 
     def _read(self, data, spec: AnswerSpec, keys: list[str] | None) -> tuple[list[dict] | None, str | None]:
         """Per-response results when every response's answer fits, else (partial results, the problem)."""
-        if keys is None:
-            objs = [data]
-        else:
-            if not isinstance(data, dict):
-                return None, "expected a JSON object"
-            objs = [data.get(k) for k in keys]
+        if keys is not None and not isinstance(data, dict):
+            return None, "expected a JSON object"
+        objs = [data] if keys is None else [data.get(k) for k in keys]
         results: list[dict] = []
         problems = []
         for k, obj in enumerate(objs):
