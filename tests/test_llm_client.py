@@ -341,7 +341,7 @@ async def test_json_schema_rejected_falls_back_to_json_object(server):
         first = await client.complete(make_request())
         second = await client.complete(make_request("another"))
         assert client.structured_mode == "json_object"
-        assert client.rejected_modes == {"json_schema"}
+        assert client._rejected == {"json_schema"}
     assert first.data == {"score": 4, "reason": "clear"}
     assert first.structured == second.structured == "json_object"
     assert first.attempts == 2 and second.attempts == 1
@@ -450,8 +450,7 @@ async def test_key_never_leaks(server, tmp_path, caplog):
     client = make_client(server, cache)
     config = client.config
     settings = JudgeSettings.build(config, {"strong": {"model": "big"}})
-    texts = [str(config), repr(config), repr(config.api_key), f"{config.api_key}", str(config.public_dict()),
-             repr(settings), repr(client)]
+    texts = [str(config), repr(config), repr(config.api_key), f"{config.api_key}", repr(settings), repr(client)]
     await client.complete(make_request())
     await client.complete(make_request("x", schema=None))
     server.enqueue(Fault.status(500, message=f"boom {KEY}"), Fault.status(500))

@@ -33,7 +33,7 @@ from gsrlang import __version__
 from gsrlang.compiler.prompt import DEFAULT_EXAMPLES, Prompt, build_prompt, fenced, repair_message
 from gsrlang.compiler.spec import CompileSpec, Pointwise, canonical_json, fmt_number, sha256_text
 from gsrlang.judges.llm import AnswerFormatError, JudgeCallError, LLMClient, RefusalError
-from gsrlang.judges.llm.client import ChatRequest, ChatResult
+from gsrlang.judges.llm.client import ChatRequest
 from gsrlang.lang.catalog import Catalog, default_catalog
 from gsrlang.lang.check.driver import Analysis, analyze
 from gsrlang.lang.diagnostics import Diagnostic, error
@@ -72,9 +72,7 @@ class CompilerClient(LLMClient):
     """
 
     def mode_for(self, request):
-        if isinstance(request, ProgramRequest) and request.schema is None:
-            return "off"
-        return super().mode_for(request)
+        return "off" if _free_text(request) else super().mode_for(request)
 
     def _build(self, request, mode):
         kwargs = super()._build(request, mode)
@@ -82,23 +80,16 @@ class CompilerClient(LLMClient):
             kwargs["extra_body"] = dict(request.extra_body)
         return kwargs
 
-    def _finish(self, request, resp, latency, attempts, mode, key):
-        if not (isinstance(request, ProgramRequest) and request.schema is None):
-            return super()._finish(request, resp, latency, attempts, mode, key)
-        try:  # the parent parses JSON; a program usually is not, and that is no format error here
-            result = super()._finish(request, resp, latency, attempts, mode, None)
-        except RefusalError:
-            raise
-        except AnswerFormatError as exc:
-            if exc.text is None:
-                raise
-            self.usage.format_errors -= 1
-            usage = exc.usage or {}
-            return ChatResult(text=exc.text, data=None, prompt_tokens=usage.get("prompt_tokens", 0),
-                              completion_tokens=usage.get("completion_tokens", 0), latency_s=latency,
-                              attempts=attempts, cached=False, model=exc.model or self.config.model,
-                              structured=mode, finish_reason=exc.finish_reason)
-        return attrs.evolve(result, data=None)
+    def _data(self, request, text):
+        return None if _free_text(request) else super()._data(request, text)  # a program is no JSON: no format error
+
+    def _finish(self, request, resp, latency, attempts, mode, key):  # a free-text answer is not stored
+        return super()._finish(request, resp, latency, attempts, mode, None if _free_text(request) else key)
+
+
+def _free_text(request) -> bool:
+    """Whether `request` asks for a program as free text (no schema: no response_format, no JSON)."""
+    return isinstance(request, ProgramRequest) and request.schema is None
 
 
 # ---- reading an answer ----------------------------------------------------------------------------------

@@ -153,9 +153,8 @@ def adapt_body(kwargs: dict[str, Any], adapted: Mapping[str, str]) -> dict[str, 
 
 def describe_adaptation(param: str, action: str) -> str:
     """`temperature dropped (the server's default)` / `max_tokens sent as max_completion_tokens`."""
-    if action in (None, "", "dropped"):
-        return f"{param} dropped (the server's default is used)"
-    return f"{param} sent as {action}"
+    return f"{param} dropped (the server's default is used)" if action in (None, "", "dropped") else \
+        f"{param} sent as {action}"
 
 
 class JudgeCallError(LLMError):
@@ -543,11 +542,6 @@ class LLMClient:
             return self.config.structured
         return self._settled or next(m for m in LADDER if m not in self._rejected)
 
-    @property
-    def rejected_modes(self) -> frozenset[str]:
-        """Structured-output modes this client's server rejected (auto mode)."""
-        return frozenset(self._rejected)
-
     def mode_for(self, request: ChatRequest) -> str:
         mode = self.structured_mode
         if request.schema is None:  # nothing to send a schema or grammar for
@@ -571,10 +565,8 @@ class LLMClient:
         kwargs: dict[str, Any] = {"model": self.config.model, "temperature": eff["temperature"]}
         if mode == "json_schema":
             name = "".join(c if c.isalnum() or c in "_-" else "_" for c in request.schema_name)[:64] or "judgment"
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": request.schema, "strict": False},
-            }
+            kwargs["response_format"] = {"type": "json_schema",
+                                         "json_schema": {"name": name, "schema": request.schema, "strict": False}}
         elif mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
             if request.schema is not None:  # llama.cpp constrains to it; others still read it in the prompt
@@ -589,14 +581,10 @@ class LLMClient:
             messages = _append_instruction(messages, _schema_instruction(request.schema))
         kwargs["messages"] = messages
         if request.top_logprobs:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = request.top_logprobs
-        if eff["seed"] is not None:
-            kwargs["seed"] = eff["seed"]
-        if eff["max_tokens"] is not None:
-            kwargs["max_tokens"] = eff["max_tokens"]
-        if self.config.reasoning_effort is not None:
-            kwargs["reasoning_effort"] = self.config.reasoning_effort
+            kwargs.update(logprobs=True, top_logprobs=request.top_logprobs)
+        sent_if_set = {"seed": eff["seed"], "max_tokens": eff["max_tokens"],
+                       "reasoning_effort": self.config.reasoning_effort}
+        kwargs.update({k: v for k, v in sent_if_set.items() if v is not None})
         return adapt_body(kwargs, self.adapted)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
@@ -912,7 +900,7 @@ class LLMClient:
             raise AnswerFormatError(f"the model returned no content (finish_reason={finish_reason!r})", text=None,
                                     **details)
         try:
-            data = extract_json(text)
+            data = self._data(request, text)
         except AnswerFormatError as exc:
             self.usage.format_errors += 1
             msg = str(exc)
@@ -927,15 +915,17 @@ class LLMClient:
             self._store(key, {
                 "text": clip(text, STORED_ANSWER_CHARS), "data": clip_strings(data, STORED_ANSWER_CHARS),
                 "model": model, "structured": mode, "finish_reason": finish_reason,
-                "prompt_tokens": pt, "completion_tokens": ct,
-                **({"cached_tokens": cached} if cached else {}),
-                **({"reasoning_tokens": reasoning} if reasoning else {}),
-                "latency_s": latency,
+                "prompt_tokens": pt, "completion_tokens": ct, **({"cached_tokens": cached} if cached else {}),
+                **({"reasoning_tokens": reasoning} if reasoning else {}), "latency_s": latency,
                 **({"logprobs": logprobs} if logprobs is not None else {}),
             })
         return ChatResult(text=text, data=data, prompt_tokens=pt, completion_tokens=ct, latency_s=latency,
                           attempts=attempts, cached=False, model=model, structured=mode, finish_reason=finish_reason,
                           logprobs=logprobs, cached_tokens=cached, reasoning_tokens=reasoning)
+
+    def _data(self, request: ChatRequest, text: str) -> object:
+        """What the answer `text` says: its JSON object (AnswerFormatError when it holds none)."""
+        return extract_json(text)
 
     def _store(self, key: str, entry: dict) -> None:
         """Keep an answer in the cache, its text and strings cut to STORED_ANSWER_CHARS (the text says so); an

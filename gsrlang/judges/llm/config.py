@@ -205,12 +205,6 @@ class JudgeConfig:
         """The server as scheme://host[:port] (see :func:`origin_of`)."""
         return origin_of(self.effective_base_url)
 
-    def public_dict(self) -> dict[str, Any]:
-        """The config as plain data for traces and logs; the key shows as ``***``/None."""
-        d = attrs.asdict(self, recurse=False)
-        d["api_key"] = None if self.api_key is None else "***"
-        return d
-
     def replace(self, **changes: Any) -> "JudgeConfig":
         return attrs.evolve(self, **changes)
 
@@ -285,10 +279,6 @@ class JudgeSettings:
             raise ConfigError(f"unknown judge role {name!r}; known roles: {known}")
         raise ConfigError(f"unknown judge role {name!r}; no roles are configured (add [judge.roles.{name}] to "
                           f"gsr.toml or set GSR_ROLE_{_env_name(name)}_MODEL)")
-
-    @property
-    def role_names(self) -> tuple[str, ...]:
-        return tuple(sorted(self.roles))
 
     @classmethod
     def build(cls, default: JudgeConfig, roles: Mapping[str, Mapping[str, Any]] | None = None, *,
