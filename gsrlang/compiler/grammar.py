@@ -99,12 +99,8 @@ def program_gbnf(token_bound: int = 160) -> str:
     terms = {t.name: t for t in lark.terminals}
     alternatives: dict[str, list[str]] = {}
     for rule in lark.rules:
-        parts = []
-        for sym in rule.expansion:
-            if sym.is_term:
-                parts.append(("ws1 " if _wordlike(terms[sym.name].pattern) else "ws ") + "t-" + rule_name(sym.name))
-            else:
-                parts.append("r-" + rule_name(sym.name))
+        parts = [("ws1 " if _wordlike(terms[sym.name].pattern) else "ws ") + "t-" + rule_name(sym.name)
+                 if sym.is_term else "r-" + rule_name(sym.name) for sym in rule.expansion]
         alternatives.setdefault("r-" + rule_name(rule.origin.name), []).append(" ".join(parts))
     lines = ["# The .gsr program grammar in GBNF, generated from gsrlang's grammar/gsr.lark; do not edit.",
              "root ::= r-start ws"]

@@ -143,10 +143,8 @@ def sketch_to_source(doc: dict, spec) -> str:
         if c.get("ask"):
             body.append(f"  ask {_string(c['ask'])}")
         for lv in c.get("levels") or []:
-            line = f"  level {str(lv['key']).strip()} {_string(lv['text'])}"
-            if lv.get("value") is not None:
-                line += f" = {fmt_number(lv['value'])}"
-            body.append(line)
+            body.append(f"  level {str(lv['key']).strip()} {_string(lv['text'])}"
+                        + (f" = {fmt_number(lv['value'])}" if lv.get("value") is not None else ""))
         out.append(head + (" {\n" + "\n".join(body) + "\n}" if body else ""))
     out += ["", *(f"node {_name(n['name'])} = {str(n['expr']).strip()}" for n in doc.get("nodes") or [])]
     out += ["", f"sink {str(doc['sink']).strip()}"]

@@ -38,11 +38,7 @@ _MISSING = object()  # a field the row does not hold verbatim (a dotted path, or
 
 
 def _shown(value) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (str, bool, list, dict)) else str(value)
 
 
 def _is_sentinel(value, sentinels) -> bool:

@@ -160,9 +160,7 @@ class RuleJudge:
 
     def validate(self, node) -> str | None:
         name = node.criterion.procedure.name
-        if name not in RULES:
-            return f"criterion `{node.id}` uses `rule.{name}`, which has no implementation"
-        return None
+        return None if name in RULES else f"criterion `{node.id}` uses `rule.{name}`, which has no implementation"
 
     async def judge(self, node, item, candidate) -> Judgment:
         proc = node.criterion.procedure

@@ -187,6 +187,4 @@ COST_KEYS = ("calls", "cache_hits", "http_requests", "prompt_tokens", "cached_to
 def cost_record(summary: Mapping[str, Any] | None) -> dict | None:
     """The model judges' tokens and dollars from a trace's run-summary record (None without model judges)."""
     llm = ((summary or {}).get("judges") or {}).get("llm") if isinstance(summary, Mapping) else None
-    if not isinstance(llm, Mapping):
-        return None
-    return {k: llm[k] for k in COST_KEYS if k in llm}
+    return {k: llm[k] for k in COST_KEYS if k in llm} if isinstance(llm, Mapping) else None

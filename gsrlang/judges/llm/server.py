@@ -89,9 +89,7 @@ def context_from_error(message: str) -> int | None:
 
 def knowledge_path(cache_path: str | os.PathLike[str] | None) -> Path | None:
     """Where server knowledge lives: ``servers.json`` beside a cache file (None without a cache)."""
-    if cache_path is None:
-        return None
-    return Path(cache_path).with_name("servers.json")
+    return None if cache_path is None else Path(cache_path).with_name("servers.json")
 
 
 def _key(base_url: str, model: str) -> str:
