@@ -170,9 +170,7 @@ def system_message(catalog: Catalog | None = None, examples: Sequence[str] = DEF
              reference if reference is not None else language_reference(catalog, reference_text)]
     shown = example_programs(examples)
     if shown:
-        parts.append("# Example programs\n")
-        for name, text in shown:
-            parts.append(f"## {name}\n\n```gsr\n{text.rstrip()}\n```\n")
+        parts += ["# Example programs\n", *(f"## {name}\n\n```gsr\n{text.rstrip()}\n```\n" for name, text in shown)]
     return "\n".join(parts)
 
 

@@ -73,10 +73,6 @@ def find_verifier(name: str) -> Callable | None:
     return None
 
 
-def available_verifiers() -> list[str]:
-    return sorted({*_REGISTERED, *(ep.name for ep in _entry_points())})
-
-
 def _as_judgment(result) -> Judgment:
     if isinstance(result, Judgment):
         return result
@@ -105,7 +101,7 @@ class VerifierJudge:
         except Exception as exc:  # a broken entry point: say which
             return f"criterion `{node.id}`: verifier `{name}` could not be loaded: {type(exc).__name__}: {exc}"
         if fn is None:
-            known = available_verifiers()
+            known = sorted({*_REGISTERED, *(ep.name for ep in _entry_points())})
             return (f"criterion `{node.id}` uses verifier(\"{name}\"), which is not registered "
                     f"(known: {', '.join(known) if known else 'none'}); install a package that provides it "
                     f"under the entry-point group `{ENTRY_POINT_GROUP}`, or call "
