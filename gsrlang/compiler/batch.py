@@ -179,12 +179,9 @@ class BatchReport:
         counts = {s: self.count(s) for s in STATUSES}
         share = (lambda k: round(k / n, 4) if n else 0.0)
         return {
-            "items": n,
-            "model": self.model,
-            "compiled_first_try": counts["compiled"],
-            "compiled_after_repair": counts["repaired"],
-            "failed": counts["failed"],
-            "errors": counts["error"],
+            "items": n, "model": self.model,
+            "compiled_first_try": counts["compiled"], "compiled_after_repair": counts["repaired"],
+            "failed": counts["failed"], "errors": counts["error"],
             "shares": {"first_try": share(counts["compiled"]), "after_repair": share(counts["repaired"]),
                        "failed": share(counts["failed"]), "errors": share(counts["error"])},
             "repair_rounds": dict(sorted(Counter(str(e.repairs) for e in self.entries
@@ -192,10 +189,8 @@ class BatchReport:
             "top_codes": [{"code": c, "count": k, "items": i,
                            "title": CODES[c].title if c in CODES else COMPILER_CODES.get(c, "")}
                           for c, k, i in self.code_counts()[:top]],
-            "model_calls": sum(e.model_calls for e in self.entries),
-            "cached": sum(e.cached for e in self.entries),
-            "prompt_tokens": sum(e.prompt_tokens for e in self.entries),
-            "completion_tokens": sum(e.completion_tokens for e in self.entries),
+            **{k: sum(getattr(e, k) for e in self.entries)
+               for k in ("model_calls", "cached", "prompt_tokens", "completion_tokens")},
         }
 
     def summary(self, top: int = 5) -> str:
@@ -224,8 +219,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def program_stem(item_id: str, taken: set[str]) -> str:
     """A file-name stem for an item id: safe characters only, unique in the folder (case-insensitively)."""
-    stem = _UNSAFE.sub("_", item_id).strip("._") or "item"
-    stem = stem[:80]
+    stem = (_UNSAFE.sub("_", item_id).strip("._") or "item")[:80]
     if stem.lower() in taken or stem.lower() == "index":
         from gsrlang.compiler.spec import sha256_text
 

@@ -348,8 +348,7 @@ def _line_answer(line: dict):
     from pydantic import ValidationError
 
     resp, err = line.get("response"), line.get("error")
-    status = resp.get("status_code") if isinstance(resp, dict) else None
-    body = resp.get("body") if isinstance(resp, dict) else None
+    status, body = (resp.get("status_code"), resp.get("body")) if isinstance(resp, dict) else (None, None)
     if status == 200 and isinstance(body, dict):
         try:
             completion = ChatCompletion.model_validate(body)
