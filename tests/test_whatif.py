@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,7 @@ from test_verify_columnar import ALTERATIONS, _invalid_judgment, _record, alter_
 from tiers import examples
 
 from gsrlang.cli import main as gsr
+from gsrlang.execution import tracetable
 from gsrlang.execution.executor import default_mode
 from gsrlang.execution.planner import ReplayConfig
 from gsrlang.execution.replay import ReplayError
@@ -59,6 +61,9 @@ def assert_same_file(program, trace: Path, tmp: Path) -> None:
     for field in FIELDS:
         assert getattr(fast, field) == getattr(slow, field), field
     assert fast_out.read_bytes() == slow_out.read_bytes()
+    counted = recompose_columnar(str(trace), program, "P")  # the what-if without --out: the same summary
+    for field in FIELDS:
+        assert getattr(counted, field) == getattr(slow, field), field
 
 
 @pytest.mark.parametrize("recorded, other", _pairs(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -70,7 +75,10 @@ def test_every_example_recomposed_writes_the_item_paths_file(recorded, other, tm
 
 @pytest.mark.parametrize("alter", ALTERATIONS, ids=lambda f: f.__name__.strip("_"))
 @pytest.mark.parametrize("pair", _pairs()[:2], ids=lambda p: f"{p[0].parent.name}/{p[1].name}")
-def test_altered_traces_recomposed_write_the_item_paths_file(pair, alter, tmp_path):
+@pytest.mark.parametrize("chunk", [2, 16384], ids=lambda n: f"chunk{n}")
+def test_altered_traces_recomposed_write_the_item_paths_file(pair, alter, chunk, tmp_path, monkeypatch):
+    """Read a chunk of items at a time (`tracetable.CHUNK`), the file and counts are the same."""
+    monkeypatch.setattr(tracetable, "CHUNK", chunk)
     recorded, other = pair
     program, trace = _record(recorded, tmp_path)
     alter_records(trace, default_mode(program), [(alter, 1), (alter, 5), (alter, -1)])
@@ -80,13 +88,14 @@ def test_altered_traces_recomposed_write_the_item_paths_file(pair, alter, tmp_pa
 @pytest.mark.examples
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.sampled_from(ALTERATIONS), st.integers(0, 10 ** 6)), min_size=1, max_size=6),
-       which=st.integers(0, 3))
-def test_any_mix_of_alterations_recomposed_writes_the_item_paths_file(changes, which, tmp_path_factory):
+       which=st.integers(0, 3), chunk=st.sampled_from([1, 3, 7, 16384]))
+def test_any_mix_of_alterations_recomposed_writes_the_item_paths_file(changes, which, chunk, tmp_path_factory):
     recorded, other = _pairs()[which % len(_pairs())]
     tmp = tmp_path_factory.mktemp("mix")
     program, trace = _record(recorded, tmp)
     alter_records(trace, default_mode(program), changes)
-    assert_same_file(analyze_file(str(other)).program, trace, tmp)
+    with mock.patch.object(tracetable, "CHUNK", chunk):
+        assert_same_file(analyze_file(str(other)).program, trace, tmp)
 
 
 def test_the_command_prints_the_same_either_way(tmp_path, capsys):

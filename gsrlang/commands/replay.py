@@ -217,7 +217,7 @@ def _replay(route, trace: str, program, config, on_item, programs):
     """Run the planner's route: (the summary, whether the column path ran it). A column path that finds the
     whole trace is not for it (version 1, another program's records) returns None: then item by item."""
     from gsrlang.execution.planner import COLUMNS
-    from gsrlang.execution.runs import replay_columnar, replay_file
+    from gsrlang.execution.runs import replay_file
 
     summary = None
     if route.evaluate == COLUMNS:
@@ -225,12 +225,10 @@ def _replay(route, trace: str, program, config, on_item, programs):
             from gsrlang.execution.verify import verify_columnar
 
             summary = verify_columnar(trace, program, config.program_label, config.out)
-        elif route.results:
+        else:
             from gsrlang.execution.whatif import recompose_columnar
 
             summary = recompose_columnar(trace, program, config.program_label, config.out)
-        else:
-            summary = replay_columnar(trace, program, config.program_label)
     if summary is not None:
         return summary, True
     return replay_file(trace, program, route.verify, config, on_item=on_item, programs=programs), False

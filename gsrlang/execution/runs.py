@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, TextIO
@@ -39,7 +40,7 @@ from gsrlang.trace.read import read_records
 from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, result_line, summary_record
 from gsrlang.trace.write import Static, TraceWriter
 
-__all__ = ["RunSummary", "label_reader", "load_table", "replay_columnar", "replay_file", "results_end", "run_file", "run_index_file",
+__all__ = ["RunSummary", "label_reader", "load_table", "replay_file", "results_end", "run_file", "run_index_file",
            "run_summary_record"]
 
 
@@ -194,6 +195,45 @@ def close_output(f) -> None:
         f.flush()
     else:
         f.close()
+
+
+class Spool:
+    """A replay's result lines, held in an anonymous temporary file until the whole trace has been read and then
+    copied to the results file (`keep`): a replay that gives up part way (the trace goes item by item) has
+    written nothing. Binary: a read-write text file resets its decoder at every write (a call into Python's
+    codecs, several percent of a what-if replay)."""
+
+    def __init__(self, out: str):
+        self.out, self.file = out, tempfile.TemporaryFile()
+
+    def write(self, text: str) -> None:
+        self.file.write(text.encode())
+
+    def keep(self, summary: "RunSummary") -> None:
+        """End the lines with the results' last line, for `summary`, and copy them to the results file."""
+        import shutil
+        import sys
+
+        self.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+        self.file.seek(0)
+        if self.out != "-":
+            Path(self.out).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.out, "wb") as handle:
+                shutil.copyfileobj(self.file, handle)
+            return
+        sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)  # (None: a stand-in for standard output, text only)
+        if buffer is None:
+            sys.stdout.write(self.file.read().decode())
+        else:
+            shutil.copyfileobj(self.file, buffer)
+            buffer.flush()
+
+    def __enter__(self) -> "Spool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
 
 
 def open_results(path: str | None, mode: str):
@@ -425,36 +465,6 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
         summary.seconds = time.perf_counter() - t0
         for f in (out_f, trace_f):
             close_output(f)
-    return summary
-
-
-def replay_columnar(trace_path: str | Path, program: CheckedProgram, program_label: str = "the program") -> RunSummary:
-    """Re-compose a trace under `program` with the columnar evaluator: the counts and the (prediction, label)
-    pairs of `replay_file(..., verify=False)` with no results or trace to write, in a fraction of the time.
-
-    Raises TraceError / ReplayError as `replay_file` does."""
-    from gsrlang.execution.tracetable import table_from_trace
-    from gsrlang.semantics.evaluate import Evaluator
-
-    summary = RunSummary(program.name, program.content_hash, "")
-    t0 = time.perf_counter()
-    table = table_from_trace(program, str(trace_path), program_label)
-    summary.recorded = table.recorded
-    evaluation = Evaluator(program).run(table)
-    summary.mode = table.mode
-    summary.items = len(table)
-    summary.ok = int(evaluation.ok.sum())
-    summary.failed = int(table.failed.sum())
-    summary.invalid = summary.items - summary.ok - summary.failed
-    summary.label_problems = table.label_errors
-    for item_id in table.ids:
-        summary.count_id(item_id)
-    for pred, gold in zip(evaluation.predictions(), table.labels):
-        if gold is not None:
-            summary.labelled += 1
-            summary.preds.append(int(pred) if isinstance(pred, float) and pred.is_integer() else pred)
-            summary.golds.append(gold)
-    summary.seconds = time.perf_counter() - t0
     return summary
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from itertools import repeat
 from operator import itemgetter
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import attrs
 import numpy as np
@@ -43,9 +43,10 @@ from gsrlang.semantics.kernels import INVALID, NodeValues, encode
 from gsrlang.semantics.values import ABSTAIN
 from gsrlang.trace.decode import SPECIAL, json_column, judged_column, judgment_cell
 
-__all__ = ["Criterion", "table_from_cells", "table_from_data", "table_from_trace"]
+__all__ = ["Criterion", "TraceTables", "table_from_cells", "table_from_data", "table_from_trace"]
 
 _UNSET = object()
+CHUNK = 16384  # items a what-if replay reads, evaluates and writes together: memory flat in the trace's length
 
 
 class Criterion:
@@ -93,103 +94,135 @@ def table_from_trace(program: CheckedProgram, path: str, program_label: str = "t
     --program`: raises ReplayError otherwise (or when its items mix modes), TraceError on a
     malformed file. The table's `recorded` is the trace's run summary record (None if it has
     none), its `skipped` per item the count of its program criteria's skipped judgments."""
-    from gsrlang.execution.replay import ReplayError, check_compatible
-    from gsrlang.trace.read import logical_record, read_records
-    from gsrlang.trace.schema import MALFORMED, is_summary, malformed
+    return next(TraceTables(program, path, program_label).chunks())
 
-    crits = [Criterion(n.id, n.type) for n in program.criteria]
-    ids: list = []
-    labels: list = []
-    failed: list = []
-    void_items: list = []  # items whose criteria are all invalid (wrong candidate count)
-    label_errors = 0
-    mode = _UNSET
-    m = 1
-    summary = None
-    positions: dict = {}  # version 2: header key -> criterion positions in `out`
-    checked: set = set()  # version 1: program hashes whose criteria were checked
-    v1_positions: dict = {}  # version 1: program hash -> {criterion id: index in `nodes`}
 
-    def void_item(fail: bool) -> None:
+class TraceTables:
+    """`table_from_trace` a chunk of items at a time, so that what is held stays flat in the trace's length.
+
+    `chunks(size)` yields a Table per `size` items (every item at once without a size; at least one, empty,
+    for a trace of no items). The run summary record, once read, is `recorded` (and the last table's).
+    Raises as `table_from_trace`."""
+
+    def __init__(self, program: CheckedProgram, path: str, program_label: str = "the program"):
+        self.program, self.path, self.program_label = program, path, program_label
+        self.recorded: dict | None = None
+
+    def chunks(self, size: int | None = None) -> Iterator[Table]:
+        from gsrlang.execution.replay import ReplayError, check_compatible
+        from gsrlang.trace.read import logical_record, read_records
+        from gsrlang.trace.schema import MALFORMED, is_summary, malformed
+
+        program, program_label = self.program, self.program_label
+        positions: dict = {}  # version 2: header key -> criterion positions in `out`
+        checked: set = set()  # version 1: program hashes whose criteria were checked
+        v1_positions: dict = {}  # version 1: program hash -> {criterion id: index in `nodes`}
+        mode, m = _UNSET, 1
+        chunk, yielded = _Chunk(program), False
+        crits, ids, labels, failed = chunk.crits, chunk.ids, chunk.labels, chunk.failed
+        for line, header, rec in read_records(self.path):
+            if header is None and is_summary(rec):
+                self.recorded = rec
+                continue
+            if size is not None and len(failed) >= size:
+                yield chunk.table(_mode(mode), m, None)
+                chunk, yielded = _Chunk(program), True
+                crits, ids, labels, failed = chunk.crits, chunk.ids, chunk.labels, chunk.failed
+            try:
+                rmode = rec.get("mode")
+                if mode is _UNSET:
+                    mode = rmode
+                    m = 1 if (mode or "pointwise") == "pointwise" else 2
+                elif rmode != mode:
+                    raise ReplayError(f"trace line {line} is a {rmode} item, the others {mode}")
+                item, result = rec.get("item") or {}, rec.get("result") or {}
+                ids.append(item.get("id"))
+                labels.append(result.get("label"))
+                if result.get("label_error"):
+                    chunk.label_errors += 1
+                row = len(failed) * m
+                if header is not None:  # version 2: outputs by position, judgments by criterion id
+                    out = rec.get("out")
+                    where = positions.get(rec["p"])
+                    if out is not None and where is None and header["nodes"]:
+                        check_compatible(program, logical_record(header, rec), program_label)
+                        index = {n.get("id"): i for i, n in enumerate(header["nodes"])}
+                        where = positions[rec["p"]] = _Positions([index[c.id] for c in crits])
+                    if rec.get("status") == "failed" or out is None or not header["nodes"]:
+                        chunk.void_item(True, m)
+                        continue
+                    outputs = where.pick(out)
+                    judgments = rec.get("j") or {}
+                else:  # version 1: one dict per node
+                    nodes = rec.get("nodes")
+                    if rec.get("status") == "failed" or not nodes:
+                        chunk.void_item(True, m)
+                        continue
+                    digest = (rec.get("program") or {}).get("hash")
+                    if digest not in checked:
+                        check_compatible(program, rec, program_label)
+                        checked.add(digest)
+                    where = v1_positions.get(digest)
+                    if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):
+                        index = {n.get("id"): i for i, n in enumerate(nodes)}
+                        where = v1_positions[digest] = {c.id: index[c.id] for c in crits}
+                    picked = [nodes[where[c.id]] for c in crits]
+                    outputs = [n.get("output") for n in picked]
+                    judgments = {c.id: n.get("judgments") for c, n in zip(crits, picked)}
+                if len(item.get("candidates") or ()) != m:
+                    chunk.void_item(False, m)
+                    continue
+                failed.append(False)
+                for c, v in zip(crits, outputs):
+                    if v is None or len(v) < m:
+                        c.values.extend(repeat(None, m))
+                        c.void.extend(range(row, row + m))
+                    else:
+                        c.values.extend(v if len(v) == m else v[:m])
+                    js = judgments.get(c.id)
+                    if js:
+                        for k, d in enumerate(js[:m]):
+                            status = d.get("status")
+                            if status in SPECIAL:
+                                c.status.append((row + k, status))
+            except MALFORMED as exc:
+                raise malformed(self.path, line, exc) from None
+        if failed or not yielded:
+            yield chunk.table(_mode(mode), m, self.recorded)
+
+
+def _mode(mode) -> str:
+    return "pointwise" if mode is _UNSET else mode or "pointwise"
+
+
+class _Chunk:
+    """The cells of a chunk of items while they are read."""
+
+    def __init__(self, program: CheckedProgram):
+        self.crits = [Criterion(n.id, n.type) for n in program.criteria]
+        self.ids: list = []
+        self.labels: list = []
+        self.failed: list = []
+        self.void_items: list = []  # items whose criteria are all invalid (wrong candidate count)
+        self.label_errors = 0
+
+    def void_item(self, fail: bool, m: int) -> None:
         """An item with no usable criterion output: failed (no judgments), or with the wrong candidate count."""
-        void_items.append(len(failed))
-        failed.append(fail)
-        for c in crits:
+        self.void_items.append(len(self.failed))
+        self.failed.append(fail)
+        for c in self.crits:
             c.values.extend(repeat(None, m))
 
-    for line, header, rec in read_records(path):
-        if header is None and is_summary(rec):
-            summary = rec
-            continue
-        try:
-            rmode = rec.get("mode")
-            if mode is _UNSET:
-                mode = rmode
-                m = 1 if (mode or "pointwise") == "pointwise" else 2
-            elif rmode != mode:
-                raise ReplayError(f"trace line {line} is a {rmode} item, the others {mode}")
-            item, result = rec.get("item") or {}, rec.get("result") or {}
-            ids.append(item.get("id"))
-            labels.append(result.get("label"))
-            if result.get("label_error"):
-                label_errors += 1
-            row = len(failed) * m
-            if header is not None:  # version 2: outputs by position, judgments by criterion id
-                out = rec.get("out")
-                where = positions.get(rec["p"])
-                if out is not None and where is None and header["nodes"]:
-                    check_compatible(program, logical_record(header, rec), program_label)
-                    index = {n.get("id"): i for i, n in enumerate(header["nodes"])}
-                    where = positions[rec["p"]] = _Positions([index[c.id] for c in crits])
-                if rec.get("status") == "failed" or out is None or not header["nodes"]:
-                    void_item(True)
-                    continue
-                outputs = where.pick(out)
-                judgments = rec.get("j") or {}
-            else:  # version 1: one dict per node
-                nodes = rec.get("nodes")
-                if rec.get("status") == "failed" or not nodes:
-                    void_item(True)
-                    continue
-                digest = (rec.get("program") or {}).get("hash")
-                if digest not in checked:
-                    check_compatible(program, rec, program_label)
-                    checked.add(digest)
-                where = v1_positions.get(digest)
-                if where is None or any(nodes[i].get("id") != cid for cid, i in where.items()):
-                    index = {n.get("id"): i for i, n in enumerate(nodes)}
-                    where = v1_positions[digest] = {c.id: index[c.id] for c in crits}
-                picked = [nodes[where[c.id]] for c in crits]
-                outputs = [n.get("output") for n in picked]
-                judgments = {c.id: n.get("judgments") for c, n in zip(crits, picked)}
-            if len(item.get("candidates") or ()) != m:
-                void_item(False)
-                continue
-            failed.append(False)
-            for c, v in zip(crits, outputs):
-                if v is None or len(v) < m:
-                    c.values.extend(repeat(None, m))
-                    c.void.extend(range(row, row + m))
-                else:
-                    c.values.extend(v if len(v) == m else v[:m])
-                js = judgments.get(c.id)
-                if js:
-                    for k, d in enumerate(js[:m]):
-                        status = d.get("status")
-                        if status in SPECIAL:
-                            c.status.append((row + k, status))
-        except MALFORMED as exc:
-            raise malformed(path, line, exc) from None
-    rows = len(failed) * m
-    columns = {c.id: c.column(rows, void_items, m) for c in crits}
-    skipped = np.zeros(len(failed), np.int64)
-    for c in crits:
-        at = [row // m for row, status in c.status if status == "skipped"]
-        if at:
-            skipped += np.bincount(np.asarray(at, np.int64), minlength=len(failed))
-    return Table("pointwise" if mode is _UNSET else mode or "pointwise", ids,
-                 {k: NodeValues(*arrays) for k, arrays in columns.items()}, np.array(failed, bool), labels,
-                 label_errors, summary, skipped)
+    def table(self, mode: str, m: int, recorded: dict | None) -> Table:
+        n = len(self.failed)
+        columns = {c.id: c.column(n * m, self.void_items, m) for c in self.crits}
+        skipped = np.zeros(n, np.int64)
+        for c in self.crits:
+            at = [row // m for row, status in c.status if status == "skipped"]
+            if at:
+                skipped += np.bincount(np.asarray(at, np.int64), minlength=n)
+        return Table(mode, self.ids, {k: NodeValues(*arrays) for k, arrays in columns.items()},
+                     np.array(self.failed, bool), self.labels, self.label_errors, recorded, skipped)
 
 
 def table_from_cells(program: CheckedProgram, mode: str, entries: Iterable[tuple]) -> Table:

@@ -36,8 +36,7 @@ results file are the item-at-a-time replay's.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import contextlib
 import time
 from functools import partial
 from pathlib import Path
@@ -49,7 +48,7 @@ import numpy as np
 
 from gsrlang.execution.executor import ItemRun, check_judgment, reason_of
 from gsrlang.execution.replay import Stored, carried_run, stored_difference, structure_getters
-from gsrlang.execution.runs import RunSummary
+from gsrlang.execution.runs import RunSummary, Spool
 from gsrlang.execution.tracetable import Criterion
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
@@ -120,8 +119,7 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
     plan = Plan(program)
     static = node_static(plan)
     summary = None
-    spool = tempfile.TemporaryFile("w+", encoding="utf-8") if out is not None else None
-    try:
+    with Spool(out) if out is not None else contextlib.nullcontext() as spool:
         reader = _Reader(trace_path, program, plan, static)
         try:
             for read in reader.chunks(CHUNK):
@@ -135,21 +133,8 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
         summary.recorded = reader.recorded
         summary.seconds = time.perf_counter() - t0
         if spool is not None:
-            from gsrlang.execution.runs import open_output, recorded_complete, results_end
-            from gsrlang.trace.schema import dumps
-
-            spool.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
-            spool.seek(0)
-            handle = open_output(out)
-            try:
-                shutil.copyfileobj(spool, handle)
-            finally:
-                if out != "-":
-                    handle.close()
+            spool.keep(summary)
         return summary
-    finally:
-        if spool is not None:
-            spool.close()
 
 
 def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadTrace, summary: RunSummary,

@@ -2,10 +2,10 @@
 
 The item-by-item replay rebuilds every item from its record and recomposes it
 under the other program with the interpreter (about 80 us an item). Here the
-trace's criteria are read into columns (`table_from_trace`) and the whole graph is
-evaluated by the columnar evaluator (every node column the
-interpreter's bit for bit); then one more pass over the records writes each
-item's result line:
+trace is read a chunk of items at a time (`TraceTables`, so that memory stays flat
+in its length): the chunk's criteria go into columns, the whole graph is evaluated
+by the columnar evaluator (every node column the interpreter's bit for bit), and the
+chunk's records, read again, give each item's result line:
 
 - an item with a valid result in the columns gets the line `result_line` writes
   for it, assembled from its record (id, line, candidates, label) and the sink's
@@ -23,14 +23,17 @@ A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it (`judged_c
 unexpected shape (candidates that are not `m` strings, parts that do not fit each other) is
 replayed item by item, which says what is wrong with it.
 
-So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). A
-trace the columns cannot read at all returns None before anything is written, and
-the caller replays it item by item, which reports it as it always did.
+So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). The lines are
+spooled to an anonymous temporary file until the whole trace is read: a trace the columns
+cannot read at all returns None with nothing written, and the caller replays it item by
+item, which reports it as it always did.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from itertools import islice
 from typing import Iterator
 
 import numpy as np
@@ -39,7 +42,7 @@ from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.inlinerun import column_line
 from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
     recorded_outputs, replay_records
-from gsrlang.execution.runs import RunSummary, open_output, recorded_complete, results_end
+from gsrlang.execution.runs import RunSummary, Spool
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
@@ -51,28 +54,45 @@ from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_
 __all__ = ["recompose_columnar"]
 
 
-def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: str, out: str) -> RunSummary | None:
-    """`replay_file(trace, program, verify=False, out=out)`'s summary and results file, or None (nothing
-    written) when the trace's criteria cannot be read into columns for `program`."""
-    from gsrlang.execution.tracetable import table_from_trace
+def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: str,
+                       out: str | None = None) -> RunSummary | None:
+    """`replay_file(trace, program, verify=False, out=out)`'s summary and results file (`out` None: the summary
+    alone), or None (nothing written) when the trace's criteria cannot be read into columns for `program`.
+
+    The trace is read a chunk of items at a time (`TraceTables`), and read again a chunk behind, each record
+    just before its line is made (a record kept from the first reading would have left the processor's caches
+    by then: decoding it again costs less); the result lines are spooled to an anonymous temporary file and
+    copied to `out` once the whole trace has been read."""
+    from gsrlang.execution.tracetable import CHUNK, TraceTables
     from gsrlang.semantics.evaluate import Evaluator
 
     t0 = time.perf_counter()
-    with gc_paused():  # what is read is kept: collections would walk it again and again, for nothing (no cycles)
+    plan, evaluator = Plan(program), Evaluator(program)
+    reader = TraceTables(program, trace_path, program_label)
+    summary = None
+    # (gc: no cycles in what is read, nothing to collect)
+    with gc_paused(), Spool(out) if out is not None else contextlib.nullcontext() as spool:
         try:
-            table = table_from_trace(program, trace_path, program_label)
+            records = (r for r in read_records(trace_path) if r[1] is not None or not is_summary(r[2]))
+            for table in reader.chunks(CHUNK):
+                if summary is None:
+                    summary = RunSummary(program.name, program.content_hash, table.mode)
+                _write(plan, program, program_label, spool, table, evaluator.run(table), summary,
+                       islice(records, len(table)))
+                evaluator.forget()
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
-        evaluation = Evaluator(program).run(table)
-        summary = RunSummary(program.name, program.content_hash, table.mode)
-        summary.recorded = table.recorded
-        _write(trace_path, program, program_label, out, table, evaluation, summary)
+        summary.recorded = reader.recorded
+        if spool is not None:
+            spool.keep(summary)
     summary.seconds = time.perf_counter() - t0
     return summary
 
 
-def _write(trace_path, program: CheckedProgram, program_label: str, out: str, table, evaluation, summary) -> None:
-    plan = Plan(program)
+def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table, evaluation, summary,
+           records: Iterator) -> None:
+    """The result lines of a chunk of items (`records`: the chunk's (line, header, record)) to `spool` (None:
+    counted only)."""
     mode, m = table.mode, table.m
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
@@ -82,50 +102,44 @@ def _write(trace_path, program: CheckedProgram, program_label: str, out: str, ta
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
     skipped = table.skipped.tolist() if table.skipped is not None and table.skipped.any() else None
-    handle = open_output(out)
-    try:
-        write = handle.write
-        k = -1
-        for line_no, header, rec in read_records(trace_path):
-            if header is None and is_summary(rec):
-                continue
-            k += 1
-            item, result = rec.get("item"), rec.get("result")
-            if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
-                run = carried_run(rec)
-                line = result_line(run, program)
+    write = (lambda line: spool.write(dumps(line) + "\n")) if spool is not None else _nothing
+    for k, (line_no, header, rec) in enumerate(records):
+        item, result = rec.get("item"), rec.get("result")
+        if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
+            run = carried_run(rec)
+            line = result_line(run, program)
+            summary.count(run, line, True)
+            write(line)
+            continue
+        line = None
+        skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
+        candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
+        if candidates is not None:
+            if ok[k]:
+                line = column_line(program, mode, item.get("id"), item.get("line", 0), source, candidates, sinks[k],
+                                   result.get("label"), result.get("label_error"), reads[k], scale)
+            else:
+                line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
+                                source, scale)
+        if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
+            record = Stored(header, rec) if header is not None else rec
+            for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
                 summary.count(run, line, True)
-                write(dumps(line) + "\n")
-                continue
-            line = None
-            skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
-            candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
-            if candidates is not None:
-                if ok[k]:
-                    line = column_line(program, mode, item.get("id"), item.get("line", 0), source, candidates, sinks[k],
-                                       result.get("label"), result.get("label_error"), reads[k], scale)
-                else:
-                    line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
-                                    source, scale)
-            if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
-                record = Stored(header, rec) if header is not None else rec
-                for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
-                    summary.count(run, line, True)
-                    summary.count_needs(plan, run)
-                    write(dumps(line) + "\n")
-                continue
-            valid = line["status"] == "ok"
-            pred = None if not valid else line["score"] if pointwise is not None else line["winner"]
-            summary.count_item(line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
-                               pred)
-            if skips and not valid:  # what the program needs of what the recorded run skipped
-                for criterion in _needed(plan, evaluation, k, m, rec, header):
-                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
-            write(dumps(line) + "\n")
-        write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
-    finally:
-        if out != "-":
-            handle.close()
+                summary.count_needs(plan, run)
+                write(line)
+            continue
+        valid = line["status"] == "ok"
+        pred = None if not valid else line["score"] if pointwise is not None else line["winner"]
+        summary.count_item(line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
+                           pred)
+        if skips and not valid:  # what the program needs of what the recorded run skipped
+            for criterion in _needed(plan, evaluation, k, m, rec, header):
+                summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
+        write(line)
+
+
+def _nothing(line: dict) -> None:
+    """Where no results file is written."""
 
 
 def _candidates(item: dict, m: int):
