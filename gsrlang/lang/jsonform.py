@@ -897,9 +897,7 @@ class _Declarations:
                 body.append("judges [" + ", ".join(_procedure_text(j) for j in judges) + f"] aggregate {agg_text}")
         elif proc is not None and proc != ("llm", "", ()):
             head += " = " + _procedure_text(proc)
-        if body:
-            return head + " {\n" + "\n".join("  " + line for line in body) + "\n}"
-        return head
+        return head + " {\n" + "\n".join("  " + line for line in body) + "\n}" if body else head
 
 
 def _procedure_text(p: tuple) -> str:

@@ -39,9 +39,7 @@ def to_lsp(model: DocumentModel, positions: PositionMap, files: Files) -> list[t
 
 
 def _is_here(model: DocumentModel, path: str | None) -> bool:
-    if path is None:
-        return True
-    return model.path is not None and Path(path).resolve() == Path(model.path).resolve()
+    return path is None or (model.path is not None and Path(path).resolve() == Path(model.path).resolve())
 
 
 def _one(model: DocumentModel, d: Diagnostic, positions: PositionMap, files: Files) -> types.Diagnostic:

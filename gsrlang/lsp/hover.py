@@ -169,9 +169,7 @@ def _shown_path(path: str, importer: str | None) -> str:
 
 
 def _slice(source: str | None, span) -> str | None:
-    if source is None or span is None:
-        return None
-    return source[span.start:span.end]
+    return None if source is None or span is None else source[span.start:span.end]
 
 
 def _definition(source: str | None, item) -> str:

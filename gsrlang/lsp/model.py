@@ -89,9 +89,7 @@ class Semantic:
         except Exception:
             node_id = name
         node = ctx.nodes.get(node_id)
-        if node is not None and node.type is not None:
-            return node.type
-        return ctx.criterion_types.get(node_id)
+        return node.type if node is not None and node.type is not None else ctx.criterion_types.get(node_id)
 
     def op_of(self, name: str) -> str | None:
         if self.ctx is None:

@@ -28,11 +28,9 @@ def definition(model: DocumentModel, offset: int, positions: PositionMap, files:
         return []
     if target.kind in ("name", "declaration"):
         decl = model.declarations.get(target.name)
-        if decl is None:
-            return []
-        if decl.path is None:
+        if decl is not None and decl.path is None:
             return [types.Location(uri=model.uri, range=positions.range(decl.name_span))]
-        return _location(decl.path, decl.name_span, files, positions.encoding)
+        return _location(decl.path, decl.name_span, files, positions.encoding) if decl is not None else []
     if target.kind == "import":
         resolved = dict((d.path.value, p) for d, p in model.imports()).get(target.name)
         if resolved is None:

@@ -122,9 +122,7 @@ class GsrLanguageServer(LanguageServer):
     def model(self, uri: str) -> DocumentModel | None:
         """The model of the document's current version (built now if the debounced run has not happened)."""
         doc = self.workspace.text_documents.get(uri)
-        if doc is None:
-            return None
-        return self._model_for(uri, doc.source, doc.version)
+        return None if doc is None else self._model_for(uri, doc.source, doc.version)
 
     def _model_for(self, uri: str, text: str, version: int | None) -> DocumentModel:
         with self._lock:
@@ -289,9 +287,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
     @_guarded(list)
     def on_formatting(ls: GsrLanguageServer, params: types.DocumentFormattingParams):
         doc = ls.workspace.text_documents.get(params.text_document.uri)
-        if doc is None:
-            return []
-        return format_edits(ls, doc.source)
+        return [] if doc is None else format_edits(ls, doc.source)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
                     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))

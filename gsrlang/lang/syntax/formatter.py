@@ -373,7 +373,8 @@ class _Printer:
     def _group(self, e) -> tuple | None:
         """A bracketed expression's opening text, key, children, closing bracket and child renderer; else None."""
         if isinstance(e, (ast.Call, ast.Procedure)):
-            return (e.op.name if isinstance(e, ast.Call) else e.dotted) + "(", (id(e), "args"), e.args, ")", self._labelled
+            name = e.op.name if isinstance(e, ast.Call) else e.dotted
+            return name + "(", (id(e), "args"), e.args, ")", self._labelled
         if isinstance(e, ast.ListExpr):
             return "[", (id(e), "items"), e.items, "]", self._expr
         if isinstance(e, ast.MapExpr):
@@ -466,9 +467,7 @@ class _Printer:
 
 def string_literal(value: str, triple: bool = False) -> str:
     """A string as `.gsr` source: quoted with escapes, or triple-quoted (lines verbatim) when `triple`."""
-    if triple:
-        return '"""' + _escape_triple(value) + '"""'
-    return format_literal(value).replace("\t", "\\t")
+    return '"""' + _escape_triple(value) + '"""' if triple else format_literal(value).replace("\t", "\\t")
 
 
 def _escape_triple(value: str) -> str:
