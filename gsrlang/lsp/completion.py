@@ -336,10 +336,8 @@ def _param_values(c: _Ctx, p: ParamSig) -> list[types.CompletionItem]:
     pattern = p.pattern
     if pattern.kind == "enum":
         enum = c.catalog.enums.get(pattern.name)
-        if enum is None:
-            return []
         return [c.item(m, types.CompletionItemKind.EnumMember, f"{enum.name}.{m}", enum.doc or None,
-                       sort="0" if m != p.default else "1") for m in enum.members]
+                       sort="0" if m != p.default else "1") for m in enum.members] if enum is not None else []
     if pattern.kind == "bool":
         return [c.item(v, types.CompletionItemKind.Value, "Bool") for v in ("true", "false")]
     return []

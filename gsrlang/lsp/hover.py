@@ -49,10 +49,8 @@ def hover(model: DocumentModel, offset: int, positions: PositionMap, files: File
     elif target.kind == "import":
         resolved = dict((d.path.value, p) for d, p in model.imports()).get(target.name)
         text = f"imports `{resolved}`" if resolved else f"`{target.name}` is not found"
-    if not text:
-        return None
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
-                       range=positions.range(target.span))
+                       range=positions.range(target.span)) if text else None
 
 
 # ---- texts (also used by completion) ---------------------------------------------------------------------

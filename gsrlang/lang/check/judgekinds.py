@@ -95,9 +95,8 @@ class JudgeKind:
     # ---- what people read ---------------------------------------------------------------------------
     def use_text(self) -> str:
         """How the kind is written in a criterion: `human(field: String, ...)`."""
-        if self.sig is None:
-            return self.name
-        return self.name + "(" + ", ".join(f"{p.name}: {p.pattern}" for p in self.sig.params) + ")"
+        inside = None if self.sig is None else ", ".join(f"{p.name}: {p.pattern}" for p in self.sig.params)
+        return self.name if inside is None else f"{self.name}({inside})"
 
 
 def judge_kind(cls: type[JudgeKind]) -> type[JudgeKind]:

@@ -97,10 +97,9 @@ def _plan(rule) -> tuple[tuple[tuple[int, str, int], ...], int]:
     and the Nones after the last one."""
     symbols = rule.expansion
     marks = rule.options.empty_indices
-    if marks:  # where an unmatched [x] stood: one None each
-        nones = [len(run) for run in "".join("1" if m else "0" for m in marks).split("0")]
-    else:
-        nones = [0] * (len(symbols) + 1)
+    # where an unmatched [x] stood: one None each
+    nones = [len(run) for run in "".join("1" if m else "0" for m in marks).split("0")] if marks else \
+        [0] * (len(symbols) + 1)
     plan, pending = [], 0
     for i, symbol in enumerate(symbols):
         pending += nones[i]
