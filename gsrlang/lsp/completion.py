@@ -109,9 +109,7 @@ def complete(model: DocumentModel, offset: int, positions: PositionMap, snippets
         return []
     toks = c.tokens
     if c.inside == "string":
-        if len(toks) >= 2 and toks[-2].text == "import":
-            return _import_paths(c, toks[-1])
-        return []
+        return _import_paths(c, toks[-1]) if len(toks) >= 2 and toks[-2].text == "import" else []
     if len(toks) >= 2 and toks[-1].text == "." and toks[-2].text == "rule":
         return _rules(c)
     stack = _open_brackets(toks)
@@ -223,9 +221,7 @@ def _in_list(c: _Ctx, toks: list[Tok], stack: list[int]) -> list[types.Completio
             if port is not None:
                 return _values(c, port.item_pattern)
         return []
-    if at >= 1 and toks[at - 1].text == "judges":
-        return _procedures(c)
-    return []
+    return _procedures(c) if at >= 1 and toks[at - 1].text == "judges" else []
 
 
 def _in_braces(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:

@@ -94,9 +94,8 @@ def _procedure_text(model: DocumentModel, name: str) -> str | None:
     kind = judge_kinds(model.catalog).get(name)
     if kind is not None:
         return describe_judge_kind(kind)
-    if name in knowledge.AGGREGATES:
-        return _code(f"aggregate {name}") + "\nensemble aggregation. " + knowledge.AGGREGATES[name]
-    return None
+    about = knowledge.AGGREGATES.get(name)
+    return _code(f"aggregate {name}") + "\nensemble aggregation. " + about if about is not None else None
 
 
 def _member_text(model: DocumentModel, target) -> str | None:
@@ -104,9 +103,7 @@ def _member_text(model: DocumentModel, target) -> str | None:
     if isinstance(node, ast.Setting):
         setting = tasks.SETTINGS.get(node.key.name)
         values = dict(setting.values) if setting else {}
-        if target.name in values:
-            return _code(f"{node.key.name} = {target.name}") + "\n" + values[target.name]
-        return None
+        return _code(f"{node.key.name} = {target.name}") + "\n" + values[target.name] if target.name in values else None
     call, arg = node
     sig = model.catalog.operator(call.op.name)
     param = sig.param(arg.name.name) if sig else None
