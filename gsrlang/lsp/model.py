@@ -22,9 +22,12 @@ import attrs
 
 from gsrlang.lang import records
 from gsrlang.lang.catalog import Catalog, OperatorSig, ParamSig, PortSig, RuleSig, default_catalog
-from gsrlang.lang.check.driver import Analysis, analyze
+from gsrlang.lang.check.context import Context
+from gsrlang.lang.check.driver import Analysis, analyze, check_module
+from gsrlang.lang.check.ports import resolve_alias
 from gsrlang.lang.span import Span
 from gsrlang.lang.syntax import ast
+from gsrlang.lang.syntax.parser import parse
 from gsrlang.lang.types import JType
 
 _DECL_TEXT = re.compile(r"^[ \t]*(criterion|node)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
@@ -63,9 +66,6 @@ class Semantic:
     """The checker's context after its passes: declarations (imports included) and inferred types."""
 
     def __init__(self, model: "DocumentModel"):
-        from gsrlang.lang.check.context import Context
-        from gsrlang.lang.check.driver import check_module
-
         self.ctx = None
         self.error = None
         module = model.module
@@ -82,8 +82,6 @@ class Semantic:
         ctx = self.ctx
         if ctx is None:
             return None
-        from gsrlang.lang.check.ports import resolve_alias
-
         try:
             node_id = resolve_alias(ctx, name)
         except Exception:
@@ -94,8 +92,6 @@ class Semantic:
     def op_of(self, name: str) -> str | None:
         if self.ctx is None:
             return None
-        from gsrlang.lang.check.ports import resolve_alias
-
         node = self.ctx.nodes.get(resolve_alias(self.ctx, name))
         return node.op if node is not None else None
 
@@ -117,8 +113,6 @@ class DocumentModel:
 
     @staticmethod
     def _parse_only(text: str) -> ast.Module | None:
-        from gsrlang.lang.syntax.parser import parse
-
         try:
             return parse(text).module
         except Exception:
