@@ -88,9 +88,7 @@ def json_to_source(doc: Any, catalog: Catalog | None = None) -> str:
     problems = out_of_bounds(doc)
     if problems:
         raise JsonFormError(problems)
-    writer = _Writer(catalog or default_catalog())
-    text = writer.write(doc)
-    return format_source(text)
+    return format_source(_Writer(catalog or default_catalog()).write(doc))
 
 
 def out_of_bounds(doc: Any) -> list[str]:
@@ -756,8 +754,7 @@ class _Declarations:
                                       f"{json_repr(self.consumer[info.id])}: name it to share it")
 
     def _ordered_inputs(self, info: _NodeInfo) -> list[_Input]:
-        sig = self.catalog.operator(info.op)
-        rank = {p.name: k for k, p in enumerate(sig.ports)}
+        rank = {p.name: k for k, p in enumerate(self.catalog.operator(info.op).ports)}
         return sorted(info.inputs, key=lambda i: (rank[i.port], i.slot or 0))
 
     def declarations(self) -> list[str]:

@@ -373,8 +373,7 @@ def _aggregates(c: _Ctx) -> list[types.CompletionItem]:
 def _import_paths(c: _Ctx, string: Tok) -> list[types.CompletionItem]:
     from gsrlang.lang.resources import stdlib_dir
 
-    typed_start = string.start + 1
-    rng = c.positions.range(Span(typed_start, c.offset))
+    rng = c.positions.range(Span(string.start + 1, c.offset))  # what is typed of the path, after the quote
     fragments = stdlib_dir() / "fragments"
     found = ["std/fragments/" + p.name for p in (sorted(fragments.glob("*.gsr")) if fragments.is_dir() else ())]
     if c.model.path:

@@ -147,8 +147,7 @@ def _where(model: DocumentModel, decl: DeclInfo, source: str | None) -> str:
     line = SourceText("", source).position(decl.name_span.start)[0] if source is not None else None
     if decl.path is None:
         return f"line {line}" if line else "this file"
-    shown = _shown_path(decl.path, model.path)
-    return f"from `{shown}`" + (f", line {line}" if line else "")
+    return f"from `{_shown_path(decl.path, model.path)}`" + (f", line {line}" if line else "")
 
 
 def _shown_path(path: str, importer: str | None) -> str:

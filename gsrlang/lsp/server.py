@@ -156,8 +156,7 @@ class GsrLanguageServer(LanguageServer):
             if doc is None:
                 return
             text, version = doc.source, doc.version
-            loop = asyncio.get_running_loop()
-            model = await loop.run_in_executor(self.worker, self._model_for, uri, text, version)
+            model = await asyncio.get_running_loop().run_in_executor(self.worker, self._model_for, uri, text, version)
             doc = self.workspace.text_documents.get(uri)
             if doc is None or doc.version != version:
                 return  # the document changed while it was being checked: a newer run will publish

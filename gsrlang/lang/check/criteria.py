@@ -189,9 +189,8 @@ def _procedure(ctx: Context, proc: ast.Procedure, t: JType | None, path) -> Proc
                       path=path, help=suggestion(rule.name, ctx.catalog.rules) or
                       "rules: " + ", ".join(sorted(ctx.catalog.rules)))
             return None
-        forms = written_forms(ctx.catalog)
         ctx.error("GSR104", f"unknown judge kind `{name}`", proc.span, "not a judge kind", path=path,
-                  help=suggestion(name, forms) or "judge kinds: " + ", ".join(
+                  help=suggestion(name, written_forms(ctx.catalog)) or "judge kinds: " + ", ".join(
                       k.use_text() if k.name == "rule" else k.name for k in judge_kinds(ctx.catalog).values()))
         return None
     what = proc.dotted

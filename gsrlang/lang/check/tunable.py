@@ -97,8 +97,7 @@ def _level_values(ctx: Context, name: str):
     t = ctx.criterion_types.get(name)
     if decl is None or not isinstance(decl.item, ast.CriterionDecl) or t is None or t.kind != "ordinal":
         return []
-    body = decl.item.body or ()
-    return [(b.key_text, b.value) for b in body if isinstance(b, ast.Level) and b.value is not None
+    return [(b.key_text, b.value) for b in decl.item.body or () if isinstance(b, ast.Level) and b.value is not None
             and b.key_text in t.labels]
 
 

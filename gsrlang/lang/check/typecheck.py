@@ -52,8 +52,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
         if src is None or src.type is None:
             ok = False  # reported where it was born
             continue
-        port = sig.port(port_name)
-        pattern = port.item_pattern
+        pattern = sig.port(port_name).item_pattern
         t = src.type
         port_types[port_name] = t
         if not matches(pattern, t, bindings):

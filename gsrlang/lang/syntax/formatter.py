@@ -309,7 +309,7 @@ class _Printer:
     def _criterion(self, c: ast.CriterionDecl) -> Lines:
         head = [f"criterion {c.name.name}: {_type(c.type)}"]
         if c.procedure is not None:
-            tail = 2 if c.body is not None else 0
+            tail = 2 if c.body is not None else 0  # the ` {` after it
             head = _join(head, [" = "], self._procedure(c.procedure, 0, len(head[0]) + 3, tail))
         if c.body is None:
             return head
