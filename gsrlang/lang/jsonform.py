@@ -353,9 +353,8 @@ class _Writer:
             if inp is None or "port" not in inp or "source" not in inp:
                 continue
             port, slot, source = inp.get("port"), inp.get("slot"), inp.get("source")
-            if not self.typed(source, _at(ipath, "source"), lambda v: isinstance(v, str), "a node id"):
-                continue
-            if not self.typed(port, _at(ipath, "port"), lambda v: isinstance(v, str), "a port name"):
+            if not self.typed(source, _at(ipath, "source"), lambda v: isinstance(v, str), "a node id") or \
+                    not self.typed(port, _at(ipath, "port"), lambda v: isinstance(v, str), "a port name"):
                 continue
             psig = sig.port(port)
             if psig is None:
@@ -510,9 +509,8 @@ class _Writer:
             self.err(_at(path, "kind"), f"unknown procedure kind {json_repr(kind)} (expected one of "
                                         f"{', '.join(kinds)})")
             return None
-        if not self.typed(name, _at(path, "name"), lambda v: isinstance(v, str), "a string"):
-            return None
-        if not self.typed(args, _at(path, "args"), lambda v: isinstance(v, dict), "an object"):
+        if not self.typed(name, _at(path, "name"), lambda v: isinstance(v, str), "a string") or \
+                not self.typed(args, _at(path, "args"), lambda v: isinstance(v, dict), "an object"):
             return None
         if kind != "rule" and not judge.positional and name:
             self.err(_at(path, "name"), f"a `{kind}` procedure has no name (it is \"\")")
@@ -643,9 +641,8 @@ class _Writer:
                 text += f" in {_num(tune[key][0])}..{_num(tune[key][1])}"
             return text
         if isinstance(value, str):
-            if label and _NAME.match(value) and value not in _RESERVED_VALUES:
-                return value
-            if label and digits and value.isdigit() and value.isascii():
+            if label and (_NAME.match(value) and value not in _RESERVED_VALUES
+                          or digits and value.isdigit() and value.isascii()):
                 return value
             return _string(value)
         if scalar:

@@ -154,9 +154,7 @@ def matches(pattern: Pattern, t: JType, bindings: dict[str, JType]) -> bool:
             if bound == t:
                 return True
             continue
-        if p.kind != t.kind:
-            continue
-        if p.kind == "score" and not p.any_range and (p.lo, p.hi) != (t.lo, t.hi):
+        if p.kind != t.kind or p.kind == "score" and not p.any_range and (p.lo, p.hi) != (t.lo, t.hi):
             continue
         return True
     return False

@@ -91,9 +91,8 @@ def code_actions(model: DocumentModel, span: Span, positions: PositionMap, files
     """One quick fix per fix of each diagnostic (in this file) that overlaps `span`."""
     actions = []
     for d in model.diagnostics:
-        if not d.fixes or not _is_here(model, d.primary.path):
-            continue
-        if not (d.span.start <= span.end and span.start <= d.span.end):
+        overlaps = d.span.start <= span.end and span.start <= d.span.end
+        if not (d.fixes and overlaps and _is_here(model, d.primary.path)):
             continue
         lsp_diag = _one(model, d, positions, files)
         # prefer the client's own copy, so it can tie the action to what it shows

@@ -44,9 +44,8 @@ def _constant_nodes(ctx: Context) -> set[str]:
     constant = set()
     for node_id in ctx.order:
         node = ctx.nodes[node_id]
-        if node.kind == "const":
-            constant.add(node_id)
-        elif node.kind != "criterion" and node.inputs and all(src in constant for src, _ in edges_of(ctx, node_id)):
+        if node.kind == "const" or node.kind != "criterion" and node.inputs and \
+                all(src in constant for src, _ in edges_of(ctx, node_id)):
             constant.add(node_id)
     return constant
 

@@ -75,9 +75,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
         else:
             values[name] = value
     node.param_values = values
-    if not ok:
-        return None
-    if node.op == "map" and "to" in values and not _check_map(ctx, node, values):
+    if not ok or node.op == "map" and "to" in values and not _check_map(ctx, node, values):
         return None
     if node.op == "default" and not any(ctx.nodes[resolve_alias(ctx, s)].type.optional for _, _, s, _ in node.inputs
                                         if ctx.nodes[resolve_alias(ctx, s)].type):
