@@ -441,8 +441,7 @@ class _Writer:
                                               "(\"1\", \"2\", ...)")
                 return None
         k = len(labels)
-        linear = tuple(i / (k - 1) for i in range(k))
-        values = t.get("values", linear)
+        values = t.get("values", tuple(i / (k - 1) for i in range(k)))  # (a tuple: only a list passes below)
         if not self.typed(values, _at(path, "values"), lambda v: isinstance(v, list) and len(v) == k
                           and all(is_number(x) and 0 <= x <= 1 for x in v),
                           f"an array of {k} level values in [0, 1]"):
@@ -569,10 +568,9 @@ class _Writer:
     # ---- readout ----
     def _tune(self, raw, path: str) -> dict:
         """A node's or a readout's tuning ranges: {key: (lo, hi)} (see gsrlang.lang.check.tunable)."""
-        if not self.typed(raw, path, lambda v: isinstance(v, dict) and all(_pair(r) for r in v.values()),
-                          "an object of [lo, hi] ranges"):
-            return {}
-        return {k: tuple(v) for k, v in raw.items()}
+        ok = self.typed(raw, path, lambda v: isinstance(v, dict) and all(_pair(r) for r in v.values()),
+                        "an object of [lo, hi] ranges")
+        return {k: tuple(v) for k, v in raw.items()} if ok else {}
 
     def _readout(self, raw, path: str) -> list[str]:
         r = self.obj(raw, path, tuple(MODES))

@@ -824,9 +824,8 @@ def explain(code: str, width: int = 88) -> str | None:
     if e is None:
         return None
     paragraphs = [textwrap.fill(p, width) for p in e.text.split("\n\n")]
-    out = [f"{e.code}: {e.info.title} ({e.info.severity})", "", *"\n\n".join(paragraphs).splitlines(), "",
-           "Wrong:", "", _indent(e.wrong.shown()), "", "Right:", "", _indent(e.right.shown()), ""]
-    return "\n".join(out)
+    return "\n".join([f"{e.code}: {e.info.title} ({e.info.severity})", "", *"\n\n".join(paragraphs).splitlines(), "",
+                      "Wrong:", "", _indent(e.wrong.shown()), "", "Right:", "", _indent(e.right.shown()), ""])
 
 
 __all__ = ["EXPLANATIONS", "Example", "Explanation", "explain", "get"]
