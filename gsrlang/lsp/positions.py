@@ -30,9 +30,8 @@ class PositionMap:
     def __init__(self, text: str, encoding: str | None = UTF16):
         self.source = SourceText("", text)
         self.text = text
-        self.encoding = str(encoding or UTF16).lower()
-        if self.encoding not in (UTF8, UTF16, UTF32):
-            self.encoding = UTF16
+        encoding = str(encoding or UTF16).lower()
+        self.encoding = encoding if encoding in (UTF8, UTF16, UTF32) else UTF16
 
     def _col_units(self, line: int, chars: int) -> int:
         text = self.source.line_text(line)[:chars]

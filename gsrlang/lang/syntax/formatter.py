@@ -296,14 +296,12 @@ class _Printer:
     def _task(self, task: ast.TaskDecl) -> Lines:
         head = f"task {task.mode.name} {{"
         key = (id(task), "settings")
-        if not task.settings and key not in self.broken:
-            return [head + "}"]
         if key not in self.broken:
+            if not task.settings:
+                return [head + "}"]
             flat = [self._flat(s) for s in task.settings]
-            if all(f is not None for f in flat):
-                line = head + " " + "  ".join(flat) + " }"
-                if len(line) <= WIDTH:
-                    return [line]
+            if None not in flat and len(line := head + " " + "  ".join(flat) + " }") <= WIDTH:
+                return [line]
         return self._block(head, key, task.settings, "}", 0, self._labelled, sep="", blanks=False)
 
     def _criterion(self, c: ast.CriterionDecl) -> Lines:
