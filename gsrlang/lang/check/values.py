@@ -139,13 +139,11 @@ def _check(ctx: Context, name: str, p: Pattern, expr, path):
                        help=suggestion(expr.name.name, members) or f"choose one of {', '.join(members)}")
         return Symbol(expr.name.name)
     if p.kind == "string":
-        if not isinstance(expr, ast.String):
-            return bad(f"`{name}` takes a string", "not a string", 'write it in double quotes: "..."')
-        return expr.value
+        return expr.value if isinstance(expr, ast.String) else \
+            bad(f"`{name}` takes a string", "not a string", 'write it in double quotes: "..."')
     if p.kind == "bool":
-        if not isinstance(expr, ast.BoolLit):
-            return bad(f"`{name}` takes `true` or `false`", "not a Bool", "write `true` or `false`")
-        return expr.value
+        return expr.value if isinstance(expr, ast.BoolLit) else \
+            bad(f"`{name}` takes `true` or `false`", "not a Bool", "write `true` or `false`")
     if p.kind in ("real", "int", "score"):
         if not isinstance(expr, ast.Number):
             return bad(f"`{name}` takes a number", "not a number",

@@ -90,9 +90,7 @@ def _full_one(d: Diagnostic, sources: Sources, s: Callable[..., str]) -> str:
         arrow = "-->" if any(primary for _, primary in group) else ":::"
         if src is None:
             out.append(f"{pad}{s(arrow, '34', '1')} {where}")
-            for lab, _ in group:
-                if lab.message:
-                    out.append(f"{pad} {s('=', '34', '1')} {lab.message}")
+            out.extend(f"{pad} {s('=', '34', '1')} {lab.message}" for lab, _ in group if lab.message)
             continue
         line, col = src.position(first.span.start)
         out.append(f"{pad}{s(arrow, '34', '1')} {where}:{line}:{col}")
