@@ -267,10 +267,8 @@ def _top_level(c: _Ctx, toks: list[Tok]) -> list[types.CompletionItem]:
     if last == "task":
         return [c.item(m, types.CompletionItemKind.Keyword, None, about, insert=m + " ")
                 for m, about in tasks.MODES.items()]
-    if at_line_start or not toks:
-        return [c.item(k, types.CompletionItemKind.Keyword, form, about, insert=k + " ")
-                for k, (form, about) in knowledge.KEYWORDS.items()]
-    return []
+    return [c.item(k, types.CompletionItemKind.Keyword, form, about, insert=k + " ")
+            for k, (form, about) in knowledge.KEYWORDS.items()] if at_line_start or not toks else []
 
 
 # ---- item makers ---------------------------------------------------------------------------------------------
@@ -334,9 +332,8 @@ def _param_values(c: _Ctx, p: ParamSig) -> list[types.CompletionItem]:
         enum = c.catalog.enums.get(pattern.name)
         return [c.item(m, types.CompletionItemKind.EnumMember, f"{enum.name}.{m}", enum.doc or None,
                        sort="0" if m != p.default else "1") for m in enum.members] if enum is not None else []
-    if pattern.kind == "bool":
-        return [c.item(v, types.CompletionItemKind.Value, "Bool") for v in ("true", "false")]
-    return []
+    return [c.item(v, types.CompletionItemKind.Value, "Bool") for v in ("true", "false")] \
+        if pattern.kind == "bool" else []
 
 
 def _setting_values(c: _Ctx, key: str) -> list[types.CompletionItem]:

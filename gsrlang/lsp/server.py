@@ -65,9 +65,8 @@ class _Protocol(LanguageServerProtocol):
             return None
 
     def handle_message(self, message):
-        if message is None or not hasattr(message, "jsonrpc"):  # unreadable, already answered above
-            return None
-        return super().handle_message(message)
+        readable = message is not None and hasattr(message, "jsonrpc")  # (if not, answered above)
+        return super().handle_message(message) if readable else None
 
 
 class _BoundedInput:
