@@ -39,15 +39,14 @@ def criterion_type(ctx: Context, texpr: ast.TypeExpr, path) -> JType | None:
     t: JType | None = None
     if name == "Bool" and a.form == "name":
         t = BOOL
-    elif name == "Score" and a.form in ("name", "range"):
-        if a.form == "range":
-            lo, hi = float(a.range.lo.value), float(a.range.hi.value)
-            if not lo < hi:
-                bad(f"empty score interval [{a.range.lo.value}..{a.range.hi.value}]", "lower bound must be below the upper")
-                return None
-            t = JType("score", lo, hi)
-        else:
-            t = JType("score")
+    elif name == "Score" and a.form == "name":
+        t = JType("score")
+    elif name == "Score" and a.form == "range":
+        lo, hi = float(a.range.lo.value), float(a.range.hi.value)
+        if not lo < hi:
+            bad(f"empty score interval [{a.range.lo.value}..{a.range.hi.value}]", "lower bound must be below the upper")
+            return None
+        t = JType("score", lo, hi)
     elif name == "Ordinal" and a.form == "range":
         lo, hi = a.range.lo.value, a.range.hi.value
         if not (isinstance(lo, int) and isinstance(hi, int)) or hi <= lo:
