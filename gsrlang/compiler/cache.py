@@ -52,7 +52,7 @@ class CompileCache:
 
     def load(self, key: str, spec: CompileSpec, *, repairs: int, path=None, catalog=None):
         """The cached result for `key`, rebuilt and re-checked; None on a miss."""
-        from gsrlang.compiler.synthesize import Round, check_program, finish_result, no_program_round
+        from gsrlang.compiler.synthesize import checked_round, finish_result
 
         record = self._store.get(key)
         usable = (record is not None and record.get("v") == CACHE_VERSION and record.get("rounds")
@@ -67,12 +67,8 @@ class CompileCache:
             base = dict(index=r["index"], answer=r.get("answer"), model=r.get("model") or "",
                         finish_reason=r.get("finish_reason"), prompt_tokens=r.get("prompt_tokens", 0),
                         completion_tokens=r.get("completion_tokens", 0))
-            if r.get("program") is None:
-                rounds.append(no_program_round(problem=r.get("problem"), **base))
-            else:
-                analysis, errors = check_program(r["program"], spec, path, catalog)
-                warnings = tuple(d for d in analysis.diagnostics if not d.is_error)
-                rounds.append(Round(program=r["program"], diagnostics=errors, warnings=warnings, **base))
+            rounds.append(checked_round(spec, r.get("program"), problem=r.get("problem"), path=path, catalog=catalog,
+                                        **base))
         result = finish_result(spec, tuple(rounds), path=path, catalog=catalog, date=record.get("date") or "",
                                model_calls=0, cached=True)
         return result if result.status == record["status"] else None  # else the checker changed its mind: compile again

@@ -201,15 +201,21 @@ class Round:
                 "completion_tokens": self.completion_tokens}
 
 
-def no_program_round(*, index: int, answer: str | None, problem: str | None, model: str = "",
-                     finish_reason: str | None = None, prompt_tokens: int = 0, completion_tokens: int = 0) -> Round:
-    """A round whose answer held no program: one GSR900 diagnostic says why."""
+def checked_round(spec: CompileSpec, program: str | None, *, index: int, answer: str | None, problem: str | None,
+                  path=None, catalog: Catalog | None = None, model: str = "", finish_reason: str | None = None,
+                  prompt_tokens: int = 0, completion_tokens: int = 0) -> Round:
+    """The round of `program`, checked against `spec`; when the answer held none, one GSR900 diagnostic says why."""
+    tail = (model, finish_reason, prompt_tokens, completion_tokens)
+    if program is not None:
+        analysis, errors = check_program(program, spec, path, catalog)
+        return Round(index, answer, program, errors, tuple(d for d in analysis.diagnostics if not d.is_error), None,
+                     *tail)
     why = problem or "the answer was empty"
     if finish_reason == "length" and "cut off" not in why:
         why += " (the answer was cut off at max_tokens)"
     diags = (error(NO_PROGRAM, f"the model's answer holds no program: {why}", Span(0, 0),
                    help="answer with the complete program in one ```gsr fenced code block"),)
-    return Round(index, answer, None, diags, (), why, model, finish_reason, prompt_tokens, completion_tokens)
+    return Round(index, answer, None, diags, (), why, *tail)
 
 
 class _ResultMixin:
@@ -367,9 +373,9 @@ async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int =
     calls = 0
     for index in range(repairs + 1):
         request = ProgramRequest(messages=messages, schema=schema, schema_name=schema_name, extra_body=extra)
+        calls += 1  # counted once it returns, with an answer or a format error (a call failure raises)
         try:
             result = await client.complete(request)
-            calls += 1
             answer, finish, model = result.text, result.finish_reason, result.model
             pt, ct = result.prompt_tokens, result.completion_tokens
             if constrain == "json":
@@ -377,7 +383,6 @@ async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int =
             else:
                 program, problem = extract_program(answer)
         except AnswerFormatError as exc:  # no content, a refusal, or (json mode) no JSON object
-            calls += 1
             answer, finish, model = exc.text, exc.finish_reason, exc.model or client.config.model
             usage = exc.usage or {}
             pt, ct = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
@@ -394,13 +399,8 @@ async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int =
                                      kind=exc.kind, server_message=exc.server_message, attempts=exc.attempts,
                                      retryable=exc.retryable, model=exc.model) from None
             raise
-        if program is None:
-            this = no_program_round(index=index, answer=answer, problem=problem, model=model, finish_reason=finish,
-                                    prompt_tokens=pt, completion_tokens=ct)
-        else:
-            analysis, errors = check_program(program, spec, path, catalog)
-            warnings = tuple(d for d in analysis.diagnostics if not d.is_error)
-            this = Round(index, answer, program, errors, warnings, None, model, finish, pt, ct)
+        this = checked_round(spec, program, index=index, answer=answer, problem=problem, path=path, catalog=catalog,
+                             model=model, finish_reason=finish, prompt_tokens=pt, completion_tokens=ct)
         rounds.append(this)
         if on_round is not None:
             on_round(this)
