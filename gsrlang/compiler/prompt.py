@@ -100,10 +100,9 @@ _FENCED = re.compile(r"^```[^\n]*\n.*?^```[ \t]*$", re.M | re.S)
 _SECTION = re.compile(r"^## ", re.M)
 
 
-def language_reference(catalog: Catalog, text: str | None = None) -> str:
+def language_reference(catalog: Catalog) -> str:
     """docs/language.md with the generated catalogue in place of its hand-written one."""
-    if text is None:
-        text = language_reference_path().read_text(encoding="utf-8")
+    text = language_reference_path().read_text(encoding="utf-8")
     generated = ("The catalogue below is generated from the stdlib's signature files; it is complete.\n\n"
                  "```gsr\n" + catalogue_text(catalog) + "\n```")
     heading = _CATALOGUE_HEADING.search(text)
@@ -150,12 +149,10 @@ Rules for your answer:
 """
 
 
-def compact_reference(catalog: Catalog, sections: Sequence[int], text: str | None = None) -> str:
+def compact_reference(catalog: Catalog, sections: Sequence[int]) -> str:
     """The numbered sections of docs/language.md given, and the catalogue's signatures without their
     documentation: the reference for a server with a small context (see :func:`fit_prompt`)."""
-    if text is None:
-        text = language_reference_path().read_text(encoding="utf-8")
-    parts = _SECTION.split(text)
+    parts = _SECTION.split(language_reference_path().read_text(encoding="utf-8"))
     kept = [p for p in parts[1:] if (m := re.match(r"(\d+)\.", p)) and int(m.group(1)) in sections]
     lines = [line for line in catalogue_text(catalog).splitlines()
              if line and (not line.startswith("# ") or line.startswith("# ----"))]
@@ -164,10 +161,10 @@ def compact_reference(catalog: Catalog, sections: Sequence[int], text: str | Non
 
 
 def system_message(catalog: Catalog | None = None, examples: Sequence[str] = DEFAULT_EXAMPLES,
-                   reference_text: str | None = None, reference: str | None = None) -> str:
+                   reference: str | None = None) -> str:
     catalog = catalog or default_catalog()
     parts = [_RULES, "# The .gsr language reference\n",
-             reference if reference is not None else language_reference(catalog, reference_text)]
+             reference if reference is not None else language_reference(catalog)]
     shown = example_programs(examples)
     if shown:
         parts += ["# Example programs\n", *(f"## {name}\n\n```gsr\n{text.rstrip()}\n```\n" for name, text in shown)]
@@ -200,11 +197,11 @@ def user_message(spec: CompileSpec) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def build_prompt(spec: CompileSpec, catalog: Catalog | None = None, examples: Sequence[str] = DEFAULT_EXAMPLES,
-                 reference_text: str | None = None) -> Prompt:
+def build_prompt(spec: CompileSpec, catalog: Catalog | None = None,
+                 examples: Sequence[str] = DEFAULT_EXAMPLES) -> Prompt:
     if not isinstance(spec, CompileSpec):
         raise TypeError(f"build_prompt takes a CompileSpec, got {type(spec).__name__}")
-    return Prompt(system_message(catalog, examples, reference_text), user_message(spec))
+    return Prompt(system_message(catalog, examples), user_message(spec))
 
 
 # Smaller and smaller prompts for servers with small contexts, largest first: (what was cut,
