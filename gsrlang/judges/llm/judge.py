@@ -552,8 +552,7 @@ class LLMJudge:
             ens = spec.ensemble
             agg = aggregate(ens.aggregate, node.type, votes, ens.args.get("weights"))
             prov = {
-                "procedure": "ensemble",
-                "aggregate": ens.aggregate,
+                "procedure": "ensemble", "aggregate": ens.aggregate,
                 "votes": [{"value": _value_json(v.value), "status": v.status, "reason": v.reason, "raw": v.raw,
                            **v.provenance} for v in votes],
                 "model": ",".join(dict.fromkeys(str(v.provenance.get("model")) for v in votes)),
@@ -613,17 +612,14 @@ class LLMJudge:
 
     async def _joint(self, node: Node, item: Item, proc: ProcedureSpec, sample: int) -> list[Judgment]:
         cands = list(item.candidates)
-        orders = [cands, cands[::-1]]
-        names = ["".join(c.id for c in o) for o in orders]
-
-        done = await asyncio.gather(*(self._ask(node, item, proc, sample, [c.text for c in o], "joint", n)
-                                      for o, n in zip(orders, names)))
+        orders = [cands, cands[::-1]]  # each named by its candidates' ids ("AB", "BA")
+        done = await asyncio.gather(*(self._ask(node, item, proc, sample, [c.text for c in o], "joint",
+                                                "".join(c.id for c in o)) for o in orders))
         policy = str(proc.args.get("on_disagree") or self.joint_disagreement)  # the criterion's own, else the run's
         judgments = []
         for k, cand in enumerate(cands):
-            per_order = []
-            records = []
-            for (order, name), (seed, role, spec, out) in zip(zip(orders, names), done):
+            per_order, records = [], []
+            for order, (seed, role, spec, out) in zip(orders, done):
                 pos = [c.id for c in order].index(cand.id)
                 r = out.results[pos]
                 per_order.append(Judgment(r["value"], r["status"], r.get("reason"), out.raw))
@@ -631,9 +627,7 @@ class LLMJudge:
                        "status": r["status"], "reason": r.get("reason"), "answer": r.get("answer"),
                        "raw": out.raw, **self._provenance(proc, role, seed, spec, out)}
                 if k > 0:  # the calls are shared: count their tokens on the first candidate only
-                    rec["tokens"] = {"prompt": 0, "completion": 0}
-                    rec["calls"] = 0
-                    rec["calls_shared_with"] = cands[0].id
+                    rec.update(tokens={"prompt": 0, "completion": 0}, calls=0, calls_shared_with=cands[0].id)
                 if r.get("evidence"):
                     rec["evidence"] = r["evidence"]
                 records.append(rec)
@@ -860,15 +854,11 @@ class LLMJudge:
 
     def _give_up(self, n: int, why: str, spec: AnswerSpec, partial: list[dict] | None) -> list[dict]:
         status = "abstained" if spec.optional else "invalid"
-        out = []
-        for k in range(n):
-            r = partial[k] if partial is not None and k < len(partial) else None
-            if r is not None and r["status"] != "invalid":
-                out.append(r)  # in joint mode one response's answer may fit while the other's does not
-            else:
-                out.append({"status": status, "value": ABSTAIN if status == "abstained" else None, "reason": why,
-                            "evidence": [], "answer": r.get("answer") if r else None})
-        return out
+        given = [partial[k] if partial is not None and k < len(partial) else None for k in range(n)]
+        # in joint mode one response's answer may fit while the other's does not
+        return [r if r is not None and r["status"] != "invalid" else
+                {"status": status, "value": ABSTAIN if status == "abstained" else None, "reason": why, "evidence": [],
+                 "answer": r.get("answer") if r else None} for r in given]
 
     def _failed(self, n: int, why: str, out: _Outcome) -> _Outcome:
         out.results = [{"status": "invalid", "value": None, "reason": why, "evidence": [], "answer": None}
