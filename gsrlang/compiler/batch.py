@@ -279,8 +279,7 @@ async def compile_batch(items: Sequence[CompileItem | ItemError] | Iterator[Comp
     async def worker() -> None:
         for order_no, item, stem in pending:
             if stopped:
-                entries[order_no] = IndexEntry(id=item.id, line=item.line, status="error",
-                                               spec_sha256=item.spec.sha256,
+                entries[order_no] = IndexEntry(id=item.id, line=item.line, status="error", spec_sha256=item.spec.sha256,
                                                error=f"not compiled: the batch stopped ({stopped[0]})",
                                                error_kind="model")
                 continue

@@ -70,9 +70,7 @@ class JudgeRegistry:
             if judge is None:
                 missing.setdefault(kind, []).append(node.id)
                 continue
-            validate = getattr(judge, "validate", None)
-            problem = validate(node) if validate else None
-            if problem:
+            if (validate := getattr(judge, "validate", None)) and (problem := validate(node)):
                 out.append(problem)
         return [self._missing(kind, names) for kind, names in missing.items()] + out
 

@@ -583,9 +583,7 @@ class Batcher:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                moved = False
-                for part in active:
-                    moved |= await self._step(part)
+                moved = any([await self._step(part) for part in active])  # every part is stepped
                 self._progress()
                 if not moved:
                     await asyncio.sleep(delay)

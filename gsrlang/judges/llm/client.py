@@ -804,10 +804,8 @@ class LLMClient:
         if param in _TOGETHER:
             self.logprobs_refused = True
         if self.knowledge is not None:
-            facts: dict[str, Any] = {"adapted": dict(sorted(self.adapted.items()))}
-            if param in _TOGETHER:
-                facts["logprobs"] = False
-            self.knowledge.update(self.config.effective_base_url, self.config.model, **facts)
+            self.knowledge.update(self.config.effective_base_url, self.config.model, adapted=dict(
+                sorted(self.adapted.items())), **({"logprobs": False} if param in _TOGETHER else {}))
         log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self.origin, param,
                     describe_adaptation(param, self.adapted[param]))
 

@@ -268,11 +268,9 @@ class JudgeSettings:
     def for_role(self, name: str | None = None) -> JudgeConfig:
         """The config for role ``name``; ``None`` (or ``"default"`` when no role
         has that name) gives the default config."""
-        if name is None:
-            return self.default
         if name in self.roles:
             return self.roles[name]
-        if name == "default":
+        if name in (None, "default"):
             return self.default
         if self.roles:
             known = ", ".join(repr(r) for r in sorted(self.roles))

@@ -113,13 +113,9 @@ def _node(op, av, bound: int | None = None) -> str:
             hi = max(lo, bound)
         inner = _seq(sub, bound)
         inner = inner if len(sub) == 1 and sub[0][0] in (_c.IN, _c.LITERAL, _c.SUBPATTERN, _c.ANY, _c.BRANCH, _c.CATEGORY) else f"({inner})"
-        if (lo, hi) == (0, _c.MAXREPEAT):
-            return inner + "*"
-        if (lo, hi) == (1, _c.MAXREPEAT):
-            return inner + "+"
-        if (lo, hi) == (0, 1):
-            return inner + "?"
-        return inner + "{" + str(lo) + ("," if hi == _c.MAXREPEAT else "," + str(hi) if hi != lo else "") + "}"
+        suffix = {(0, _c.MAXREPEAT): "*", (1, _c.MAXREPEAT): "+", (0, 1): "?"}.get((lo, hi))
+        bounds = str(lo) + ("," if hi == _c.MAXREPEAT else "," + str(hi) if hi != lo else "")
+        return inner + (suffix or "{" + bounds + "}")
     raise GBNFError(f"the regex construct {op} (lookaround, anchor or backreference)")
 
 
@@ -162,10 +158,8 @@ def _value(schema: dict, rules: dict[str, str], name: str) -> str:
 
 def _object(schema: dict, rules: dict[str, str], name: str) -> str:
     props = schema.get("properties") or {}
-    parts = []
-    for i, (key, sub) in enumerate(props.items()):
-        sep = '"," ws ' if i else ""
-        parts.append(f"{sep}{literal(json.dumps(key))} ws \":\" ws {_value(sub, rules, rule_name(f'{name}-{key}'))} ws")
+    parts = [('"," ws ' if i else "") + f"{literal(json.dumps(key))} ws \":\" ws "
+             f"{_value(sub, rules, rule_name(f'{name}-{key}'))} ws" for i, (key, sub) in enumerate(props.items())]
     return '"{" ws ' + " ".join(parts) + ' "}"'
 
 

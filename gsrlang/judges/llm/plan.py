@@ -139,9 +139,7 @@ def _units(prov: dict):
         for vote in prov["votes"]:
             yield from _units(vote)
     elif prov.get("orders"):
-        for order in prov["orders"]:
-            if not order.get("calls_shared_with"):
-                yield order
+        yield from (order for order in prov["orders"] if not order.get("calls_shared_with"))
     else:
         yield prov
 

@@ -246,19 +246,15 @@ class AnswerSpec:
         """(value or ABSTAIN, reason, evidence) from one answer object; raises OutsideType."""
         if not isinstance(data, dict):
             raise OutsideType(f"expected a JSON object with an \"answer\", got {_short(data)}")
-        if "answer" in data:
-            raw = data["answer"]
-        else:
-            alt = next((k for k in ("verdict", "value", "score", "label", "option", "choice") if k in data), None)
-            if alt is None:
-                raise OutsideType('the JSON object has no "answer" field')
-            raw = data[alt]
+        key = next((k for k in ("answer", "verdict", "value", "score", "label", "option", "choice") if k in data), None)
+        if key is None:
+            raise OutsideType('the JSON object has no "answer" field')
         reason = data.get("reason")
         reason = clip(reason.strip(), MAX_REASON_CHARS) if isinstance(reason, str) and reason.strip() else None
         evidence = data.get("evidence")
-        quotes = [q for q in evidence if isinstance(q, str)][:MAX_EVIDENCE] if isinstance(evidence, list) else []
-        quotes = [clip(q, MAX_REASON_CHARS) for q in quotes]
-        return self.value_of(raw), reason, quotes
+        quotes = [clip(q, MAX_REASON_CHARS) for q in evidence if isinstance(q, str)][:MAX_EVIDENCE] \
+            if isinstance(evidence, list) else []
+        return self.value_of(data[key]), reason, quotes
 
     def value_of(self, raw):
         t = self.type
