@@ -339,8 +339,8 @@ def in_process(h: Harness, texts: list[str]) -> None:
             items = [{n.id: tuple(judgment(rng, n.type) for _ in cands) for n in program.criteria}
                      for _ in range(40)]
             for i, judged in enumerate(items):
-                values, checked, reason = check_judgments(plan, judged, cands)
-                run = finish(plan, mode, None, 0, cands, values, checked, reason)
+                values, checked = check_judgments(plan, judged, cands)
+                run = finish(plan, mode, None, 0, cands, values, checked)
                 lines.append(f"{k} {mode} {i} item {run.status} {run.readout.to_json() if run.readout else None!r} {run.reason!r} "
                              f"{[repr(v) for v in values]!r}")
             table = table_from_cells(program, mode, [(i, None, {key: [(j.status, j.value) for j in v]

@@ -55,8 +55,8 @@ def interpreter(plan, mode, items):
     cands = ("A",) if mode == "pointwise" else ("A", "B")
     out = []
     for judged in items:
-        values, checked, reason = check_judgments(plan, judged, cands)
-        run = finish(plan, mode, None, 0, cands, values, checked, reason)
+        values, checked = check_judgments(plan, judged, cands)
+        run = finish(plan, mode, None, 0, cands, values, checked)
         result = None
         if run.status == "ok":
             result = run.readout.score if mode == "pointwise" else run.readout.winner

@@ -462,18 +462,14 @@ def summarize_runs(reports: Sequence[Mapping]) -> dict:
     ``sd`` is the sample standard deviation (n - 1 denominator), None when
     fewer than two runs defined it.
     """
-    keys: list[str] = []
-    for report in reports:
-        for key, value in report.items():
-            value = _plain_value(value)
-            if key in _NOT_METRICS or key in keys:
-                continue
-            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-                keys.append(key)
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    keys = dict.fromkeys(key for report in reports for key, value in report.items()
+                         if key not in _NOT_METRICS and (_plain_value(value) is None or number(_plain_value(value))))
     summary = {}
     for key in keys:
-        values = [_plain_value(r.get(key)) for r in reports]
-        defined = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        defined = [float(v) for v in map(_plain_value, (r.get(key) for r in reports)) if number(v)]
         summary[key] = {"mean": statistics.fmean(defined) if defined else None,
                         "sd": statistics.stdev(defined) if len(defined) >= 2 else None, "n": len(defined)}
     return summary
@@ -729,8 +725,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
 
 def _format_flat(report: Mapping, indent: str = "") -> list[str]:
     rows, ci_header = _metric_rows(report)
-    has_ci = any(row[2] for row in rows)
-    if has_ci:
+    if any(row[2] for row in rows):
         return _table(("metric", "value", ci_header), rows, indent)
     return _table(("metric", "value"), [row[:2] for row in rows], indent)
 
@@ -738,17 +733,12 @@ def _format_flat(report: Mapping, indent: str = "") -> list[str]:
 def _side_by_side(runs: Mapping) -> list[str]:
     """One row per metric, one column per run (value and interval), for runs of different programs."""
     tables = {run_id: {row[0]: row for row in _metric_rows(r)[0]} for run_id, r in runs.items()}
-    keys: list[str] = []
-    for rows in tables.values():
-        keys += [k for k in rows if k not in keys]
+    keys = dict.fromkeys(k for rows in tables.values() for k in rows)
     header = ["metric"] + [str(run_id) for run_id in runs]
-    body = []
-    for key in keys:
-        cells = [key]
-        for rows in tables.values():
-            row = rows.get(key)
-            cells.append("-" if row is None else row[1] if not row[2] or row[2] == "-" else f"{row[1]} {row[2]}")
-        body.append(cells)
+    def cell(row) -> str:
+        return "-" if row is None else row[1] if not row[2] or row[2] == "-" else f"{row[1]} {row[2]}"
+
+    body = [[key] + [cell(rows.get(key)) for rows in tables.values()] for key in keys]
     width = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     return ["  " + "  ".join(c.ljust(width[0]) if i == 0 else c.rjust(width[i]) for i, c in enumerate(r)).rstrip()
             for r in [header, *body]]
@@ -795,11 +785,9 @@ def format_report(report: Mapping) -> str:
     if report.get("side_by_side"):
         return "\n".join(lines + _side_by_side(runs))
     lines.append(f"summary over {len(runs)} runs")
-    summary_rows = []
-    for key, stats in report["summary"].items():
-        mean = "n/a" if stats["mean"] is None else _format_number(stats["mean"])
-        sd = "-" if stats["sd"] is None else _format_number(stats["sd"])
-        summary_rows.append((key, mean, sd, str(stats["n"])))
+    summary_rows = [(key, "n/a" if stats["mean"] is None else _format_number(stats["mean"]),
+                     "-" if stats["sd"] is None else _format_number(stats["sd"]), str(stats["n"]))
+                    for key, stats in report["summary"].items()]
     lines += _table(("metric", "mean", "sd", "runs"), summary_rows, indent="  ")
     for run_id, run_report in runs.items():
         lines.append(f"run {run_id}")

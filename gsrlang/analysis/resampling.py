@@ -260,8 +260,7 @@ def resampled(samples: Sequence[PointwiseSample | PairwiseSample], n_resamples: 
     return [{k: np.concatenate(v) if v else np.empty(0) for k, v in part.items()} for part in parts]
 
 
-def percentile_interval(values: np.ndarray, n_resamples: int, alpha: float,
-                        min_defined: float) -> list[float] | None:
+def percentile_interval(values: np.ndarray, n_resamples: int, alpha: float, min_defined: float) -> list[float] | None:
     """The alpha/2 and 1 - alpha/2 quantiles (linear interpolation) of the defined values; None when fewer than
     min_defined * n_resamples are defined."""
     defined = values[~np.isnan(values)]

@@ -39,8 +39,7 @@ def tuned_name(name: str) -> str:
     that `gsr compare` and `gsr metrics` tell the tuned program from the untuned one by name, not only by hash."""
     for suffix in ("_tunable", "_tuned"):
         if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-            break
+            return name[: -len(suffix)] + "_tuned"
     return name + "_tuned"
 
 
@@ -64,8 +63,7 @@ def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Se
     rename = _name_edit(text, name) if name else None
     if rename is not None:
         edits.append(rename)
-    edits = sorted(edits, key=lambda e: e[0].start, reverse=True)
-    for span, replacement in edits:
+    for span, replacement in sorted(edits, key=lambda e: e[0].start, reverse=True):
         text = text[:span.start] + replacement + text[span.end:]
     lines = source_lines(text, keepends=True)  # as the lexer ends a comment: at "\n" only
     while lines and lines[0].startswith(HEADER_PREFIX):

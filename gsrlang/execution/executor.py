@@ -114,8 +114,8 @@ def check_judgment(node, j: Judgment, where: str) -> tuple[Judgment, object]:
     return j, cause
 
 
-def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> tuple[list, dict, None]:
-    """(values with criteria filled in, judgments as recorded, None).
+def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> tuple[list, dict]:
+    """(values with criteria filled in, judgments as recorded).
 
     Criterion values are the judgment's value, ABSTAIN, or Unsettled (an invalid or a
     skipped judgment; see `check_judgment`). Whether the item is valid is decided by
@@ -135,7 +135,7 @@ def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> t
             row.append(j)
         checked[node.id] = tuple(row)
         values[i] = tuple(out)
-    return values, checked, None
+    return values, checked
 
 
 def _reason(plan: Plan, causes) -> str:
@@ -168,16 +168,13 @@ def reason_of(plan: Plan, causes, candidates: Sequence[str], criterion_cause: Ca
 
 
 def finish(plan: Plan, mode: str, item_id, line: int, candidates: tuple[str, ...], values: list,
-           judgments: dict, reason: str | None = None, label=None, label_error: str | None = None) -> ItemRun:
+           judgments: dict, label=None, label_error: str | None = None) -> ItemRun:
     """Compose and read out (the deterministic part shared by execution and replay).
 
     Values that are not settled (invalid or skipped judgments, failing operators) are
     settled as far as they can be (gsrlang.semantics.settle); the item is invalid when
     its sink is not settled for every candidate, with the first cause as its reason.
     """
-    if reason is not None:
-        return ItemRun(item_id, line, mode, candidates, "invalid", reason, tuple(values), judgments,
-                       label=label, label_error=label_error)
     m = len(candidates)
     failed = None
     try:
@@ -393,8 +390,8 @@ async def execute(program: CheckedProgram | Plan, item: Item, registry, mode: st
         judgments = await judge_lazily(plan, schedule, item, registry, limiter, candidates)
     else:
         judgments = await judge_item(plan, item, registry, limiter)
-    values, checked, reason = check_judgments(plan, judgments, candidates)
-    return finish(plan, mode, item.id, item.line, candidates, values, checked, reason, label, label_error)
+    values, checked = check_judgments(plan, judgments, candidates)
+    return finish(plan, mode, item.id, item.line, candidates, values, checked, label, label_error)
 
 
 def wrong_count(item: Item, mode: str, candidates: tuple, label, label_error) -> ItemRun | None:

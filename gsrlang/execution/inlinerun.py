@@ -92,9 +92,9 @@ class ColumnRun:
         if self._run is None:
             k = self._k
             judgments = {crit.node.id: tuple(row[k] for row in crit.rows) for crit in self._judged}
-            values, checked, reason = check_judgments(self._plan, judgments, self.candidates)
-            self._run = finish(self._plan, self.mode, self.id, self.line, self.candidates, values, checked, reason,
-                               self.label, self.label_error)
+            values, checked = check_judgments(self._plan, judgments, self.candidates)
+            self._run = finish(self._plan, self.mode, self.id, self.line, self.candidates, values, checked, self.label,
+                               self.label_error)
         return getattr(self._run, name)
 
 
@@ -191,10 +191,7 @@ class ColumnRunner:
         static = self.static
         collecting = gc.isenabled()
         with gc_paused():
-            for n in itertools.count(1):
-                chunk = list(itertools.islice(entries, CHUNK))
-                if not chunk:
-                    return
+            for n, chunk in enumerate(iter(lambda: list(itertools.islice(entries, CHUNK)), []), 1):
                 yield [(run, static, line, record) for run, line, record in await self.run(chunk)]
                 if collecting and n % COLLECT_EVERY == 0:
                     gc.collect()

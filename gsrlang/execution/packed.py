@@ -319,11 +319,9 @@ class PackedColumn:
         if self._list is not None:
             return list(self._list)
         values = self._values if self._values is not None else itertools.repeat(0.0)
-        out = []
-        for tag, value in zip(self._tags, values):
-            out.append(tag - _ZERO if tag > 6 else float(tag - _FZERO) if tag < 0 else value if tag == _FLOAT_TAG
-                       else int(value) if tag == _INT_TAG else None if tag == _NONE else CODES[tag - 3])
-        return out
+        return [tag - _ZERO if tag > 6 else float(tag - _FZERO) if tag < 0 else value if tag == _FLOAT_TAG
+                else int(value) if tag == _INT_TAG else None if tag == _NONE else CODES[tag - 3]
+                for tag, value in zip(self._tags, values)]
 
     def numbers(self) -> np.ndarray | None:
         """The values as float64, NaN for None; None when one is not a finite number or None."""

@@ -77,8 +77,7 @@ def compile_id(item: Item) -> Item:
     """The item with the id a batch compile gives its row when no id column is named: the row's `id`
     (text or a whole number, not empty), else the row number the reader gave."""
     value = item.record.get("id") if isinstance(item.record, dict) else None
-    if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip() \
-            and str(value) != item.id:
+    if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip() and str(value) != item.id:
         return attrs.evolve(item, id=str(value))
     return item
 

@@ -164,10 +164,10 @@ def rebuild(plan: Plan, record) -> ItemRun:
     mode = rec.get("mode") if header is not None else rec["mode"]
     candidates = tuple(item["candidates"])
     # the values are checked against the types once, by check_judgments
-    values, checked, reason = check_judgments(plan, recorded_judgments(plan, recorded, len(candidates)), candidates)
+    values, checked = check_judgments(plan, recorded_judgments(plan, recorded, len(candidates)), candidates)
     result = rec.get("result") or {}
-    return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, reason,
-                  result.get("label"), result.get("label_error"))
+    return finish(plan, mode, item.get("id"), item.get("line", 0), candidates, values, checked, result.get("label"),
+                  result.get("label_error"))
 
 
 def recorded_outputs(header: dict | None, rec: dict):

@@ -263,8 +263,7 @@ def read_pointwise(r: PointwiseReadout, candidates: Sequence[str], sink: Mapping
     problem = _check_sink("pointwise", candidates, sink)
     if problem:
         return ReadoutResult("pointwise", "invalid", dict(sink), problem)
-    s = float(sink[candidates[0]])
-    raw, score = quantize(r, s)
+    raw, score = quantize(r, float(sink[candidates[0]]))
     return ReadoutResult("pointwise", "ok", dict(sink), None, raw, score)
 
 

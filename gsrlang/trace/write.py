@@ -88,16 +88,10 @@ def trace_record(run, plan, path: str | None = None, static: Static | None = Non
             if base["kind"] == "criterion" and base["id"] in run.judgments:
                 d["judgments"] = [judgment_json(j) for j in run.judgments[base["id"]]]
             nodes.append(d)
-    return {
-        "trace_version": TRACE_VERSION,
-        "program": static.header,
-        "mode": run.mode,
-        "item": {"id": run.id, "line": run.line, "candidates": list(run.candidates)},
-        "status": run.status,
-        "nodes": nodes,
-        "readout": run.readout.to_json() if run.readout is not None else None,
-        "result": result_line(run, static.program, static.source),
-    }
+    return {"trace_version": TRACE_VERSION, "program": static.header, "mode": run.mode,
+            "item": {"id": run.id, "line": run.line, "candidates": list(run.candidates)}, "status": run.status,
+            "nodes": nodes, "readout": run.readout.to_json() if run.readout is not None else None,
+            "result": result_line(run, static.program, static.source)}
 
 
 def item_record(run, static, key: int, result: dict | None = None) -> dict:

@@ -357,13 +357,7 @@ class _Run:
         items = read_items(self.job.data, self.job.columns)
         if self.job.config.limit is not None:
             items = islice(items, self.job.config.limit)
-        index = 0
-        while True:
-            block = list(islice(items, self.block_size))
-            if not block:
-                return
-            yield index, block
-            index += 1
+        yield from enumerate(iter(lambda: list(islice(items, self.block_size)), []))
 
     def _collect(self, in_flight: dict):
         """Wait for one block, store it, count what is now in order; returns its (idle again) actor."""
