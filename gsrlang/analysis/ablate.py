@@ -115,9 +115,7 @@ def _mean_at(reducer_id: str):
 
 def _gates_without_trigger(node):
     """After a drop, a gate whose trigger went is bypassed (it passes its base through)."""
-    if node.kind == "gate" and not node.port_inputs("trigger"):
-        return node.port_inputs("base")[0].source
-    return node
+    return node.port_inputs("base")[0].source if node.kind == "gate" and not node.port_inputs("trigger") else node
 
 
 def flat(program: CheckedProgram) -> CheckedProgram | None:

@@ -43,9 +43,7 @@ def group_key(value) -> object:
         return None
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def data_groups(path, field: str, id_field: str | None = None) -> tuple[dict, int]:

@@ -101,9 +101,7 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Pearson correlation, or None when it is undefined (n < 2 or a constant side)."""
-    if _undefined_if_constant(xs, ys):
-        return None
-    return _pearson(xs, ys)
+    return None if _undefined_if_constant(xs, ys) else _pearson(xs, ys)
 
 
 def average_ranks(values: Sequence[float]) -> np.ndarray:
@@ -117,9 +115,7 @@ def average_ranks(values: Sequence[float]) -> np.ndarray:
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Spearman's rho: Pearson on average ranks (ties share ranks); None when undefined."""
-    if _undefined_if_constant(xs, ys):
-        return None
-    return _pearson(average_ranks(xs), average_ranks(ys))
+    return None if _undefined_if_constant(xs, ys) else _pearson(average_ranks(xs), average_ranks(ys))
 
 
 def _qwk(pairs: Sequence[tuple], n: int) -> tuple[float | None, str | None]:
@@ -598,10 +594,7 @@ def metrics_from_results(path: str | Path | Sequence[str | Path], bootstrap: int
         if record.get("label") is None:
             n_unlabeled += 1
             continue
-        if mode == "pointwise":
-            gold, pred = pointwise_line(record, status, where)
-        else:
-            gold, pred = pairwise_line(record, status, where)
+        gold, pred = (pointwise_line if mode == "pointwise" else pairwise_line)(record, status, where)
         key = record.get("id", ("line", line))
         if key in items:
             n_superseded += 1

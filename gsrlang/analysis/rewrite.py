@@ -49,9 +49,7 @@ def _name_edit(text: str, name: str):
 
     module = parse(text).module
     header = next((i for i in getattr(module, "items", ()) if type(i).__name__ == "Header"), None)
-    if header is None or header.kind != "rubric" or header.name.span is None:
-        return None
-    return header.name.span, name
+    return None if header is None or header.kind != "rubric" or header.name.span is None else (header.name.span, name)
 
 
 def tuned_source(text: str, knobs: Sequence, values: Sequence[float], header: Sequence[str],

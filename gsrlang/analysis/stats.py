@@ -52,9 +52,7 @@ def correct(mode: str, pred, gold) -> bool:
     """Exact agreement of one prediction (None: invalid) with its label."""
     if pred is None:
         return False
-    if mode == "pointwise":
-        return round_half_up(float(pred)) == round_half_up(float(gold))
-    return pred == gold
+    return round_half_up(float(pred)) == round_half_up(float(gold)) if mode == "pointwise" else pred == gold
 
 
 def mcnemar(mode: str, a: Sequence, b: Sequence, golds: Sequence) -> dict:

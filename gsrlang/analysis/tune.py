@@ -92,18 +92,14 @@ def _param_value(params: dict, key: str):
     v = params.get(name)
     if sub is None:
         return v
-    if isinstance(v, list):
-        return v[int(sub)]
-    return v.get(sub) if isinstance(v, dict) else None
+    return v[int(sub)] if isinstance(v, list) else v.get(sub) if isinstance(v, dict) else None
 
 
 def _level_value(node, key: str):
     """The value of an ordinal criterion's level, by its key `values[LEVEL]`."""
     name, label = _split(key)
     t = node.type
-    if name != "values" or t.kind != "ordinal" or label not in t.labels:
-        return None
-    return t.values[t.labels.index(label)]
+    return None if name != "values" or t.kind != "ordinal" or label not in t.labels else t.values[t.labels.index(label)]
 
 
 def knobs(program: CheckedProgram, every: bool = False) -> list[Knob]:
@@ -647,13 +643,9 @@ def choose_shrink(program: CheckedProgram, ks: Sequence[Knob], table: Table, set
 
 def score_of(mode: str, metric: str, preds: Sequence, golds: Sequence) -> float:
     """A metric of predictions, oriented so that higher is better (-inf where undefined)."""
-    if mode == "pairwise":
-        value = pairwise_metrics(list(preds), list(golds))[metric]
-    else:
-        value = metric_value(metric, preds, golds)
-    if value is None:
-        return -math.inf
-    return -value if metric == "mae" else value
+    value = pairwise_metrics(list(preds), list(golds))[metric] if mode == "pairwise" else \
+        metric_value(metric, preds, golds)
+    return -math.inf if value is None else -value if metric == "mae" else value
 
 
 _SHARED: dict = {}  # what forked worker processes of `cross_validate` read (inherited, not pickled)

@@ -108,10 +108,8 @@ def check_judgment(node, j: Judgment, where: str) -> tuple[Judgment, object]:
     if why is not None:
         j = attrs.evolve(j, status="invalid", reason=why)
     if j.status == "skipped":
-        cause = f"{where}: never judged ({j.reason or 'skipped'})"
-    else:
-        cause = f"{where}: {j.reason or 'invalid judgment'}"
-    return j, cause
+        return j, f"{where}: never judged ({j.reason or 'skipped'})"
+    return j, f"{where}: {j.reason or 'invalid judgment'}"
 
 
 def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> tuple[list, dict]:
@@ -362,9 +360,7 @@ async def judge_lazily(plan: Plan, schedule: Schedule, item: Item, registry, lim
 
 def _value_of(node, j: Judgment, i: int, c: int, where):
     j, v = check_judgment(node, j, where(node.id, c))
-    if j.status == "invalid":
-        return unsettled(node.type, ((i, c, v),))
-    return v
+    return unsettled(node.type, ((i, c, v),)) if j.status == "invalid" else v
 
 
 async def execute(program: CheckedProgram | Plan, item: Item, registry, mode: str | None = None,

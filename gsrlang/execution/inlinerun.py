@@ -160,9 +160,7 @@ def _criterion_cause(judged: list, k: int):
 
 def _per_item(columns: list[list]) -> list[list]:
     """Per-candidate columns (each a list over the items) as one list per item of its candidates' values."""
-    if len(columns) == 1:
-        return [[x] for x in columns[0]]
-    return list(map(list, zip(*columns)))
+    return [[x] for x in columns[0]] if len(columns) == 1 else list(map(list, zip(*columns)))
 
 
 class ColumnRunner:

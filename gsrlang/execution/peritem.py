@@ -257,9 +257,7 @@ class IndexedPrograms:
                     f"{self.scale[0]:g}..{self.scale[1]:g} (from `{self.reference}`): results on different "
                     "scales cannot be compared")
         problems = self.registry.problems(program)
-        if problems:
-            return f"the judges cannot serve program `{path}`: " + "; ".join(problems)
-        return None
+        return f"the judges cannot serve program `{path}`: " + "; ".join(problems) if problems else None
 
     def _labels(self, program: CheckedProgram | None) -> Callable | None:
         if not self.columns.label_field:

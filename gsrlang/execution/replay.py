@@ -219,9 +219,7 @@ class Stored:
     def get(self, key, default=None):  # the few fields read before a replay needs the whole record
         if key == "program":
             return self.header["program"]
-        if key == "nodes":
-            return self.logical()["nodes"]
-        return self.rec.get(key, default)
+        return self.logical()["nodes"] if key == "nodes" else self.rec.get(key, default)
 
     def positions(self) -> dict:
         """Criterion id -> its position in the header's nodes (kept on the header)."""

@@ -555,9 +555,7 @@ def _differs(t, recorded: list, col, rows: int, types: set, decoded: tuple | Non
 
 def _rows(fine: bool, test, values, n: int) -> np.ndarray:
     """Per position, whether `test(value)` fails; all false at once when `fine` (a whole-list check) holds."""
-    if fine:
-        return np.zeros(n, bool)
-    return ~np.fromiter(map(test, values), bool, n)
+    return np.zeros(n, bool) if fine else ~np.fromiter(map(test, values), bool, n)
 
 
 def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n) -> np.ndarray:

@@ -487,9 +487,7 @@ def at_least(x, *, level, x_type, **_):
 @kernel("is", "transform")
 def is_(x, *, level, x_type, **_):
     """The judgment is exactly `level` (a label, or a bool)."""
-    if x_type.kind == "bool":
-        return Out(x.values == bool(level))
-    return Out(x.values == x_type.labels.index(level))
+    return Out(x.values == (bool(level) if x_type.kind == "bool" else x_type.labels.index(level)))
 
 
 @kernel("default", "transform", replaces=True)
@@ -643,18 +641,14 @@ def _fired(trigger: NodeValues) -> np.ndarray:
 def cap(base, trigger, *, at, **_):
     """When the trigger holds, the score is at most `at`."""
     t = _fired(trigger)
-    if not _any(t):
-        return Out(base.values)
-    return Out(np.minimum(base.values, _bound(t, at, np.inf)))
+    return Out(np.minimum(base.values, _bound(t, at, np.inf)) if _any(t) else base.values)
 
 
 @kernel("floor", "gate")
 def floor(base, trigger, *, at, **_):
     """When the trigger holds, the score is at least `at`."""
     t = _fired(trigger)
-    if not _any(t):
-        return Out(base.values)
-    return Out(np.maximum(base.values, _bound(t, at, -np.inf)))
+    return Out(np.maximum(base.values, _bound(t, at, -np.inf)) if _any(t) else base.values)
 
 
 @kernel("veto", "gate")

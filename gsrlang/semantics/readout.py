@@ -126,9 +126,7 @@ def snap(x: np.ndarray) -> np.ndarray:
 def _whole(snapped, how: str, floor, ceil):
     """The integer rules on a snapped value (a float or a column, with that kind's floor and ceil): `round`
     halves up, `floor`, `ceil`."""
-    if how == "round":
-        return floor(snapped + 0.5)
-    return floor(snapped) if how == "floor" else ceil(snapped)
+    return floor(snapped + 0.5) if how == "round" else floor(snapped) if how == "floor" else ceil(snapped)
 
 
 _NEAR = 2e-9  # beyond snap's reach (5e-10, and an ulp below 2^16) from a rule's boundary, with room to spare

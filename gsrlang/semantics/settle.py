@@ -166,10 +166,7 @@ def _corner_outputs(step, slots: list, kwargs: dict, nodes: list, t, variants: l
         lists = []
         size = 1
         for n, (_, _, s) in enumerate(slots):
-            if n == replaced:
-                corners = _corners(nodes[s].type, *_top(nodes[s].type))
-            else:
-                corners = nodes[s].corners(row)
+            corners = _corners(nodes[s].type, *_top(nodes[s].type)) if n == replaced else nodes[s].corners(row)
             if n == replaced or nodes[s].open[row]:
                 size *= max(1, len(corners))
             lists.append(corners)

@@ -115,12 +115,8 @@ def value_problem(value, t: JType) -> str | None:
 
 def value_from_json(data, t: JType):
     """Read a value back from JSON for type `t`; raises RuntimeFailure when it does not fit."""
-    if data is None:
-        value = ABSTAIN
-    elif t.kind == "score" and isinstance(data, int) and not isinstance(data, bool):
-        value = float(data)
-    else:
-        value = data
+    value = ABSTAIN if data is None else \
+        float(data) if t.kind == "score" and isinstance(data, int) and not isinstance(data, bool) else data
     problem = value_problem(value, t)
     if problem:
         raise RuntimeFailure(problem)

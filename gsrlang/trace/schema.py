@@ -117,9 +117,7 @@ _C_RESULTS = None if c_make_encoder is None else c_make_encoder(
 def dumps(obj) -> str:
     """A results line: JSON, readable spacing (what `json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))`
     writes). The one encoder of result lines: `gsr run` and `gsr replay --out` write them with it."""
-    if _C_RESULTS is not None and type(obj) is dict:
-        return "".join(_C_RESULTS(obj, 0))
-    return _RESULTS.encode(obj)
+    return "".join(_C_RESULTS(obj, 0)) if _C_RESULTS is not None and type(obj) is dict else _RESULTS.encode(obj)
 
 
 def jsonable(value):
@@ -127,9 +125,7 @@ def jsonable(value):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)  # invalid answers may be NaN; keep the file strict JSON
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def judgment_json(j: Judgment) -> dict:
@@ -239,9 +235,7 @@ def readout_of_result(result: dict) -> dict | None:
 
 def unknown_flags(v) -> list | None:
     """One flag per candidate, true where the value is not settled; None when every value is."""
-    if v is None or not any(type(x) is Unsettled for x in v):
-        return None
-    return [type(x) is Unsettled for x in v]
+    return None if v is None or not any(type(x) is Unsettled for x in v) else [type(x) is Unsettled for x in v]
 
 
 def summary_record(**fields) -> dict:

@@ -98,9 +98,7 @@ class TraceView:
     def fired(self, gate: str, c: int | None = None) -> bool:
         """Whether the gate's trigger held (for candidate `c`, or for some candidate)."""
         trig = self.trigger(gate)
-        if c is None:
-            return any(t is True for t in trig)
-        return c < len(trig) and trig[c] is True
+        return any(t is True for t in trig) if c is None else c < len(trig) and trig[c] is True
 
     def changed(self, gate: str, c: int | None = None) -> bool:
         """Whether the gate fired and its value differs from its base's (for candidate `c`, or for some
