@@ -39,23 +39,9 @@ from gsrlang.files.dataset import DataError, parse_pointwise_label, recorded_lab
 from gsrlang.files.jsonl import read_jsonl
 from gsrlang.lang.types import is_finite_number
 
-__all__ = [
-    "PAIRWISE_PREDICTIONS",
-    "PAIRWISE_LABELS",
-    "bootstrap_ci",
-    "format_report",
-    "metrics_from_results",
-    "metrics_with_confidence",
-    "pairwise_metrics",
-    "pearson",
-    "pointwise_metrics",
-    "quadratic_weighted_kappa",
-    "read_results",
-    "round_half_up",
-    "spearman",
-    "summarize_runs",
-    "with_confidence",
-]
+__all__ = ["PAIRWISE_PREDICTIONS", "PAIRWISE_LABELS", "bootstrap_ci", "format_report", "metrics_from_results",
+           "metrics_with_confidence", "pairwise_metrics", "pearson", "pointwise_metrics", "quadratic_weighted_kappa",
+           "read_results", "round_half_up", "spearman", "summarize_runs", "with_confidence"]
 
 #: What a pairwise judge may answer (None, for an invalid output, aside).
 PAIRWISE_PREDICTIONS = ("first", "second", "tie", "abstain")
@@ -432,10 +418,9 @@ def _with_intervals(point: dict, keys: Sequence[str], samples: Mapping, n_resamp
     ci_key = f"ci{100 * (1 - alpha):.10g}"
     result = dict(point)
     for key in keys:
-        interval = None
-        if point[key] is not None and n_resamples > 0:
-            interval = _interval(samples[key], n_resamples, alpha, min_defined)
-        result[key] = {"value": point[key], ci_key: interval}
+        defined = point[key] is not None and n_resamples > 0
+        result[key] = {"value": point[key], ci_key: _interval(samples[key], n_resamples, alpha, min_defined) if defined
+                       else None}
     result["bootstrap"] = {"n_resamples": n_resamples, "seed": seed, "alpha": alpha}
     return result
 

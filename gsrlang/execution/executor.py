@@ -123,8 +123,7 @@ def check_judgments(plan: Plan, judgments: dict, candidates: Sequence[str]) -> t
     values = plan.new_values()
     checked = {}
     for i, node in plan.criteria:
-        row = []
-        out = []
+        row, out = [], []
         for c, j in enumerate(judgments[node.id]):
             j, v = check_judgment(node, j, _where(node.id, candidates[c], m))
             if j.status == "invalid" or j.status == "skipped":

@@ -503,9 +503,7 @@ def skipped_judgments(trace_path: str | Path) -> int:
     from gsrlang.trace.jsonio import loads
 
     with open(trace_path, "rb") as handle:
-        handle.seek(0, 2)
-        size = handle.tell()
-        handle.seek(max(0, size - 65536))
+        handle.seek(max(0, handle.seek(0, 2) - 65536))  # the last 64 KiB
         lines = handle.read().splitlines()
     try:
         last = loads(lines[-1]) if lines else {}

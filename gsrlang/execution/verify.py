@@ -270,8 +270,7 @@ class _Reader:
 
     def __init__(self, path, program: CheckedProgram, plan: Plan, static: list):
         self.path, self.program, self.plan, self.static = path, program, plan, static
-        self.refused = False
-        self.recorded = None
+        self.refused, self.recorded = False, None
 
     def chunks(self, size: int):
         path = Path(self.path)

@@ -163,8 +163,7 @@ def _corner_outputs(step, slots: list, kwargs: dict, nodes: list, t, variants: l
     cells: list[list] = [[] for _ in slots]
     spans = []
     for row, replaced in variants:
-        lists = []
-        size = 1
+        lists, size = [], 1
         for n, (_, _, s) in enumerate(slots):
             corners = _corners(nodes[s].type, *_top(nodes[s].type)) if n == replaced else nodes[s].corners(row)
             if n == replaced or nodes[s].open[row]:

@@ -40,7 +40,4 @@ if orjson is not None:
 
     loads = _loads  # itself: no Python call around each line's decoding
 else:
-    dumps_line = _std
-
-    def loads(data: bytes | str):
-        return json.loads(data)
+    dumps_line, loads = _std, json.loads

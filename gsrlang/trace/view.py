@@ -84,8 +84,7 @@ class TraceView:
 
     def source(self, node_id: str, port: str) -> str | None:
         """The (first) node on a port of `node_id`."""
-        found = (self.inputs.get(node_id) or {}).get(port) or [None]
-        return found[0]
+        return ((self.inputs.get(node_id) or {}).get(port) or [None])[0]
 
     def gates(self) -> list[str]:
         return [n for n, kind in self.kinds.items() if kind == "gate"]
