@@ -250,7 +250,6 @@ def table_from_data(program: CheckedProgram, data, columns, registry, mode: str,
     `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
     from gsrlang.execution.executor import all_inline, judge_item
     from gsrlang.files.dataset import ItemError, read_items
-
     from gsrlang.judges.base import JudgeConfigError
 
     plan = Plan(program)

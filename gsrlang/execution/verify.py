@@ -329,14 +329,9 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     n_nodes = len(static)
     crits = {node.id: Criterion(node.id, node.type) for _, node in plan.criteria}
     statuses = {cid: c.status for cid, c in crits.items()}
-    lines: list = []
-    raws: list = []
-    heads: list = []
+    lines, raws, heads, items, results, loose = [], [], [], [], [], []
     flats: list[list] = [[] for _ in static]
-    items: list = []
-    results: list = []
     odd: dict = {}
-    loose: list = []
     label_errors: dict = {}
     unchecked: list = []  # (line, record) of the short way's records whose label is checked one by one
     numbered = state["numbered"]
