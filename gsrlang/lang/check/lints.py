@@ -30,10 +30,12 @@ def check_lints(ctx: Context, reach: set[str]) -> None:
                          help="give the items that count a positive weight")
         if node.kind == "gate":
             for port, slot, source, span in node.inputs:
-                if port == "trigger" and resolve_alias(ctx, source) in constant:
+                source = resolve_alias(ctx, source)
+                if port == "trigger" and source in constant:
+                    trigger = ctx.nodes[source]
+                    value = trigger.value if trigger.kind == "const" else None
                     ctx.warn("GSR702", f"the trigger of `{node.op}` is a constant, so the gate "
-                             f"{'always' if _const_value(ctx, resolve_alias(ctx, source)) else 'never'} fires"
-                             if _const_value(ctx, resolve_alias(ctx, source)) is not None else
+                             f"{'always' if value else 'never'} fires" if value is not None else
                              f"the trigger of `{node.op}` does not depend on any criterion", span,
                              "constant trigger", path=node.path,
                              help="a gate's trigger should depend on a judgment of the response")
@@ -48,8 +50,3 @@ def _constant_nodes(ctx: Context) -> set[str]:
                 all(src in constant for src, _ in edges_of(ctx, node_id)):
             constant.add(node_id)
     return constant
-
-
-def _const_value(ctx: Context, node_id: str):
-    node = ctx.nodes[node_id]
-    return node.value if node.kind == "const" else None
