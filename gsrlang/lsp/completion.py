@@ -243,7 +243,8 @@ def _in_braces(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
     if last == "judge":
         return _procedures(c)
     if last == "aggregate":
-        return _aggregates(c)
+        return [c.item(name, types.CompletionItemKind.EnumMember, "aggregate", about)
+                for name, about in knowledge.AGGREGATES.items()]
     if last in knowledge.BODY_KEYWORDS or last in ("->", "because", "=", "-"):
         return []
     return [c.item(k, types.CompletionItemKind.Keyword, form, about, insert=k + " ")
@@ -360,11 +361,6 @@ def _procedures(c: _Ctx) -> list[types.CompletionItem]:
             if name == "rule" else
             c.item(name, types.CompletionItemKind.Function, kind.use_text(), describe_judge_kind(kind))
             for name, kind in judge_kinds(c.catalog).items()]
-
-
-def _aggregates(c: _Ctx) -> list[types.CompletionItem]:
-    return [c.item(name, types.CompletionItemKind.EnumMember, "aggregate", about)
-            for name, about in knowledge.AGGREGATES.items()]
 
 
 def _import_paths(c: _Ctx, string: Tok) -> list[types.CompletionItem]:
