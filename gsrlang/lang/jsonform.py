@@ -125,10 +125,8 @@ def node_type_mismatches(doc: dict, program: CheckedProgram) -> list[str]:
 
 
 def _type_text(t: JType) -> str:
-    text = declared_type(t)
-    if t.kind == "ordinal":
-        text += " with level values [" + ", ".join(_num(v) for v in t.values) + "]"
-    return text
+    values = " with level values [" + ", ".join(_num(v) for v in t.values) + "]" if t.kind == "ordinal" else ""
+    return declared_type(t) + values
 
 
 def _pair(v) -> bool:

@@ -54,10 +54,8 @@ def display_path(path: str) -> str:
 
 
 def _range(src: SourceText | None, label: Label) -> dict:
-    if src is None:
-        return {"start": {"line": 1, "column": 1}, "end": {"line": 1, "column": 1}}
-    sl, sc = src.position(label.span.start)
-    el, ec = src.position(label.span.end)
+    (sl, sc), (el, ec) = ((1, 1), (1, 1)) if src is None else (src.position(label.span.start),
+                                                              src.position(label.span.end))
     return {"start": {"line": sl, "column": sc}, "end": {"line": el, "column": ec}}
 
 
