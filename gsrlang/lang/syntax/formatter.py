@@ -469,15 +469,9 @@ def string_literal(value: str, triple: bool = False) -> str:
 
 
 def _escape_triple(value: str) -> str:
-    out = []
-    for i, ch in enumerate(value):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"' and (i + 1 == len(value) or value[i + 1] == '"'):
-            out.append('\\"')  # `"` before another `"` or before the closing quotes
-        else:
-            out.append(ch)
-    return "".join(out)
+    # a backslash doubled; a `"` escaped before another `"` or before the closing quotes
+    return "".join("\\\\" if ch == "\\" else '\\"' if ch == '"' and value[i + 1:i + 2] in ("", '"') else ch
+                   for i, ch in enumerate(value))
 
 
 def _join(*parts: Lines) -> Lines:
