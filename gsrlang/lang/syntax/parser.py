@@ -193,16 +193,14 @@ def _attach_docs(module: ast.Module, text: str, base: int) -> ast.Module:
 def _nesting_error(text: str) -> Diagnostic | None:
     depth = 0
     for m in _BRACKETS.finditer(text):
-        ch = m.group("b")
-        if ch is None:
-            continue
-        if ch in "([{":
+        ch = m.group("b")  # None for a string or a comment
+        if ch in _CLOSER:
             depth += 1
             if depth > MAX_NESTING:
                 return error("GSR004", f"expression nested too deeply (more than {MAX_NESTING} levels)",
                              Span(m.start(), m.end()), "this bracket is too deep",
                              help="name intermediate results with `node NAME = ...` declarations")
-        elif ch in ")]}":
+        elif ch is not None:
             depth = max(0, depth - 1)
     return None
 
@@ -255,11 +253,9 @@ def _unclosed_bracket(text: str, start: int, end: int) -> int | None:
     stack = []
     for m in _BRACKETS.finditer(text, start, end):
         ch = m.group("b")
-        if ch is None:
-            continue
-        if ch in "([{":
+        if ch in _CLOSER:
             stack.append(m.start())
-        elif ch in ")]}" and stack:
+        elif ch is not None and stack:
             stack.pop()
     return stack[0] if stack else None
 
