@@ -5,7 +5,7 @@ from __future__ import annotations
 from gsrlang.lang.catalog import REQUIRED, ParamSig, Symbol, format_literal, literal_value
 from gsrlang.lang.check.context import Context, Decl, declared_here, suggestion
 from gsrlang.lang.check.judgekinds import DEFAULT_KIND, KindUse, judge_kinds, kind_of, written_forms
-from gsrlang.lang.check.values import check_param_value, literal_fits, values_of
+from gsrlang.lang.check.values import INVALID, check_param_value, literal_fits, values_of
 from gsrlang.lang.program import CriterionSpec, EnsembleSpec, ExampleSpec, LevelSpec, ProcedureSpec
 from gsrlang.lang.syntax import ast
 from gsrlang.lang.types import BOOL, JType, ordinal
@@ -234,7 +234,7 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc, 
             continue
         given.add(a.name.name)
         value = check_param_value(ctx, sig, a.value, path, None)
-        if value is _INVALID:
+        if value is INVALID:
             ok = False
             continue
         values[a.name.name] = value
@@ -247,9 +247,6 @@ def _bind(ctx: Context, what: str, sigs: dict[str, ParamSig], args, path, proc, 
             elif sig.default is not None and fill_defaults:
                 values[sig.name] = sig.default
     return values if ok else None
-
-
-from gsrlang.lang.check.values import INVALID as _INVALID  # noqa: E402
 
 
 def _ensemble(ctx: Context, j: ast.Judges, t: JType | None, path, base: ast.Procedure | None) -> EnsembleSpec | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gsrlang.lang.catalog import ParamSig, Symbol, literal_value
 from gsrlang.lang.check.context import Context, names_in, suggestion
 from gsrlang.lang.syntax import ast
-from gsrlang.lang.types import JType, Pattern, is_number
+from gsrlang.lang.types import JType, Pattern
 
 INVALID = object()
 
