@@ -14,7 +14,7 @@ from typing import Iterator
 import attrs
 
 from gsrlang.lang import records
-from gsrlang.lang.catalog import Symbol
+from gsrlang.lang.catalog import Symbol, format_literal
 from gsrlang.lang.span import Span
 from gsrlang.lang.types import JType
 
@@ -56,8 +56,6 @@ class ProcedureSpec:
         head = f"rule.{self.name}" if self.kind == "rule" else self.kind
         if not self.args:
             return head
-        from gsrlang.lang.catalog import format_literal
-
         return head + "(" + ", ".join(f"{k}: {format_literal(v)}" for k, v in self.args.items()) + ")"
 
 

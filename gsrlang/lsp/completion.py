@@ -19,11 +19,12 @@ from pathlib import Path
 from lsprotocol import types
 
 from gsrlang.lang import records, tasks
-from gsrlang.lang.catalog import OperatorSig, ParamSig, PortSig, param_text
+from gsrlang.lang.catalog import OperatorSig, ParamSig, PortSig, default_catalog, param_text
+from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.span import Span
-from gsrlang.lang.types import Pattern, matches
+from gsrlang.lang.types import BOOL, SCORE, Pattern, matches, substitute
 from gsrlang.lsp import knowledge
-from gsrlang.lsp.hover import describe_signature
+from gsrlang.lsp.hover import describe_judge_kind, describe_signature
 from gsrlang.lsp.model import DocumentModel
 from gsrlang.lsp.positions import PositionMap
 
@@ -160,8 +161,6 @@ def _segment(toks: list[Tok], at: int) -> tuple[list[Tok], list[Tok]]:
 
 def _callee(toks: list[Tok], at: int) -> tuple[str | None, str]:
     """The name called by the `(` at `at` and whether it is an operator, a rule or a procedure."""
-    from gsrlang.lang.catalog import default_catalog
-
     if at == 0 or toks[at - 1].kind != "name":
         return None, ""
     name = toks[at - 1].text
@@ -313,8 +312,6 @@ def _fits(pattern: Pattern, jtype) -> bool:
 
 
 def _result_examples(op: OperatorSig):
-    from gsrlang.lang.types import BOOL, SCORE, substitute
-
     t = substitute(op.result, {})
     return (t,) if t is not None else (BOOL, SCORE)
 
@@ -354,9 +351,6 @@ def _rules(c: _Ctx) -> list[types.CompletionItem]:
 
 
 def _procedures(c: _Ctx) -> list[types.CompletionItem]:
-    from gsrlang.lang.check.judgekinds import judge_kinds
-    from gsrlang.lsp.hover import describe_judge_kind
-
     return [c.item(name, types.CompletionItemKind.Module, kind.use_text(), describe_judge_kind(kind), insert="rule.")
             if name == "rule" else
             c.item(name, types.CompletionItemKind.Function, kind.use_text(), describe_judge_kind(kind))

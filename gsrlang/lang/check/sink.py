@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsrlang.lang.check.context import Context, declared_here
+from gsrlang.lang.check.context import Context, declared_here, suggestion
 from gsrlang.lang.check.cycles import edges_of
 from gsrlang.lang.check.tunable import threshold_tunables
 from gsrlang.lang.diagnostics import Fix
@@ -76,8 +76,6 @@ def check_readout(ctx: Context) -> Readout:
         elif mode == "pairwise":
             pairwise = _pairwise(ctx, settings)
         else:
-            from gsrlang.lang.check.context import suggestion
-
             ctx.error("GSR505", f"unknown task `{mode}`", task.mode.span, "not a task",
                       help=suggestion(mode, MODES) or "tasks are " + " and ".join(f"`{m}`" for m in MODES))
     return Readout(pointwise, pairwise)

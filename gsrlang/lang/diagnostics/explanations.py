@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from gsrlang.lang.diagnostics.codes import CODES, CodeInfo
+from gsrlang.lang.diagnostics.codes import CODES, COMPILER_CODES, CodeInfo
 
 
 @attrs.frozen
@@ -813,8 +813,6 @@ COMPILER_EXPLANATIONS: dict[str, tuple[str, str, str]] = {
 
 def explain(code: str, width: int = 88) -> str | None:
     """The formatted explanation of a code: title, explanation, a wrong and a right example; None if unknown."""
-    from gsrlang.lang.diagnostics.codes import COMPILER_CODES
-
     compiler = COMPILER_CODES.get(code.upper())
     if compiler is not None:
         text, wrong, right = COMPILER_EXPLANATIONS[compiler.code]
