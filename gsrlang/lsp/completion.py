@@ -21,6 +21,7 @@ from lsprotocol import types
 from gsrlang.lang import records, tasks
 from gsrlang.lang.catalog import OperatorSig, ParamSig, PortSig, default_catalog, param_text
 from gsrlang.lang.check.judgekinds import judge_kinds
+from gsrlang.lang.resources import stdlib_dir
 from gsrlang.lang.span import Span
 from gsrlang.lang.types import BOOL, SCORE, Pattern, matches, substitute
 from gsrlang.lsp import knowledge
@@ -358,8 +359,6 @@ def _procedures(c: _Ctx) -> list[types.CompletionItem]:
 
 
 def _import_paths(c: _Ctx, string: Tok) -> list[types.CompletionItem]:
-    from gsrlang.lang.resources import stdlib_dir
-
     rng = c.positions.range(Span(string.start + 1, c.offset))  # what is typed of the path, after the quote
     fragments = stdlib_dir() / "fragments"
     found = ["std/fragments/" + p.name for p in (sorted(fragments.glob("*.gsr")) if fragments.is_dir() else ())]

@@ -10,6 +10,7 @@ from lsprotocol import types
 from gsrlang.lang import tasks
 from gsrlang.lang.catalog import EnumSig, ParamSig, PortSig, param_text
 from gsrlang.lang.check.judgekinds import judge_kinds
+from gsrlang.lang.resources import stdlib_dir
 from gsrlang.lang.span import SourceText, source_lines
 from gsrlang.lang.syntax import ast
 from gsrlang.lsp import knowledge
@@ -151,8 +152,6 @@ def _where(model: DocumentModel, decl: DeclInfo, source: str | None) -> str:
 
 
 def _shown_path(path: str, importer: str | None) -> str:
-    from gsrlang.lang.resources import stdlib_dir
-
     p = Path(path)
     with contextlib.suppress(ValueError):  # not in the stdlib
         return "std/" + p.relative_to(stdlib_dir().resolve()).as_posix()

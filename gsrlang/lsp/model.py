@@ -25,6 +25,7 @@ from gsrlang.lang.catalog import Catalog, OperatorSig, ParamSig, PortSig, RuleSi
 from gsrlang.lang.check.context import Context
 from gsrlang.lang.check.driver import Analysis, analyze, check_module
 from gsrlang.lang.check.ports import resolve_alias
+from gsrlang.lang.resources import stdlib_dir
 from gsrlang.lang.span import Span
 from gsrlang.lang.syntax import ast
 from gsrlang.lang.syntax.parser import parse
@@ -255,8 +256,6 @@ def _children(node) -> Iterator:
 
 def resolve_import(text: str, importer: str | None) -> Path | None:
     """The file an `import "..."` names, as the checker resolves it; None when it does not exist."""
-    from gsrlang.lang.resources import stdlib_dir
-
     try:
         if text.startswith("std/"):
             target = (stdlib_dir() / text[4:]).resolve()
