@@ -45,8 +45,7 @@ class RefusedField(ValueError):
 def check_field(role: str, name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"the {role} column must be a non-empty name")
-    last = name.rsplit(".", 1)[-1]
-    if _REFUSED.match(last):
+    if _REFUSED.match(name.rsplit(".", 1)[-1]):
         raise RefusedField(
             f"refusing to read column {name!r} as the {role}: a compile sees no candidate response and no "
             f"gold label, and {name!r} names one (rename the column if it really holds the {role})")
@@ -234,8 +233,7 @@ def failed_text(result, display: str) -> str:
     lines = [f"compile failed: {result.reason}", f"spec-sha256: {result.spec.sha256}",
              f"contract: {result.spec.contract.task_line()}", f"model: {result.model}", "diagnostics:"]
     lines += ["  " + d for d in diagnostics_concise(result.last_program, result.diagnostics, display).splitlines()]
-    head = "".join(f"# {line}\n" for line in lines)
-    return head + "\n" + (result.last_program or "")
+    return "".join(f"# {line}\n" for line in lines) + "\n" + (result.last_program or "")
 
 
 # ---- the batch ---------------------------------------------------------------------------------------

@@ -139,12 +139,10 @@ def sketch_to_source(doc: dict, spec) -> str:
         head = f"criterion {_name(c['name'])}: {str(c['type']).strip()}"
         if c.get("procedure"):
             head += f" = {str(c['procedure']).strip()}"
-        body = []
-        if c.get("ask"):
-            body.append(f"  ask {_string(c['ask'])}")
-        for lv in c.get("levels") or []:
-            body.append(f"  level {str(lv['key']).strip()} {_string(lv['text'])}"
-                        + (f" = {fmt_number(lv['value'])}" if lv.get("value") is not None else ""))
+        body = [f"  ask {_string(c['ask'])}"] if c.get("ask") else []
+        body += [f"  level {str(lv['key']).strip()} {_string(lv['text'])}"
+                 + (f" = {fmt_number(lv['value'])}" if lv.get("value") is not None else "")
+                 for lv in c.get("levels") or []]
         out.append(head + (" {\n" + "\n".join(body) + "\n}" if body else ""))
     out += ["", *(f"node {_name(n['name'])} = {str(n['expr']).strip()}" for n in doc.get("nodes") or [])]
     out += ["", f"sink {str(doc['sink']).strip()}"]

@@ -106,8 +106,7 @@ def language_reference(catalog: Catalog) -> str:
     generated = ("The catalogue below is generated from the stdlib's signature files; it is complete.\n\n"
                  "```gsr\n" + catalogue_text(catalog) + "\n```")
     heading = _CATALOGUE_HEADING.search(text)
-    block = _FENCED.search(text, heading.end()) if heading else None
-    if heading and block:
+    if heading and (block := _FENCED.search(text, heading.end())):
         text = text[:block.start()] + generated + text[block.end():]
     else:  # the reference was reorganised: still give the model the whole catalogue
         text = text.rstrip() + "\n\n## The stdlib catalogue\n\n" + generated + "\n"
@@ -165,8 +164,7 @@ def system_message(catalog: Catalog | None = None, examples: Sequence[str] = DEF
     catalog = catalog or default_catalog()
     parts = [_RULES, "# The .gsr language reference\n",
              reference if reference is not None else language_reference(catalog)]
-    shown = example_programs(examples)
-    if shown:
+    if shown := example_programs(examples):
         parts += ["# Example programs\n", *(f"## {name}\n\n```gsr\n{text.rstrip()}\n```\n" for name, text in shown)]
     return "\n".join(parts)
 
@@ -247,8 +245,7 @@ def fenced(program: str) -> str:
 
 def render_feedback(program: str, diagnostics: Iterable[Diagnostic], display_path: str = "program.gsr") -> str:
     """The diagnostics as the checker prints them: code, message, offending lines, help."""
-    sources = Sources(SourceText(display_path, program))
-    return render_full(list(diagnostics), sources, color=False)
+    return render_full(list(diagnostics), Sources(SourceText(display_path, program)), color=False)
 
 
 def repair_message(program: str | None, diagnostics: Sequence[Diagnostic], *, problem: str | None = None,

@@ -109,11 +109,8 @@ def extract_program(answer: str | None) -> tuple[str | None, str | None]:
         return None, "the answer was empty"
     text = _THINK.sub("", answer)
     blocks = [(m["lang"].lower(), m["body"]) for m in _FENCE.finditer(text)]
-    gsr = [b for lang, b in blocks if lang in _GSR_LANGS]
-    other = [b for lang, b in blocks if lang not in _GSR_LANGS]
-    for found in (gsr, other):
-        nonempty = [b for b in found if b.strip()]
-        if nonempty:
+    for gsr in (True, False):  # the gsr blocks first, then the others
+        if nonempty := [b for lang, b in blocks if (lang in _GSR_LANGS) == gsr and b.strip()]:
             return nonempty[-1].strip("\n") + "\n", None
     if blocks:
         return None, "its code block was empty"
@@ -167,8 +164,7 @@ def check_program(program: str, spec: CompileSpec, path: str | Path | None = Non
                   catalog: Catalog | None = None) -> tuple[Analysis, tuple[Diagnostic, ...]]:
     """The analysis and the errors that reject the program (checker errors, else contract errors)."""
     analysis = analyze(program, path, catalog)
-    errors = analysis.errors or tuple(contract_diagnostics(analysis, spec))
-    return analysis, errors
+    return analysis, analysis.errors or tuple(contract_diagnostics(analysis, spec))
 
 
 # ---- results ---------------------------------------------------------------------------------------------
@@ -349,8 +345,7 @@ async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int =
     if cache is not None:
         variant = {"grammar": grammar_field, "json": json_form}.get(constrain)
         key = cache.key(spec, client.config, prompt=prompt, constrain=constrain, variant=variant)
-        hit = cache.load(key, spec, repairs=repairs, path=path, catalog=catalog)
-        if hit is not None:
+        if (hit := cache.load(key, spec, repairs=repairs, path=path, catalog=catalog)) is not None:
             return hit
 
     extra = None
