@@ -76,14 +76,12 @@ class JudgeRegistry:
 
     def check(self, program) -> None:
         """Raise JudgeConfigError (before any item runs) if some criterion cannot be judged."""
-        problems = self.problems(program)
-        if problems:
+        if problems := self.problems(program):
             raise JudgeConfigError(problems)
 
     async def aclose(self) -> None:
         for judge in self._judges.values():
-            close = getattr(judge, "aclose", None)
-            if close is not None:
+            if (close := getattr(judge, "aclose", None)) is not None:
                 await close()
 
 
@@ -97,8 +95,7 @@ def default_registry(llm: Judge | None = None, catalog=None, time_limit: float |
 
     judges: dict[str, Judge] = {}
     for name, kind in judge_kinds(catalog or default_catalog()).items():
-        judge = kind.make_judge()
-        if judge is not None:
+        if (judge := kind.make_judge()) is not None:
             if time_limit is not None and hasattr(judge, "time_limit"):
                 judge.time_limit = time_limit
             judges[name] = judge

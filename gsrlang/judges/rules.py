@@ -107,8 +107,7 @@ def json_valid(response: str, /) -> tuple[bool, str]:
         return False, "not valid JSON: nested too deeply to read"
     except ValueError as exc:
         whole_error = exc
-    m = compile_pattern(_FENCE, True).search(response)
-    if m is not None:
+    if (m := compile_pattern(_FENCE, True).search(response)) is not None:
         try:
             json.loads(m.group(1))
             return True, "valid JSON in a ```json block"
@@ -180,8 +179,7 @@ class RuleJudge:
             value, reason = fn(text, **args)
         except PatternError as exc:
             return Judgment.invalid(f"invalid regular expression: {exc}")
-        took = time.perf_counter() - started
-        if took > self.time_limit:
+        if (took := time.perf_counter() - started) > self.time_limit:
             return Judgment.invalid(f"rule.{name} took {took:.1f} s, over the time limit of "
                                     f"{self.time_limit:g} s per judgment")
         if known is None:

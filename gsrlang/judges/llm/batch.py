@@ -438,8 +438,7 @@ class Batcher:
 
     async def ask(self, client: LLMClient, request: ChatRequest, key: str):
         """The ChatResult for a request the cache did not have (raises as the online path would)."""
-        fatal = self._fatal.get(id(client))
-        if fatal is not None:
+        if (fatal := self._fatal.get(id(client))) is not None:
             client.usage.failures += 1
             raise fatal
         loop = asyncio.get_running_loop()
@@ -621,8 +620,7 @@ class Batcher:
                                            retryable=False))
             lines = [(w, line) for w, line in lines if len(line) <= self.limits.max_bytes]
             for chunk in self.limits.split(lines):
-                part = self.state.add(client, chunk)
-                part.waiters = {w.key: w for w, _ in chunk}
+                self.state.add(client, chunk).waiters = {w.key: w for w, _ in chunk}
                 self.stats["batches"] += 1
                 self.stats["batched"] += len(chunk)
 
@@ -687,8 +685,7 @@ class Batcher:
                 if other.waiters and next(iter(other.waiters.values())).client is client:
                     self._give_up(client, error, other.waiters.values())
                     other.waiters = {}
-            mine = [w for w in self.pending.values() if w.client is client]
-            self._give_up(client, error, mine)
+            self._give_up(client, error, [w for w in self.pending.values() if w.client is client])
             self.pending = {k: w for k, w in self.pending.items() if w.client is not client}
             return True
         return False
@@ -719,8 +716,7 @@ class Batcher:
                 except (ValueError, KeyError, TypeError):
                     self.stats["unreadable_lines"] += 1
                     continue
-                w = part.waiters.pop(cid, None)
-                if w is not None:
+                if (w := part.waiters.pop(cid, None)) is not None:
                     self._resolve(w, line, part)
                 elif cid in self.state.ledger and self.state.ledger[cid] is part:
                     self.unclaimed[cid] = line
@@ -738,12 +734,10 @@ class Batcher:
         waits = list(self.pending.values())
         by_model = {(w.client.config.model, w.client.config.effective_base_url) for w in waits}
         lines = [(w, batch_line(w.key, w.body)) for w in waits]
-        data = b"".join(line for _, line in lines)
-        write_atomic(self.export, data)
+        write_atomic(self.export, b"".join(line for _, line in lines))
         self.state.add(waits[0].client, lines, stage="exported")
         self.stats["exported"] = len(lines)
-        models = ", ".join(sorted(m for m, _ in by_model))
-        raise _Stop(f"exported:{len(lines)}:{models}")
+        raise _Stop(f"exported:{len(lines)}:{', '.join(sorted(m for m, _ in by_model))}")
 
     def _progress(self) -> None:
         active = [p for p in self.state.parts if p.batch_id and p.stage in ("created", "done")]

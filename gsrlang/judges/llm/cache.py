@@ -186,8 +186,7 @@ class JudgmentCache:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._conn is None else "open"
-        return f"JudgmentCache({str(self.path)!r}, {state})"
+        return f"JudgmentCache({str(self.path)!r}, {'closed' if self._conn is None else 'open'})"
 
 
 def open_judgment_cache(path: Path, folder: Path | None = None):
@@ -203,8 +202,7 @@ def open_judgment_cache(path: Path, folder: Path | None = None):
     path = Path(path)
     folder = config_dir() if folder is None else Path(folder)
     existed = path.exists()
-    uid = other_owner(path) if existed else None
-    if uid is not None:
+    if (uid := other_owner(path) if existed else None) is not None:
         raise CacheError(f"judgment cache {path} belongs to another user (uid {uid}), who can change its answers "
                          "at any time: gsr does not read it. Use your own (--cache FILE, or --no-cache); if you trust "
                          "its answers, copy it and run `gsr trust --cache COPY`", path=path)

@@ -610,8 +610,7 @@ class LLMClient:
         except AnswerRefused as exc:
             raise CallFailure(exc.kind, self.scrub(exc.detail), retryable=False) from None
         except openai.APIConnectionError as exc:
-            refused = refusal_of(exc)
-            if refused is not None:  # older SDKs wrap what the transport's hooks raise
+            if (refused := refusal_of(exc)) is not None:  # older SDKs wrap what the transport's hooks raise
                 raise CallFailure(refused.kind, self.scrub(refused.detail), retryable=False) from None
             cause = exc.__cause__ or exc.__context__
             why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
@@ -673,8 +672,7 @@ class LLMClient:
         return self._rng.uniform(0.0, max(0.0, ceiling))
 
     async def _respect_pause(self) -> None:
-        delay = self._pause_until - time.monotonic()
-        if delay > 0:
+        if (delay := self._pause_until - time.monotonic()) > 0:
             await asyncio.sleep(delay)
 
     def _fail(self, failure: CallFailure, attempts: int) -> JudgeCallError:
@@ -750,8 +748,7 @@ class LLMClient:
         """`complete` for the first of identical requests: the cache, then the model."""
         if self.cache is not None:
             t0 = time.monotonic()
-            hit = self.cache.get(key)
-            if hit is not None and isinstance(hit.get("text"), str) and "data" in hit:
+            if (hit := self.cache.get(key)) is not None and isinstance(hit.get("text"), str) and "data" in hit:
                 self.usage.cache_hits += 1
                 return ChatResult(text=hit["text"], data=hit["data"], prompt_tokens=0, completion_tokens=0,
                                   latency_s=time.monotonic() - t0, attempts=0, cached=True,
@@ -850,8 +847,7 @@ class LLMClient:
                     log.warning("%s at %s rejected structured-output mode %s (%s); falling back to %s",
                                 self.config.model, self.origin, mode, failure.server_message, self.mode_for(request))
                 continue
-            param = failure.param
-            if param in ADAPTABLE and param not in tried:
+            if (param := failure.param) in ADAPTABLE and param not in tried:
                 tried.add(param)
                 self._adapt(param)
                 if param in _TOGETHER and request.top_logprobs:  # weighted verdicts cannot do without them
@@ -892,8 +888,7 @@ class LLMClient:
         text = message.content
         if text is None:
             self.usage.format_errors += 1
-            refusal = getattr(message, "refusal", None)
-            if refusal:
+            if refusal := getattr(message, "refusal", None):
                 raise RefusalError(f"the model refused to answer: {excerpt(refusal)}", refusal, **details)
             raise AnswerFormatError(f"the model returned no content (finish_reason={finish_reason!r})", text=None,
                                     **details)
@@ -928,8 +923,7 @@ class LLMClient:
     def _store(self, key: str, entry: dict) -> None:
         """Keep an answer in the cache, its text and strings cut to STORED_ANSWER_CHARS (the text says so); an
         entry still larger than STORED_ENTRY_CHARS (many small strings) is not kept: the call is made again."""
-        size = len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
-        if size > STORED_ENTRY_CHARS:
+        if (size := len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))) > STORED_ENTRY_CHARS:
             log.warning("%s at %s: an answer of %d characters is too large for the judgment cache (at most %d); "
                         "it is not stored", self.config.model, self.origin, size, STORED_ENTRY_CHARS)
             return

@@ -288,8 +288,7 @@ class JudgeSettings:
 
 
 def _derive_role(default: JudgeConfig, name: str, over: dict[str, Any]) -> JudgeConfig:
-    unknown = set(over) - set(FIELDS)
-    if unknown:
+    if unknown := set(over) - set(FIELDS):
         raise ConfigError(f"role {name!r}: unknown setting(s) {', '.join(sorted(unknown))}")
     values = attrs.asdict(default, recurse=False)
     if "base_url" in over and "api_key" not in over and _norm_base_url(over["base_url"]) != default.base_url:
@@ -359,8 +358,7 @@ def find_config_file(cwd: Path, skipped: list[tuple[Path, int]] | None = None) -
 
     cwd = Path(cwd).resolve()
     for directory in (cwd, *cwd.parents):
-        candidate = directory / CONFIG_FILE_NAME
-        if candidate.is_file():
+        if (candidate := directory / CONFIG_FILE_NAME).is_file():
             uid = other_owner(candidate)
             if uid is None:
                 return candidate
@@ -450,8 +448,7 @@ def _judge_tables(doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir
                         f"environment variable is sent as a key. If you trust this project, run `gsr trust {path}`; "
                         f"or set api_key_env in {user_dir / 'config.toml'}")
                     continue
-                secret = env.get(value)
-                if secret:
+                if secret := env.get(value):
                     out["api_key"] = Secret(secret)
                 continue
             try:
@@ -556,16 +553,15 @@ def resolve_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, s
     _check_key(default, "default judge")
 
     role_overrides: dict[str, dict[str, Any]] = {}
-    for layer in (user.roles, project.roles, env_roles, flag_roles):
+    role_layers = (user.roles, project.roles, env_roles, flag_roles)  # lowest first
+    for layer in role_layers:
         for role, over in layer.items():
             role_overrides.setdefault(role, {}).update(over)
     settings = JudgeSettings.build(default, role_overrides, config_file=path)
     roles = dict(settings.roles)
     for name, cfg in roles.items():
-        chooser = None  # the highest layer that sets the role's base_url; None: it inherits the default's
-        for layer in (user.roles, project.roles, env_roles, flag_roles):
-            if "base_url" in layer.get(name, {}):
-                chooser = layer
+        # the highest layer that sets the role's base_url; None: it inherits the default's
+        chooser = next((layer for layer in reversed(role_layers) if "base_url" in layer.get(name, {})), None)
         if (default_from_project if chooser is None else chooser is project.roles):
             roles[name] = _keep_key_home(cfg, f"judge role {name!r}", project, user, notices)
         _check_key(roles[name], f"judge role {name!r}")

@@ -141,8 +141,7 @@ class FewShotBank:
         for line, raw in _read_rows(path):
             if not isinstance(raw, dict):
                 raise FewShotError(f"{path}:{line}: each row is an object with criterion, text, verdict")
-            missing = [c for c in ("criterion", "text", "verdict") if raw.get(c) in (None, "")]
-            if missing:
+            if missing := [c for c in ("criterion", "text", "verdict") if raw.get(c) in (None, "")]:
                 raise FewShotError(f"{path}:{line}: missing {', '.join(missing)} (columns: criterion, text, "
                                    f"verdict, reason)")
             reason = raw.get("reason")

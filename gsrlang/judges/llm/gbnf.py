@@ -87,8 +87,7 @@ def _charset(items) -> str:
 
 
 def _seq(items, bound: int | None = None) -> str:
-    out = [_node(op, av, bound) for op, av in items]
-    return " ".join(p for p in out if p) or '""'
+    return " ".join(p for p in (_node(op, av, bound) for op, av in items) if p) or '""'
 
 
 def _node(op, av, bound: int | None = None) -> str:
@@ -166,8 +165,7 @@ def _object(schema: dict, rules: dict[str, str], name: str) -> str:
 def schema_gbnf(schema: dict) -> str:
     """A GBNF grammar whose sentences are JSON objects of ``schema``, properties in the schema's order."""
     rules: dict[str, str] = {}
-    root = _object(schema, rules, "obj")
-    lines = [f"root ::= ws {root} ws"]
+    lines = [f"root ::= ws {_object(schema, rules, 'obj')} ws"]  # filling `rules` first
     lines += [f"{k} ::= {v}" for k, v in rules.items()]
     lines += [_WS, _STRING, _NUMBER]
     return "\n".join(lines) + "\n"

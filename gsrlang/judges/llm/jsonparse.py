@@ -146,8 +146,7 @@ def _balanced_spans(text: str) -> Iterator[str]:
 
 def _candidates(text: str) -> Iterator[str]:
     yield text
-    unthought = _THINK.sub("", text)
-    if unthought != text:
+    if (unthought := _THINK.sub("", text)) != text:
         yield unthought
         text = unthought
     for m in _FENCE.finditer(text):
@@ -166,7 +165,6 @@ def extract_json(text: str) -> Any:
         if candidate in seen:
             continue
         seen.add(candidate)
-        value = _parse_object(candidate)
-        if value is not None:
+        if (value := _parse_object(candidate)) is not None:
             return value
     raise AnswerFormatError(f"no JSON object found in the answer: {excerpt(text)}", text=text)

@@ -352,8 +352,7 @@ class LLMJudge:
         """Why this judge cannot answer `node` (None: it can); the registry asks in program order, which is the
         order of usage's `by_criterion`."""
         self._declared.setdefault(node.id, len(self._declared))
-        spec = node.criterion
-        if spec is None:
+        if node.criterion is None:
             return f"`{node.id}` is not a criterion"
         for proc in self._procedures(node):
             if proc.args.get("weighted") and eligible(node.type) is not None:
@@ -364,8 +363,7 @@ class LLMJudge:
             except ConfigError as exc:
                 return f"criterion `{node.id}`: {exc}"
             if proc.args.get("weighted", self.weighted and eligible(node.type) is None):
-                why = self._no_logprobs(role, config)
-                if why:
+                if why := self._no_logprobs(role, config):
                     flag = "llm(weighted: true)" if proc.args.get("weighted") else "--weighted"
                     return (f"criterion `{node.id}`: {flag} reads the answer's logprobs, and {why}: drop it (the "
                             "written answer is used), or judge with a model that returns logprobs "
@@ -377,8 +375,7 @@ class LLMJudge:
     def _no_logprobs(self, role: str | None, config) -> str | None:
         """Why the role's model gives no logprobs, known before any call: the negotiation record (an earlier
         refusal, or `gsr probe`) says so, or it is one of OpenAI's reasoning models, which refuse them."""
-        client = self.pool.for_role(role)
-        if client.logprobs_refused:
+        if (client := self.pool.for_role(role)).logprobs_refused:
             return f"model {config.model!r} at {client.origin} returns none (its negotiation record says so)"
         if config.effective_base_url.rstrip("/") == OPENAI_DEFAULT_BASE_URL and _OPENAI_REASONING.match(config.model):
             return f"{config.model!r} is an OpenAI reasoning model, which returns none"
@@ -530,8 +527,7 @@ class LLMJudge:
             if unused := sorted(self.fewshot.criteria() - self._fewshot_used):
                 lines.append(f"few-shot file {self.fewshot.source}: no model-judged criterion is called "
                              f"{', '.join(unused)}; those examples were not used")
-        unstored = getattr(self.cache, "unstored_warning", None)
-        if unstored is not None and unstored():
+        if (unstored := getattr(self.cache, "unstored_warning", None)) is not None and unstored():
             lines.append(unstored())
         return lines
 
@@ -691,8 +687,7 @@ class LLMJudge:
             return
         self._answers[0] += completion
         self._answers[1] += 1
-        price = self.price(client) if self.budget_usd is not None else None
-        if price is not None:
+        if (price := self.price(client) if self.budget_usd is not None else None) is not None:
             self.spent_usd += price.cost(prompt, cached, completion)
 
     def budget_cut(self, run) -> bool:
@@ -714,8 +709,7 @@ class LLMJudge:
             unit_key = hashlib.sha256(
                 f"{UNIT_VERSION}|{request.cache_key(client.config)}|{self.max_reasks}".encode()).hexdigest()
             hit = self.cache.get("unit:" + unit_key)
-            out = _Outcome.replayed(hit) if hit is not None else None
-            if out is not None:
+            if hit is not None and (out := _Outcome.replayed(hit)) is not None:
                 stats.calls += out.calls
                 stats.cache_hits += out.calls
                 rs.ok_units += 1

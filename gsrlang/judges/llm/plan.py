@@ -41,8 +41,7 @@ def estimate_tokens(body: dict[str, Any]) -> int:
         elif isinstance(content, list):
             chars += sum(len(str(p.get("text", ""))) for p in content if isinstance(p, dict))
         chars += 16  # the role and the chat template's separators
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+    if isinstance(fmt := body.get("response_format"), dict) and fmt.get("type") == "json_schema":
         chars += len(json.dumps(fmt.get("json_schema", {}).get("schema"), separators=(",", ":")))
     return max(1, math.ceil(chars / CHARS_PER_TOKEN))
 

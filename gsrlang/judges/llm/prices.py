@@ -107,8 +107,7 @@ def price_of(model: str, base_url: str | None, batch: bool = False,
              overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Price | None:
     """The price of `model` served at `base_url` (None: OpenAI), for the Batch API when `batch`; None when
     neither the overrides nor the price library know the model."""
-    over = (overrides or {}).get(model)
-    if over is not None:
+    if (over := (overrides or {}).get(model)) is not None:
         inp, out = float(over["input"]), float(over["output"])
         cached = float(over.get("cached_input", inp))
         if batch:

@@ -267,8 +267,7 @@ async def _logprobs(sdk, model: str) -> bool | None:
                                 top_logprobs=5)
     except openai.APIStatusError:
         return False
-    lp = resp.choices[0].logprobs
-    if lp is not None and lp.content and lp.content[0].top_logprobs:
+    if (lp := resp.choices[0].logprobs) is not None and lp.content and lp.content[0].top_logprobs:
         return True
     return None if not resp.choices[0].message.content else False
 

@@ -203,10 +203,8 @@ class AnswerSpec:
 
     def allowed_text(self) -> str:
         t = self.type
-        if t.kind == "score":
-            what = f"a number from {fmt_number(t.lo)} to {fmt_number(t.hi)}"
-        else:
-            what = "one of the option letters " + ", ".join(o.letter for o in self.options)
+        what = f"a number from {fmt_number(t.lo)} to {fmt_number(t.hi)}" if t.kind == "score" else \
+            "one of the option letters " + ", ".join(o.letter for o in self.options)
         return what + (f', or "{CANNOT_ASSESS}"' if self.optional else "")
 
     def format_text(self, keys: Sequence[str] | None = None) -> str:
@@ -297,11 +295,9 @@ class AnswerSpec:
                 return o
         low = s.lower()
         if t.kind == "bool":
-            word = low.rstrip(".!")
-            if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            if (word := low.rstrip(".!")) in _TRUE_WORDS or word in _FALSE_WORDS:
                 return next(o for o in self.options if o.label == ("true" if word in _TRUE_WORDS else "false"))
-        m = _LETTER_ANSWER.match(s)
-        if m and m.group(1).upper() in by_letter:
+        if (m := _LETTER_ANSWER.match(s)) and m.group(1).upper() in by_letter:
             return by_letter[m.group(1).upper()]
         matches = [o for o in self.options if o.label.lower() == low or o.shown.lower() == low]
         return matches[0] if len(matches) == 1 else None
@@ -373,8 +369,8 @@ def _criterion_tail(parts: PromptParts, keys: Sequence[str] | None) -> list[str]
 
 def build_messages(parts: PromptParts, response: str) -> list[dict]:
     """The messages for judging one response (see the module docstring for the order)."""
-    user = _shared_head(parts) + ["", "## Response", data_block("RESPONSE", response, parts.token)]
-    user += _criterion_tail(parts, None)
+    user = [*_shared_head(parts), "", "## Response", data_block("RESPONSE", response, parts.token),
+            *_criterion_tail(parts, None)]
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(user)}]
 
 

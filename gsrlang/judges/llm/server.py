@@ -81,8 +81,7 @@ _CONTEXT_PATTERNS = (
 def context_from_error(message: str) -> int | None:
     """The context length a context-overflow error names, or None."""
     for pattern in _CONTEXT_PATTERNS:
-        m = pattern.search(message)
-        if m:
+        if m := pattern.search(message):
             return int(m.group(1))
     return None
 

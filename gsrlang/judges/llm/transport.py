@@ -89,12 +89,10 @@ def bounded_http_client(limit: int, http_client: Any = None) -> Any:
         request.headers["Accept-Encoding"] = "identity"
 
     async def bounded(response: Any) -> None:
-        declared = response.headers.get("content-length", "").strip()
-        if declared.isdigit() and int(declared) > limit:
+        if (declared := response.headers.get("content-length", "").strip()).isdigit() and int(declared) > limit:
             raise AnswerRefused(f"the answer declares {int(declared)} bytes (Content-Length), more than "
                                 f"--max-answer-bytes {limit}; it was not read")
-        encoding = response.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("", "identity"):
+        if (encoding := response.headers.get("content-encoding", "").strip().lower()) not in ("", "identity"):
             raise AnswerRefused(f"the server compressed its answer (Content-Encoding: {encoding[:40]!a}) though gsr "
                                 "asked for none; its size cannot be bounded before inflating it", kind="malformed")
         response.stream = _Capped(response.stream, limit)

@@ -44,8 +44,7 @@ USER_CONFIG = "config.toml"
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """The user's gsr configuration folder: $XDG_CONFIG_HOME/gsr, else ~/.config/gsr."""
     env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "gsr"
+    return Path(env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")) / "gsr"
 
 
 def file_digest(data: bytes) -> str:

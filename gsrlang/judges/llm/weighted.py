@@ -46,8 +46,7 @@ def read_weighted(t, tokens: Sequence[tuple[str, Sequence[tuple[str, float]]]]) 
         if _ANSWER_KEY.search(text) and token.strip()[:1].isdigit():
             probs: dict[int, float] = {}
             for cand, logprob in top:
-                s = cand.strip()
-                if s.isdigit() and int(s) in points:
+                if (s := cand.strip()).isdigit() and int(s) in points:
                     probs[int(s)] = probs.get(int(s), 0.0) + math.exp(logprob)
             mass = sum(probs.values())
             if not mass:
