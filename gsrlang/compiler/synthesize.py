@@ -373,10 +373,8 @@ async def compile_rubric(spec: CompileSpec, client: LLMClient, *, repairs: int =
             result = await client.complete(request)
             answer, finish, model = result.text, result.finish_reason, result.model
             pt, ct = result.prompt_tokens, result.completion_tokens
-            if constrain == "json":
-                program, problem = jsonmode.to_program(result.data, spec, catalog, json_form)
-            else:
-                program, problem = extract_program(answer)
+            program, problem = (jsonmode.to_program(result.data, spec, catalog, json_form) if constrain == "json"
+                                else extract_program(answer))
         except AnswerFormatError as exc:  # no content, a refusal, or (json mode) no JSON object
             answer, finish, model = exc.text, exc.finish_reason, exc.model or client.config.model
             usage = exc.usage or {}

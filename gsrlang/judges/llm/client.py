@@ -677,12 +677,8 @@ class LLMClient:
 
     def _fail(self, failure: CallFailure, attempts: int) -> JudgeCallError:
         self.usage.failures += 1
-        if failure.retryable:
-            how = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-        elif failure.status is None:
-            how = "(not retried)"
-        else:
-            how = f"(HTTP {failure.status} is not retried)"
+        how = (f"after {attempts} attempt{'s' if attempts != 1 else ''}" if failure.retryable
+               else "(not retried)" if failure.status is None else f"(HTTP {failure.status} is not retried)")
         hint = ""
         if failure.status in (401, 403):
             hint = " -- check the API key (OPENAI_API_KEY or the role's key)"
