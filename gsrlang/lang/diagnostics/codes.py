@@ -81,7 +81,3 @@ COMPILER_CODES: dict[str, CodeInfo] = {
 }
 
 ALL_CODES: dict[str, CodeInfo] = {**CODES, **COMPILER_CODES}
-
-
-def info(code: str) -> CodeInfo | None:
-    return ALL_CODES.get(code.upper())
