@@ -13,6 +13,7 @@ from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.resources import stdlib_dir
 from gsrlang.lang.span import SourceText, source_lines
 from gsrlang.lang.syntax import ast
+from gsrlang.lang.types import substitute
 from gsrlang.lsp import knowledge
 from gsrlang.lsp.model import DeclInfo, DocumentModel, Files
 from gsrlang.lsp.positions import PositionMap
@@ -136,8 +137,6 @@ def describe_declaration(model: DocumentModel, decl: DeclInfo, files: Files) -> 
     op = model.semantic.op_of(decl.name)
     sig = model.catalog.operator(op) if op else None
     if jtype is None and sig:
-        from gsrlang.lang.types import substitute
-
         jtype = substitute(sig.result, {})  # what the operator gives, when fixed
     type_text = str(jtype) if jtype is not None else "type unknown until the errors are fixed"
     kind = f"**{sig.kind}** `{op}` \u00b7 " if sig else ""
