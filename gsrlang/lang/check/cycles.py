@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from gsrlang.lang.check.context import Context
 from gsrlang.lang.check.ports import resolve_alias
 from gsrlang.lang.diagnostics import Label
@@ -83,11 +85,7 @@ def _named(node_id: str) -> str:
 
 def _report_cycle(ctx: Context, cycle: list[str]) -> None:
     # cycle: consumer chain c0 <- c1 <- ... (c_{i+1} is an input of c_i); show it in data-flow order
-    flow = list(reversed(cycle))
-    names = []
-    for n in flow:
-        if not names or names[-1] != _named(n):
-            names.append(_named(n))
+    names = [name for name, _ in groupby(_named(n) for n in reversed(cycle))]  # a run of one name's nodes: once
     if names[0] != names[-1]:
         names.append(names[0])
     labels = []
