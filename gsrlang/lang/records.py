@@ -46,12 +46,8 @@ def _repr(self) -> str:
         return "..."
     seen.add(id(self))
     try:
-        fields = ", ".join(f"{a.name}={_field_repr(a, getattr(self, a.name, attrs.NOTHING))}"
+        fields = ", ".join(f"{a.name}={(repr if a.repr is True else a.repr)(getattr(self, a.name, attrs.NOTHING))}"
                            for a in self.__attrs_attrs__ if a.repr is not False)
         return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({fields})"
     finally:
         seen.discard(id(self))
-
-
-def _field_repr(field, value) -> str:
-    return repr(value) if field.repr is True else field.repr(value)
