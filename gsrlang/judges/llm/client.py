@@ -797,8 +797,9 @@ class LLMClient:
         if param in _TOGETHER:
             self.logprobs_refused = True
         if self.knowledge is not None:
-            self.knowledge.update(self.config.effective_base_url, self.config.model, adapted=dict(
-                sorted(self.adapted.items())), **({"logprobs": False} if param in _TOGETHER else {}))
+            refused = {"logprobs": False} if param in _TOGETHER else {}
+            self.knowledge.update(self.config.effective_base_url, self.config.model,
+                                  adapted=dict(sorted(self.adapted.items())), **refused)
         log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self.origin, param,
                     describe_adaptation(param, self.adapted[param]))
 
