@@ -223,3 +223,25 @@ def test_no_item_is_replayed_item_by_item(which, tmp_path, monkeypatch):
         assert '"reason": "readout: candidate ids repeat: A, A"' in (tmp_path / "fast.jsonl").read_text("utf-8")
     else:
         assert slow.needs and '-0.0' in trace.read_text("utf-8")
+
+
+@pytest.mark.parametrize("verify", [False, True], ids=["what-if", "verify"])
+def test_results_to_standard_output_are_the_files_bytes(verify, tmp_path, capsysbinary):
+    """`--out -` copies the spooled lines to standard output: the bytes `--out FILE` writes (and, where standard
+    output is a text-only stand-in, the same text)."""
+    import contextlib
+    import io
+
+    recorded, other = _pairs()[0]
+    program, trace = _record(recorded, tmp_path)
+    target = str(recorded if verify else other)
+    args = ["replay", str(trace), "--program", target, "-q", "--bootstrap", "0"]
+    assert gsr(args + ["--out", str(tmp_path / "file.jsonl")]) == 0
+    capsysbinary.readouterr()
+    assert gsr(args + ["--out", "-"]) == 0
+    written = (tmp_path / "file.jsonl").read_bytes()
+    assert capsysbinary.readouterr().out == written and written.count(b"\n") > 2
+    stand_in = io.StringIO()
+    with contextlib.redirect_stdout(stand_in):
+        assert gsr(args + ["--out", "-"]) == 0
+    assert stand_in.getvalue() == written.decode("utf-8")
