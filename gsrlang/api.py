@@ -278,7 +278,8 @@ def default_judges() -> Judges:
 class Program:
     """A checked program, ready to score responses. Get one with `gsrlang.load(path)` or `gsrlang.loads(text)`.
 
-    `checked` is the checker's `gsrlang.lang.program.CheckedProgram` (its nodes, readout, content hash).
+    `checked` is the checker's `gsrlang.lang.program.CheckedProgram` (its nodes, readout, content hash), `plan`
+    the order its nodes are evaluated in (`gsrlang.semantics.compose.Plan`), made once.
     """
 
     def __init__(self, checked, path: str | None = None):
@@ -287,8 +288,8 @@ class Program:
 
         self.checked = checked
         self.path = path
-        self._plan = Plan(checked)
-        self.static = Static(self._plan, path)  # what its trace records are written with
+        self.plan = Plan(checked)
+        self.static = Static(self.plan, path)  # what its trace records are written with
         self._runners: dict = {}  # mode -> (registry, its ColumnRunner)
 
     name = property(lambda self: self.checked.name)
@@ -354,7 +355,7 @@ class Program:
         from gsrlang.execution.inlinerun import columnar_judges
         from gsrlang.execution.planner import COLUMNS, RunConfig, run_route
 
-        route = run_route(RunConfig(), columns_possible=columnar_judges(self._plan, registry), given=len(items))
+        route = run_route(RunConfig(), columns_possible=columnar_judges(self.plan, registry), given=len(items))
         out: list = [None] * len(items)
         for mode in dict.fromkeys(m for m, _ in items):  # a program with both tasks: each task's items apart
             where = [k for k, (m, _) in enumerate(items) if m == mode]
@@ -364,7 +365,7 @@ class Program:
                 results = [_result(run, self.static, line, record) for run, line, record in done]
             else:
                 results = [_result(run, self.static) async for run in
-                           run_items(self._plan, entries, registry, mode, limit, window=max(1, len(entries)))]
+                           run_items(self.plan, entries, registry, mode, limit, window=max(1, len(entries)))]
             for k, result in zip(where, results):
                 out[k] = result
         return out
@@ -375,7 +376,7 @@ class Program:
 
         made = self._runners.get(mode)
         if made is None or made[0] is not registry:
-            made = self._runners[mode] = (registry, ColumnRunner(self._plan, registry, mode, None, self.static))
+            made = self._runners[mode] = (registry, ColumnRunner(self.plan, registry, mode, None, self.static))
         return made[1]
 
     def score(self, input: str = "", response: str | None = None, reference: str | None = None, *,

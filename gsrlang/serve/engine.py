@@ -50,7 +50,7 @@ class Served:
         from gsrlang.execution.executor import all_inline
 
         registry = judges.check(program.checked)
-        return cls(program, registry, inline=all_inline(program._plan, registry))
+        return cls(program, registry, inline=all_inline(program.plan, registry))
 
     @property
     def hash(self) -> str:

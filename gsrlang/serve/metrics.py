@@ -52,14 +52,14 @@ class Metrics:
         self.reloads = Counter("gsr_reloads", "program reloads, by outcome", ["outcome"], registry=self.registry)
         self.trace_errors = Counter("gsr_trace_errors", "trace records that could not be written",
                                     registry=self.registry)
-        self._recent: dict[str, collections.deque] = {}
-        self._state = engine_state
+        self.recent: dict[str, collections.deque] = {}  # route -> the latencies of its last WINDOW requests
+        self.state = engine_state
         self.registry.register(_Live(self))
 
     def request(self, route: str, code: int, seconds: float) -> None:
         self.requests.labels(route, str(code)).inc()
         self.duration.labels(route).observe(seconds)
-        self._recent.setdefault(route, collections.deque(maxlen=WINDOW)).append(seconds)
+        self.recent.setdefault(route, collections.deque(maxlen=WINDOW)).append(seconds)
 
     def item(self, status: str) -> None:
         self.rewards.labels(status).inc()
@@ -91,7 +91,7 @@ class _Live:
         m = self.metrics
         summary = Metric("gsr_request_latency_seconds", f"request latency over the last {WINDOW} requests",
                          "summary")
-        for route, recent in sorted(m._recent.items()):
+        for route, recent in sorted(m.recent.items()):
             xs = list(recent)
             for q in QUANTILES:
                 summary.add_sample("gsr_request_latency_seconds", {"route": route, "quantile": str(q)},
@@ -99,7 +99,7 @@ class _Live:
             summary.add_sample("gsr_request_latency_seconds_count", {"route": route}, len(xs))
             summary.add_sample("gsr_request_latency_seconds_sum", {"route": route}, sum(xs))
         yield summary
-        (name, digest), in_flight, usage = m._state()
+        (name, digest), in_flight, usage = m.state()
         info = GaugeMetricFamily("gsr_program_info", "the program being served", labels=["name", "hash"])
         info.add_metric([name, digest], 1)
         yield info
