@@ -9,6 +9,7 @@ API is one line before anything is uploaded; export and import run a program wit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -454,11 +455,32 @@ def test_a_truncated_or_garbled_results_file_stores_the_good_lines_and_asks_the_
 # ------------------------------------------------------------------------------------- kill -9 and resume
 
 
+def answer_stored(info) -> bool:
+    """Hold the download's second half until the killed run has stored an answer of its first half (the run
+    then resumes with some answers of the round in its cache and the others in a finished batch)."""
+    import time
+
+    for _ in range(12_000):  # the run stores the first half's answers as it reads them, then waits on the rest
+        if stored_answers():
+            break
+        time.sleep(0.01)
+    return True  # (the test checks that one was stored)
+
+
+def stored_answers() -> int:
+    """How many model answers the killed run's cache (c.sqlite) holds."""
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect("file:c.sqlite?mode=ro",
+                                                                                uri=True)) as db:
+        return db.execute("SELECT count(*) FROM judgments WHERE key NOT LIKE 'unit:%'").fetchone()[0]
+    return 0
+
+
 STEPS = {  # the moment the run is killed: (fake server event, a condition on its info)
     "after upload": ("file_uploaded", lambda info: True),
     "after create": ("batch_created", lambda info: True),
     "while polling": ("batch_retrieved", lambda info: info["retrieves"] == 2),
     "while downloading": ("content_half_sent", lambda info: True),
+    "after an answer is stored": ("content_half_sent", answer_stored),
 }
 
 
@@ -515,6 +537,7 @@ def test_a_run_killed_at_any_step_resumes_its_batches_and_submits_nothing_twice(
         assert killed.is_set() and proc.returncode == -signal.SIGKILL, f"the run was not killed {step}"
         state = json.loads(Path("out.jsonl.gsr-batch/state.json").read_text())
         assert state["parts"]  # recorded before the step it protects
+        assert step != "after an answer is stored" or stored_answers(), "no answer was stored before the kill"
         server.batch.on_event = None
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", KEY)

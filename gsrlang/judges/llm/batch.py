@@ -18,7 +18,9 @@ results, or ``--batch-state``) before the step it protects: a part's custom_ids
 the create (and the create carries ``metadata.gsr_part``, so a batch created just before a
 kill is found again by listing), its status as it changes. A run killed at any point and
 run again asks the same questions; the ones already answered come from the cache, the
-others join the batch they were sent in (polled, downloaded again): nothing is submitted twice.
+others join the batch they were sent in (polled, downloaded again): nothing is submitted twice. A batch
+whose results are there is read before the parked requests are submitted, so that the requests of the
+answers stored before the kill and of those read now make one batch, as they would have without the kill.
 
 Failures. A line with an error (HTTP status other than 200, ``batch_expired``, a line
 missing from an expired or failed batch, an unreadable line) is retried ``online`` (the
@@ -569,6 +571,10 @@ class Batcher:
         try:
             while True:
                 await self._quiet()
+                if self.pending and self.export is None and any(
+                        [await self._step(part) for part in self.state.parts if part.waiters and part.stage in
+                         ("done", "read")]):
+                    continue  # answers already there are read first: their next requests join the same batch
                 if self.pending:
                     if self.export is not None:
                         self._export()
