@@ -192,26 +192,28 @@ def test_no_private_name_is_imported_across_modules():
     assert found == []
 
 
+# Private attributes read on other objects, each for a reason: argparse has no public lookup of a parser's
+# actions, and `_run` is the command a parser's defaults give (set and read in gsrlang.cli alone).
+_LIBRARY_PRIVATES = {("gsrlang.commands.compare", "p._actions"), ("gsrlang.commands.config",
+                     "parser._option_string_actions"), ("gsrlang.cli", "args._run")}
+
+
 def test_no_module_reaches_into_another_objects_private_state():
-    """`obj._x` outside `self`/`cls`: the object's class gives a public method or attribute instead (the
-    standard library's own underscore names, `sys._getframe` and the like, are not ours)."""
+    """`obj._x`, read, set or called, outside `self`, `cls`, `super()` and `other` (the other operand of a
+    comparison, of the same class): the object's class gives a public method or attribute instead."""
     found = []
-    allowed_owners = {"self", "cls", "super", "sys", "os", "argparse", "parser", "p", "ls", "m"}
     for name, path in _modules().items():
         if path.name == "_standalone.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    if isinstance(t, ast.Attribute) and t.attr.startswith("_") and not t.attr.startswith("__") \
-                            and not (isinstance(t.value, ast.Name) and t.value.id in allowed_owners):
-                        found.append(f"{name}:{node.lineno}: {ast.unparse(t)} =")
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                owner = node.func.value
-                if isinstance(owner, ast.Attribute) and owner.attr.startswith("_") \
-                        and not owner.attr.startswith("__") \
-                        and not (isinstance(owner.value, ast.Name) and owner.value.id in allowed_owners):
-                    found.append(f"{name}:{node.lineno}: {ast.unparse(node.func)}()")
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls", "other"):
+                continue
+            if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                continue
+            if (name, ast.unparse(node)) not in _LIBRARY_PRIVATES:
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
     assert found == []
 

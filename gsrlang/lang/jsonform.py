@@ -332,7 +332,7 @@ class _Writer:
                 tuned = {k: r for k, r in tune.items() if k == name or k.startswith(name + "[")}
                 if not tuned and not psig.required and _same(value, json_value(psig.default)):
                     continue  # the default: the checker fills it in again
-                text = self._literal(value, ppath, label=psig.pattern.kind == "var", tune=tuned, key=name)
+                text = self.literal(value, ppath, label=psig.pattern.kind == "var", tune=tuned, key=name)
                 if text is not None:
                     info.params.append((name, text))
             for key in tune:
@@ -472,7 +472,7 @@ class _Writer:
             reason = ex.get("reason")
             ok &= self.typed(reason, _at(epath, "reason"), lambda v: v is None or isinstance(v, str),
                              "a string or null")
-            verdict = self._literal(ex["verdict"], _at(epath, "verdict"), label=True, scalar=True,
+            verdict = self.literal(ex["verdict"], _at(epath, "verdict"), label=True, scalar=True,
                                     digits=False)
             if ok and verdict is not None:
                 info.examples.append((ex["text"], verdict, reason))
@@ -538,7 +538,7 @@ class _Writer:
                 continue
             if value is None or (key in defaults and _same(value, json_value(defaults[key]))):
                 continue
-            text = self._literal(value, apath)
+            text = self.literal(value, apath)
             if text is not None:
                 out.append((key, text))
         return (kind, name, tuple(out))
@@ -558,7 +558,7 @@ class _Writer:
         if not self.typed(args, _at(path, "args"), lambda v: isinstance(v, dict), "an object"):
             return None
         agg_args = [(key, text) for key, value in args.items()
-                    if (text := self._literal(value, _at(_at(path, "args"), key))) is not None]
+                    if (text := self.literal(value, _at(_at(path, "args"), key))) is not None]
         if any(p is None for p in procs):
             return None
         return (tuple(procs), e["aggregate"], tuple(agg_args))
@@ -618,8 +618,8 @@ class _Writer:
         return lines
 
     # ---- literals ----
-    def _literal(self, value, path: str, label: bool = False, scalar: bool = False, digits: bool = True,
-                 tune: dict | None = None, key: str = "") -> str | None:
+    def literal(self, value, path: str, label: bool = False, scalar: bool = False, digits: bool = True,
+                tune: dict | None = None, key: str = "") -> str | None:
         """A JSON value as a `.gsr` literal.
 
         `label`: a string that is a name (or, with `digits`, an integer) is written bare, as a label;
@@ -645,7 +645,7 @@ class _Writer:
             self.err(path, f"expected a number, a boolean or a string, found {_jtype(value)}")
             return None
         if isinstance(value, list):
-            parts = [self._literal(v, _at(path, k), label, tune=tune, key=f"{key}[{k}]") for k, v in enumerate(value)]
+            parts = [self.literal(v, _at(path, k), label, tune=tune, key=f"{key}[{k}]") for k, v in enumerate(value)]
             return None if None in parts else "[" + ", ".join(parts) + "]"
         if isinstance(value, dict):
             if set(value) == {"enum"}:
@@ -656,7 +656,7 @@ class _Writer:
                 return None
             parts = []
             for entry, v in value.items():
-                text = self._literal(v, _at(path, entry), label, tune=tune, key=f"{key}[{entry}]")
+                text = self.literal(v, _at(path, entry), label, tune=tune, key=f"{key}[{entry}]")
                 if text is None:
                     return None
                 k = entry if (_NAME.match(entry) and entry not in _RESERVED_VALUES) or \
@@ -826,7 +826,7 @@ class _Declarations:
             self.w.err(info.path, f"anonymous node {json_repr(nid)} is part of a cycle")
             return nid
         if info.kind == "const":
-            return self.w._literal(info.value, _at(info.path, "value")) or "0"
+            return self.w.literal(info.value, _at(info.path, "value")) or "0"
         if info.op is None:  # pragma: no cover - criteria are always named
             return nid
         if depth >= MAX_NESTING:  # the source would nest deeper than the parser reads (GSR004)

@@ -102,7 +102,7 @@ class GsrLanguageServer(LanguageServer):
         self.pending: dict[str, asyncio.Task] = {}
         self.files = Files(self._open_text)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gsr-analysis")
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # guards `models`: the analysis worker and the handlers both change it
 
     # ---- documents and their models ---------------------------------------------------------------------
     def _open_text(self, path: str) -> str | None:
@@ -124,14 +124,14 @@ class GsrLanguageServer(LanguageServer):
         return None if doc is None else self._model_for(uri, doc.source, doc.version)
 
     def _model_for(self, uri: str, text: str, version: int | None) -> DocumentModel:
-        with self._lock:
+        with self.lock:
             cached = self.models.get(uri)
             if cached is not None and cached.version == version and cached.text == text:
                 return cached
         model = DocumentModel(uri, text, version, _path_of(uri))
         if model.internal_error:
             self.log(f"internal error while checking {uri}:\n{model.internal_error}", types.MessageType.Error)
-        with self._lock:
+        with self.lock:
             current = self.models.get(uri)
             if current is None or current.version is None or version is None or current.version <= version:
                 self.models[uri] = model
@@ -174,7 +174,7 @@ class GsrLanguageServer(LanguageServer):
         task = self.pending.pop(uri, None)
         if task is not None:
             task.cancel()
-        with self._lock:
+        with self.lock:
             self.models.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
@@ -250,7 +250,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE) -> GsrLanguageServer:
     def did_save(ls: GsrLanguageServer, params: types.DidSaveTextDocumentParams):
         for uri in list(ls.workspace.text_documents):
             if uri != params.text_document.uri:
-                with ls._lock:
+                with ls.lock:
                     ls.models.pop(uri, None)  # an imported fragment may have changed on disk
             ls.schedule(uri, 0)
 

@@ -9,7 +9,7 @@ re-asks and ensembles all ask as they would online, so a judgment the online pat
 is never asked, hence never batched. When every item in flight is waiting (the run is
 *quiescent*), the parked requests become one batch (several at the size limits), which is
 uploaded, created, polled with backoff and read: each answer goes through the client's own
-``_finish`` (the same parsing, the same cache entry as an online answer) as its line is
+``finish`` (the same parsing, the same cache entry as an online answer) as its line is
 read, and the waiting judgments go on to their next round.
 
 Durability. Everything is recorded in the *state folder* (``OUT.gsr-batch/`` beside the
@@ -490,7 +490,7 @@ class Batcher:
         self.resolved += 1
         self.stats["answered"] += 1
         try:
-            result = w.client._finish(w.request, completion, 0.0, 1, w.mode, w.key)  # the online parse and store
+            result = w.client.finish(w.request, completion, 0.0, 1, w.mode, w.key)  # the online parse and store
         except AnswerFormatError as exc:
             w.future.set_exception(exc)
         else:
@@ -529,8 +529,8 @@ class Batcher:
         async def go():
             self.busy += 1
             try:
-                resp, latency, attempts, mode = await w.client._send(w.request)
-                result = w.client._finish(w.request, resp, latency, attempts, mode, w.key)
+                resp, latency, attempts, mode = await w.client.send(w.request)
+                result = w.client.finish(w.request, resp, latency, attempts, mode, w.key)
             except (JudgeCallError, AnswerFormatError) as exc:
                 if not w.future.done():
                     w.future.set_exception(exc)

@@ -596,7 +596,7 @@ class LLMClient:
         return {**kwargs, **extra}
 
     async def _post(self, kwargs: dict[str, Any]) -> tuple[ChatCompletion, float]:
-        """One attempt; the caller holds a slot of the adaptive window (`_send`), which bounds attempts."""
+        """One attempt; the caller holds a slot of the adaptive window (`send`), which bounds attempts."""
         self.usage.http_requests += 1
         t0 = time.monotonic()
         limit, by_deadline = self._time_limit(t0)
@@ -763,20 +763,20 @@ class LLMClient:
                 if batcher is not None:
                     batcher.negotiating(1)
                 try:
-                    resp, latency, attempts, mode = await self._send(request, negotiating=True)
+                    resp, latency, attempts, mode = await self.send(request, negotiating=True)
                 finally:
                     self._negotiated.set()
                     if batcher is not None:
                         batcher.negotiating(-1)
                 self._settle(mode)
-                return self._finish(request, resp, latency, attempts, mode, key)
+                return self.finish(request, resp, latency, attempts, mode, key)
             await self._negotiated.wait()
         if batcher is not None:
             return await batcher.ask(self, request, key)
-        resp, latency, attempts, mode = await self._send(request)
+        resp, latency, attempts, mode = await self.send(request)
         if self.config.structured == "auto" and self._settled is None and request.schema is not None:
             self._settle(mode)  # the negotiating request failed for good; this one found the mode
-        return self._finish(request, resp, latency, attempts, mode, key)
+        return self.finish(request, resp, latency, attempts, mode, key)
 
     def _settle(self, mode: str) -> None:
         """Keep the mode that got an answer, for this client and (through the store) later runs."""
@@ -803,7 +803,7 @@ class LLMClient:
         log.warning("%s at %s refused the parameter %s: %s from now on", self.config.model, self.origin, param,
                     describe_adaptation(param, self.adapted[param]))
 
-    async def _send(self, request: ChatRequest, negotiating: bool = False) -> tuple[ChatCompletion, float, int, str]:
+    async def send(self, request: ChatRequest, negotiating: bool = False) -> tuple[ChatCompletion, float, int, str]:
         """Post the request, stepping down the ladder on format rejections, adapting refused parameters (once
         each) and retrying transient errors. `negotiating`: release the requests waiting on the negotiation
         as soon as an attempt has an outcome that is not a refusal."""
@@ -868,8 +868,10 @@ class LLMClient:
                      failure.detail, retries, self.config.max_retries, delay)
             await asyncio.sleep(delay)
 
-    def _finish(self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str,
-                key: str | None) -> ChatResult:
+    def finish(self, request: ChatRequest, resp: ChatCompletion, latency: float, attempts: int, mode: str,
+               key: str | None) -> ChatResult:
+        """The answer `resp` to `request` as a ChatResult: its tokens counted, its JSON read, stored in the cache
+        under `key`; what an online call and a Batch API line share (AnswerFormatError, RefusalError)."""
         choice = resp.choices[0]
         message = choice.message
         pt, ct, cached, reasoning = token_counts(resp.usage)

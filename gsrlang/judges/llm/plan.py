@@ -104,10 +104,10 @@ class TraceRates:
                         continue
                     rates.made[node["id"]] += 1
                     for unit in _units(j.get("provenance") or {}):
-                        rates._unit(node["id"], unit)
+                        rates.add_unit(node["id"], unit)
         return rates
 
-    def _unit(self, name: str, prov: dict) -> None:
+    def add_unit(self, name: str, prov: dict) -> None:
         calls = int(prov.get("calls") or 0)
         if prov.get("cached") or not calls:  # a cached answer says nothing of the server's tokens
             return
