@@ -18,6 +18,10 @@ its CPU time is at most 1.3x that of the anchor.
     the child's user + system time and peak RSS its `ru_maxrss`
     (`resource.getrusage(RUSAGE_CHILDREN)`, from a fresh parent per command).
 
+(3) per size, once: the what-if replay `gsr replay TRACE --program OTHER -q --bootstrap 0 --out FILE`
+    (OTHER: the program with its weights moved, re-composed from the recorded judgments a chunk of
+    items at a time), its CPU time and peak RSS, which must stay flat in N as well.
+
 Prints min / median / max over the repeats; asserts nothing.
 Run: python benchmarks/bench_replay.py [LARGEST_N] [REPEATS]    (default 1,000,000 and 3)
 """
@@ -104,7 +108,9 @@ def main(argv: list[str]) -> int:
         anchor = tmp / "anchor.py"
         anchor.write_text(ANCHOR)
         print(f"trace of {largest:,} items: {full.stat().st_size / 1e6:,.0f} MB (in {tmp}, removed afterwards)")
-        rss_at = {}
+        rss_at, whatif_at = {}, {}
+        other = tmp / "other.gsr"
+        other.write_text(PROGRAM.replace("weights: [0.8, 0.2]", "weights: [0.7, 0.3]"))
         for n in sizes:
             trace = full if n == largest else prefix(full, n)
             cmd = gsr_cmd() + ["replay", str(trace), "--program", str(program), "-q", "--bootstrap", "0"]
@@ -126,10 +132,17 @@ def main(argv: list[str]) -> int:
             print(f"gsr replay {n:>9,} items: CPU {spread(cpus)} s, peak RSS {spread(rss, '{:.0f}')} MB; numpy replay "
                   f"(the anchor) CPU {spread(anchors)} s; ratio {spread(ratios)}x (min/median/max of {repeats}; "
                   "target <= 1.3x)")
+            _, cpu, peak, rc, text = measure(gsr_cmd() + ["replay", str(trace), "--program", str(other), "-q",
+                                                          "--bootstrap", "0", "--out", str(tmp / "whatif.jsonl")])
+            if rc != 0:
+                print(f"gsr replay (what-if) exit {rc}: {text}")
+                return 1
+            whatif_at[n] = peak
+            print(f"  what-if under other weights, --out: CPU {cpu:.2f} s, peak RSS {peak:.0f} MB (one run)")
         if len(sizes) > 1:
             lo, hi = sizes[0], sizes[-1]
             print(f"peak RSS at {hi:,} / at {lo:,} items: {rss_at[hi] / rss_at[lo]:.2f}x for {hi / lo:.0f}x the items "
-                  "(flat: about 1x)")
+                  f"(flat: about 1x); what-if {whatif_at[hi] / whatif_at[lo]:.2f}x")
         print(f"(machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU times, not wall times, "
               "since the machine is shared)")
     return 0
