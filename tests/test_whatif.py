@@ -245,3 +245,19 @@ def test_results_to_standard_output_are_the_files_bytes(verify, tmp_path, capsys
     with contextlib.redirect_stdout(stand_in):
         assert gsr(args + ["--out", "-"]) == 0
     assert stand_in.getvalue() == written.decode("utf-8")
+
+
+@pytest.mark.parametrize("verify", [False, True], ids=["what-if", "verify"])
+def test_a_results_file_that_cannot_be_written_is_refused_before_the_trace_is_read(verify, tmp_path):
+    """The results file's folder is made when the replay starts: one that cannot be (a file stands in its
+    place) is an OSError at once, before the trace (here: none) is looked at, not after the whole of it."""
+    from gsrlang.execution.verify import verify_columnar
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", encoding="utf-8")
+    program = analyze_file(str(_pairs()[0][0])).program
+    replay = verify_columnar if verify else recompose_columnar
+    with pytest.raises(OSError):
+        replay(str(tmp_path / "no-such-trace.jsonl"), program, "P", str(blocker / "out.jsonl"))
+    assert replay(str(tmp_path / "no-such-trace.jsonl"), program, "P", str(tmp_path / "out.jsonl")) is None
+    assert not (tmp_path / "out.jsonl").exists()

@@ -15,7 +15,9 @@ the run-summary record (`run_summary_record`); replay skips it and keeps it in
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -201,9 +203,15 @@ class Spool:
     """A replay's result lines, held in an anonymous temporary file until the whole trace has been read and then
     copied to the results file (`keep`): a replay that gives up part way (the trace goes item by item) has
     written nothing. Binary: a read-write text file resets its decoder at every write (a call into Python's
-    codecs, several percent of a what-if replay)."""
+    codecs, several percent of a what-if replay). The results file's folder is made (and must be writable) at
+    once, so that a results file that cannot be written is said before the trace is read, not after."""
 
     def __init__(self, out: str):
+        if out != "-":
+            folder = Path(out).parent
+            folder.mkdir(parents=True, exist_ok=True)
+            if not os.access(folder, os.W_OK):
+                raise PermissionError(errno.EACCES, "permission denied", str(folder))
         self.out, self.file = out, tempfile.TemporaryFile()
 
     def write(self, text: str) -> None:
@@ -217,7 +225,6 @@ class Spool:
         self.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
         self.file.seek(0)
         if self.out != "-":
-            Path(self.out).parent.mkdir(parents=True, exist_ok=True)
             with open(self.out, "wb") as handle:
                 shutil.copyfileobj(self.file, handle)
             return
