@@ -115,8 +115,11 @@ def verify_columnar(trace_path: str, program: CheckedProgram, program_label: str
 
 
 def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: str | None) -> RunSummary | None:
+    from gsrlang.semantics.evaluate import Evaluator
+
     t0 = time.perf_counter()
-    plan = Plan(program)
+    evaluator = Evaluator(program)  # one for every chunk (its plan, what it derives from the program)
+    plan = evaluator.plan
     static = node_static(plan)
     summary = None
     with Spool(out) if out is not None else contextlib.nullcontext() as spool:
@@ -125,7 +128,8 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
             for read in reader.chunks(CHUNK):
                 if summary is None:
                     summary = RunSummary(program.name, program.content_hash, read.mode)
-                _verify_chunk(program, plan, static, read, summary, spool)
+                _verify_chunk(program, evaluator, static, read, summary, spool)
+                evaluator.forget()  # (what it kept of the chunk's table)
         except Refused:
             return None
         if reader.refused or summary is None:
@@ -137,10 +141,11 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
         return summary
 
 
-def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadTrace, summary: RunSummary,
+def _verify_chunk(program: CheckedProgram, evaluator, static: list, read: ReadTrace, summary: RunSummary,
                   spool) -> None:
     """Verify one chunk of the trace's items (`_Reader.chunks`), counting them into `summary` in trace order and
     writing their result lines to `spool` (None: no `--out`)."""
+    plan = evaluator.plan
     mode, m, lines, items, results = read.mode, read.m, read.lines, read.items, read.results
     flats, crits, odd, label_errors = read.flats, read.crits, read.odd, read.label_errors
     n = len(lines)
@@ -156,7 +161,7 @@ def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadT
     suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
 
     # evaluate: the criteria's columns from their recorded outputs and judgment statuses
-    from gsrlang.semantics.evaluate import Evaluator, Table
+    from gsrlang.semantics.evaluate import Table
     from gsrlang.semantics.kernels import NodeValues
 
     positions = {node["id"]: i for i, node in enumerate(static)}
@@ -169,7 +174,7 @@ def _verify_chunk(program: CheckedProgram, plan: Plan, static: list, read: ReadT
         values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
         columns[cid] = NodeValues(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
     table = Table(mode, [None] * n, columns, failed, [None] * n)
-    evaluation = Evaluator(program).run(table)
+    evaluation = evaluator.run(table)
     suspect |= ~evaluation.ok
 
     # every node's recorded outputs against its column

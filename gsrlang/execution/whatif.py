@@ -67,7 +67,8 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
     from gsrlang.semantics.evaluate import Evaluator
 
     t0 = time.perf_counter()
-    plan, evaluator = Plan(program), Evaluator(program)
+    evaluator = Evaluator(program)
+    plan = evaluator.plan
     reader = TraceTables(program, trace_path, program_label)
     summary = None
     # (gc: no cycles in what is read, nothing to collect)
