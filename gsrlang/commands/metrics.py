@@ -100,11 +100,9 @@ def run(args) -> int:
             print(f"\ncriterion {name} against {r['field']}{unusable}:")
             print(format_report(r))
         if report.get("cost"):
-            from gsrlang.judges.llm.prices import cost_text, token_parts
+            from gsrlang.judges.llm.prices import usage_text
 
-            c = report["cost"]
-            print(f"\nmodel judges: {c.get('calls', 0)} calls, {c.get('prompt_tokens', 0)} prompt + "
-                  f"{c.get('completion_tokens', 0)} completion tokens{token_parts(c)}, {cost_text(c)}")
+            print("\n" + usage_text(report["cost"]))
     return 0
 
 

@@ -243,9 +243,9 @@ def recorded_run(record: dict) -> str:
     llm = (record.get("judges") or {}).get("llm")
     if not llm:
         return text + "; no model judge"
-    return (text + f"; model judges: {llm.get('calls', 0)} calls ({llm.get('cache_hits', 0)} from the cache, "
-            f"{llm.get('http_requests', 0)} HTTP requests), {llm.get('prompt_tokens', 0)} prompt + "
-            f"{llm.get('completion_tokens', 0)} completion tokens")
+    from gsrlang.judges.llm.prices import usage_text
+
+    return text + "; " + usage_text(llm, ("cache_hits", "http_requests"), priced=False)
 
 
 def _short(digest: str | None) -> str:

@@ -259,14 +259,19 @@ def print_summary(summary, program, args, stream) -> None:
     print(f"{program.name} ({short}), {summary.mode}: {summary.line()} in {summary.seconds:.2f} s", file=stream)
     if getattr(args, "ids", None):
         print(f"  {args.ids}", file=stream)
-    if summary.label_problems:
-        print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
-              "(left out of the metrics; see `label_error` in the results)", file=stream)
+    _print_label_problems(summary, stream)
     if summary.skipped:
         total = summary.judgments + summary.skipped
         print(f"  short-circuit: {summary.skipped} of {total} judgments skipped: they could not change the result "
               "(the trace says why; --no-short-circuit judges everything)", file=stream)
     _print_written(summary, args, stream)
+
+
+def _print_label_problems(summary, stream) -> None:
+    """The line of a run's summary (one program or per-item programs) on the labels that could not be used."""
+    if summary.label_problems:
+        print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
+              "(left out of the metrics; see `label_error` in the results)", file=stream)
 
 
 def _print_written(summary, args, stream) -> None:
@@ -619,9 +624,7 @@ def print_index_summary(summary, programs, args, stream) -> None:
     none = (f"; {programs.no_program} item{'s' if programs.no_program != 1 else ''} had no usable program "
             "(invalid; see `reason` in the results)") if programs.no_program else ""
     print(f"  {checked}{bad}{none}", file=stream)
-    if summary.label_problems:
-        print(f"  {summary.label_problems} label{'s' if summary.label_problems != 1 else ''} could not be used "
-              "(left out of the metrics; see `label_error` in the results)", file=stream)
+    _print_label_problems(summary, stream)
     _print_written(summary, args, stream)
 
 
@@ -671,18 +674,16 @@ def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
     """Print the model judges' cost (calls, cache hits, tokens, wall time) and, loudly, any judge that failed.
 
     True when some judge failed every call it made."""
-    from gsrlang.judges.llm.prices import cost_text, token_parts
+    from gsrlang.judges.llm.prices import usage_text
 
     llm = registry.get("llm")
     if llm is None or not hasattr(llm, "usage"):
         return False
     u = summary.judges["llm"] if summary.judges else llm.usage()
     if u["calls"]:
-        merged = f"{u['merged']} merged with an identical call in flight, " if u.get("merged") else ""
-        print(f"  model judges: {u['calls']} calls ({u['cache_hits']} from the cache, {merged}{u['http_requests']} HTTP "
-              f"requests, {u['retries']} retries, {u['reasks']} re-asks), {u['prompt_tokens']} prompt + "
-              f"{u['completion_tokens']} completion tokens{token_parts(u)}, {cost_text(u)}, "
-              f"{u['call_failures']} failed calls; wall time {summary.seconds:.1f} s", file=stream)
+        counters = ("cache_hits", "merged", "http_requests", "retries", "reasks")
+        print(f"  {usage_text(u, counters)}, {u['call_failures']} failed calls; wall time {summary.seconds:.1f} s",
+              file=stream)
         path = getattr(getattr(llm, "cache", None), "path", None)
         if u["cache_hits"] and path is not None:
             print(f"  {u['cache_hits']} answers came from the judgment cache {path}, not from the model", file=stream)
@@ -697,9 +698,8 @@ def _llm_report(registry, summary, stream, args_quiet=None) -> bool:
             print(f"  adapted for {who}: {'; '.join(changes)}", file=stream)
         rows = u.get("by_criterion") or {}
         if len(rows) > 1 and not getattr(args_quiet, "quiet", False):
-            print("  by criterion: " + "; ".join(
-                f"{name} {r['calls']} calls, {r['prompt_tokens']} prompt + {r['completion_tokens']} completion"
-                f"{token_parts(r)}, {cost_text(r)}" for name, r in rows.items()), file=stream)
+            print("  by criterion: " + "; ".join(usage_text(r, who=name, tokens="") for name, r in rows.items()),
+                  file=stream)
     for line in llm.report():
         print(f"gsr run: WARNING: {line}", file=sys.stderr)
     return bool(getattr(llm, "failed_every_call", False))

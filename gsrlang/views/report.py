@@ -487,13 +487,11 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
              f"results {html.escape(run.results_path)}", f"trace {html.escape(run.trace_path)}"]
     if summary.get("wall_s") is not None:
         facts.append(f"wall time {html.escape(str(summary['wall_s']))} s")
-    from gsrlang.judges.llm.prices import cost_record, cost_text, token_parts
+    from gsrlang.judges.llm.prices import cost_record, usage_text
 
     cost = cost_record(summary)
     if cost and cost.get("calls"):
-        facts.append(html.escape(f"model judges: {cost['calls']} calls, {cost.get('prompt_tokens', 0)} prompt + "
-                                 f"{cost.get('completion_tokens', 0)} completion tokens{token_parts(cost)}, "
-                                 f"{cost_text(cost)}"))
+        facts.append(html.escape(usage_text(cost)))
     if other is not None:
         facts.append(f"compared with run B: {html.escape(other.results_path)}")
     return fill(_TEMPLATE, {

@@ -179,6 +179,25 @@ def cost_text(u: Mapping[str, Any]) -> str:
     return dollars(u["cost_usd"])
 
 
+_COUNTERS = (("cache_hits", "from the cache"), ("merged", "merged with an identical call in flight"),
+             ("http_requests", "HTTP requests"), ("retries", "retries"), ("reasks", "re-asks"))
+
+
+def usage_text(u: Mapping[str, Any], counters: tuple[str, ...] = (), priced: bool = True,
+               who: str = "model judges:", tokens: str = " tokens") -> str:
+    """`model judges: 12 calls (3 from the cache, 9 HTTP requests), 8960 prompt + 320 completion tokens, $0.01`, as
+    gsr run, replay, metrics and report print it, from a usage dict (a judge's usage(), a by_criterion row, ...).
+
+    `counters`: which of _COUNTERS go in parentheses after the calls (`merged` only when nonzero); `priced`: end
+    with token_parts and cost_text; `who`: what made the calls; `tokens`: what follows `completion`."""
+    shown = [f"{u.get(key, 0)} {what}" for key, what in _COUNTERS
+             if key in counters and (key != "merged" or u.get(key))]
+    detail = f" ({', '.join(shown)})" if shown else ""
+    text = (f"{who} {u.get('calls', 0)} calls{detail}, {u.get('prompt_tokens', 0)} prompt + "
+            f"{u.get('completion_tokens', 0)} completion{tokens}")
+    return text + f"{token_parts(u)}, {cost_text(u)}" if priced else text
+
+
 COST_KEYS = ("calls", "cache_hits", "http_requests", "prompt_tokens", "cached_tokens", "completion_tokens",
              "reasoning_tokens", "cost_usd", "by_judge", "by_criterion", "adapted")
 
