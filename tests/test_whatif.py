@@ -261,3 +261,56 @@ def test_a_results_file_that_cannot_be_written_is_refused_before_the_trace_is_re
         replay(str(tmp_path / "no-such-trace.jsonl"), program, "P", str(blocker / "out.jsonl"))
     assert replay(str(tmp_path / "no-such-trace.jsonl"), program, "P", str(tmp_path / "out.jsonl")) is None
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def _edited_label(line: str) -> str:
+    rec = json.loads(line)
+    rec["result"]["label"] = "3"
+    return json.dumps(rec)
+
+
+def _undeclared_header(line: str) -> str:
+    rec = json.loads(line)
+    rec["p"] = 99
+    return json.dumps(rec)
+
+
+BROKEN = {  # a line that reading the trace refuses: (what becomes of an item line, what the refusal says)
+    "edited-label": (_edited_label, "(was the file edited?)"),
+    "undeclared-header": (_undeclared_header, "names header 99, which no earlier line declares"),
+    "not-json": (lambda line: "{", "is not a JSON object"),
+    "not-a-record": (lambda line: "[1]", "is not a trace record"),
+    "no-version": (lambda line: '{"mode": "pointwise"}', "is not a trace record (no `trace_version`)"),
+    "later-version": (lambda line: '{"trace_version": 99}', "is a version 99 trace record"),
+    "empty-header": (lambda line: '{"trace_version": 2, "kind": "header", "key": 5}',
+                     "is a header record without `program` and `nodes`"),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN)
+def test_a_line_the_reading_refuses_is_refused_as_item_by_item(broken, tmp_path, monkeypatch, capsys):
+    """The what-if reads the trace twice (the second reading a chunk behind), and only the first checks each
+    line: a line it refuses, in a later chunk than the first, leaves the what-if with nothing written (None),
+    and the command refuses the trace with the item path's message, which names the line."""
+    from gsrlang.trace.schema import TraceError
+
+    monkeypatch.setattr(tracetable, "CHUNK", 2)
+    recorded, other = next(p for p in _pairs() if p[0] != p[1])
+    _, trace = _record(recorded, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    change, says = BROKEN[broken]
+    lines[8] = change(lines[8])
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    program = analyze_file(str(other)).program
+    assert recompose_columnar(str(trace), program, "P", str(tmp_path / "fast.jsonl")) is None
+    assert not (tmp_path / "fast.jsonl").exists()
+    with pytest.raises(TraceError) as refused:
+        replay_file(str(trace), program, False, ReplayConfig(program_label="P"))
+    assert "line 9" in str(refused.value) and says in str(refused.value)
+    outcomes = []
+    for name, extra in (("a", []), ("b", ["--trace-out", str(tmp_path / "t2.jsonl")])):
+        code = gsr(["replay", str(trace), "--program", str(other), "--bootstrap", "0", "--out",
+                    str(tmp_path / f"{name}.jsonl"), *extra])
+        io = capsys.readouterr()
+        outcomes.append((code, io.out, io.err))
+    assert outcomes[0] == outcomes[1] and outcomes[0][0] != 0 and str(refused.value) in outcomes[0][2]

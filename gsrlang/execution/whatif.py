@@ -61,8 +61,9 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
 
     The trace is read a chunk of items at a time (`TraceTables`), and read again a chunk behind, each record
     just before its line is made (a record kept from the first reading would have left the processor's caches
-    by then: decoding it again costs less); the result lines are spooled to an anonymous temporary file and
-    copied to `out` once the whole trace has been read."""
+    by then: decoding it again costs less; the first reading checked it, so the second does not again); the
+    result lines are spooled to an anonymous temporary file and copied to `out` once the whole trace has been
+    read."""
     from gsrlang.execution.tracetable import CHUNK, TraceTables
     from gsrlang.semantics.evaluate import Evaluator
 
@@ -74,7 +75,7 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
     # (gc: no cycles in what is read, nothing to collect)
     with gc_paused(), Spool(out) if out is not None else contextlib.nullcontext() as spool:
         try:
-            records = (r for r in read_records(trace_path) if r[1] is not None or not is_summary(r[2]))
+            records = (r for r in read_records(trace_path, checked=True) if r[1] is not None or not is_summary(r[2]))
             for table in reader.chunks(CHUNK):
                 if summary is None:
                     summary = RunSummary(program.name, program.content_hash, table.mode)

@@ -39,11 +39,13 @@ def logical_record(header: dict, rec: dict) -> dict:
             "readout": readout_of_result(result), "result": result}
 
 
-def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
+def read_records(path: str | Path, checked: bool = False) -> Iterator[tuple[int, dict | None, dict]]:
     """(line number, header or None, record) for every record of a trace file, as stored.
 
     Version 1 records come with header None; version 2 item records with their
-    header record; header records themselves are not yielded. Raises TraceError."""
+    header record; header records themselves are not yielded. Raises TraceError.
+    `checked`: every line read was read and checked by an earlier reading already (the what-if's second
+    reading, a chunk behind the first): records and labels are not checked again, headers only kept."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
@@ -56,6 +58,14 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
                 if not raw.strip():  # a blank line (looked for only here: most lines are not)
                     continue
                 raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
+            if checked:
+                if "trace_version" not in record:
+                    yield line, headers[record["p"]], record
+                elif record.get("kind") == HEADER:
+                    headers[record.get("key")] = record
+                else:
+                    yield line, None, record
+                continue
             header = record_header(path, line, record, headers)
             if header is HEADER_LINE:
                 continue
