@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gsrlang.files.dataset import Candidate, Item
 from gsrlang.judges.base import ABSTAIN, JudgeConfigError, Judgment
@@ -242,6 +244,20 @@ def test_patterns_re2_refuses_are_gsr305_with_a_reason():
 
 def test_regex_offsets_are_characters_and_case_folding_works():
     assert run_rule("regex", "ééé Ab", {"pattern": "ab", "ignore_case": True}) == (True, "matches 'Ab' at character 5")
+
+
+@given(st.text(alphabet=st.sampled_from("ab é日\U0001f600\n1[]"), max_size=30),
+       st.sampled_from(["a+", "é.", "日|b", r"\[[0-9]+\]", "", "^b", "(?s).$", "[^a]{2}"]), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_regex_reports_the_match_re2_finds_in_the_text(text, pattern, ignore_case):
+    """The rule searches the text's UTF-8 bytes: its match, offset in characters and text, is the one the
+    `re2` module finds in the text itself."""
+    from gsrlang.lang.check.patterns import compile_pattern
+
+    m = compile_pattern(pattern, ignore_case).search(text)
+    want = (False, "no match") if m is None else \
+        (True, f"matches {m.group(0).replace(chr(10), ' ')!r} at character {m.start() + 1}")  # under 40: whole
+    assert run_rule("regex", text, {"pattern": pattern, "ignore_case": ignore_case}) == want
 
 
 async def test_a_verifier_past_the_time_limit_makes_the_judgment_invalid():

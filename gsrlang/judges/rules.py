@@ -72,10 +72,15 @@ def _excerpt(s: str, limit: int = 40) -> str:
 @rule("regex")
 def regex(response: str, /, *, pattern: str, ignore_case: bool = False) -> tuple[bool, str]:
     """True when `pattern` (RE2 syntax) matches somewhere in the text."""
-    m = compile_pattern(pattern, bool(ignore_case)).search(response)
+    # RE2 matches the text's UTF-8 bytes (the `re2` module encodes a str itself, then maps every offset back
+    # to characters, which costs more than the match): the bytes are searched, and the one match's offset
+    # and text are decoded here. The same match, on character boundaries, so its bytes decode whole.
+    data = response.encode("utf-8")
+    m = compile_pattern(pattern, bool(ignore_case)).search(data)
     if m is None:
         return False, "no match"
-    return True, f"matches {_excerpt(m.group(0))!r} at character {m.start() + 1}"
+    start, end = m.span()
+    return True, f"matches {_excerpt(data[start:end].decode())!r} at character {len(data[:start].decode()) + 1}"
 
 
 @rule("contains")
