@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gsrlang.files.jsonl import jsonl_lines, read_jsonl
 
@@ -54,13 +58,16 @@ def test_limits_are_problems_not_crashes(tmp_path, monkeypatch):
     assert got[4] == ({"d": 1}, None)
 
 
-@pytest.mark.parametrize("text", [
+STDLIB_CASES = [
     '{"big": 123456789012345678901234567890, "neg": -9223372036854775809, "u64": 18446744073709551615}',
     '{"nan": NaN, "inf": -Infinity}', '{"lone": "\\ud800", "pair": "\\ud83d\\ude00"}', '{"z": -0.0, "i": -0}',
     '{"a": 1, "b": 2, "a": 3}', '{"f": 0.30000000000000004, "g": 5e-324, "h": 1e-400, "e": 1.7976931348623157e308}',
     '{"deep": ' + "[" * 101 + "]" * 101 + "}", '{"x": 1e309}', '{"a": "x\ty"}', '{"a": 1}\x0b',
     '{"café": [12345678901234567890123], "w": "１２３４５６７８９０１２３４５６７８９０"}',
-])
+]
+
+
+@pytest.mark.parametrize("text", STDLIB_CASES)
 def test_a_line_reads_as_the_standard_library_reads_it(text):
     """orjson reads most lines first: the value (types, float bits, key order) or the problem is json's."""
     import json
@@ -92,3 +99,53 @@ def test_a_line_reads_as_the_standard_library_reads_it(text):
         assert type(json.loads(text)["big"]) is int
     if text.startswith('{"café"'):  # 19 digits in a row, beside characters of more than one byte
         assert type(got["café"][0]) is int
+
+
+def _read_both_ways(tmp_path, monkeypatch, content: bytes) -> tuple[list, list]:
+    """`jsonl_lines` of a file, with and without the short way (a line orjson reads from its bytes)."""
+    from gsrlang.files import jsonl
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(content)
+    short = list(jsonl.jsonl_lines(path))
+    with monkeypatch.context() as m:
+        m.setattr(jsonl, "_parse_bytes", lambda raw: jsonl._UNREAD)
+        long = list(jsonl.jsonl_lines(path))
+    return short, long
+
+
+def _typed(value):
+    """A value with every float's sign and every container's key order made comparable."""
+    if isinstance(value, dict):
+        return ("dict", [(k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(v) for v in value])
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+def test_a_line_read_from_its_bytes_is_read_as_its_text(tmp_path, monkeypatch):
+    """Every line of the standard library's cases, with both line endings, after a byte-order mark and with bad
+    bytes: the short way gives each line's value or problem exactly as the long way does."""
+    lines = [t.encode("utf-8", "surrogatepass") for t in STDLIB_CASES]
+    lines += [b'\xef\xbb\xbf{"bom": 1}', b'"\xed\xa0\x80"', b'"\xc0\x80"', b'{"a": "\xff"}', b"  ", b"\x0c",
+              b'{"a": 1}\x00', b'"\\u00e9 \xc3\xa9"', b"[" * 101 + b"]" * 101, b"1" * 19, b"-" + b"9" * 18]
+    for ending in (b"\n", b"\r\n"):
+        content = b'\xef\xbb\xbf{"first": true}' + ending + ending.join(lines) + ending
+        short, long = _read_both_ways(tmp_path, monkeypatch, content)
+        assert [(n, _typed(v), p) for n, v, p in short] == [(n, _typed(v), p) for n, v, p in long]
+        assert short[0] == (1, {"first": True}, None)
+
+
+@given(st.lists(st.one_of(st.binary(max_size=12), st.from_regex(rb'\A[ \[\]{}":,0-9a-z\\.e+-]{0,24}\Z'),
+                          st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
+                                       lambda inner: st.lists(inner, max_size=3)
+                                       | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                                       max_leaves=8).map(lambda v: json.dumps(v).encode())),
+                max_size=8))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_file_reads_the_same_with_and_without_the_short_way(tmp_path, monkeypatch, lines):
+    content = b"\n".join(line.replace(b"\n", b" ") for line in lines) + b"\n"
+    short, long = _read_both_ways(tmp_path, monkeypatch, content)
+    assert [(n, _typed(v), p) for n, v, p in short] == [(n, _typed(v), p) for n, v, p in long]

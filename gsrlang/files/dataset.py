@@ -400,6 +400,13 @@ def _as_text(value: object, name: str) -> str:
 
 
 def _text(record: Mapping, name: str) -> str:
+    """A text column's value: a key that exists verbatim, holding a string, is looked up once (most rows);
+    anything else as `get_path` and `_as_text` take it."""
+    if name in record:
+        value = record[name]
+        if type(value) is str:
+            return value
+        return _as_text(value, name)
     return _as_text(_field(record, name), name)
 
 
@@ -417,21 +424,21 @@ def _build_item(record: object, columns: ColumnMap, line: int, where: str, fallb
         if columns.id_field is not None:
             item_id = _text(record, columns.id_field)
         text = _text(record, columns.input_field) if columns.read_input else ""
-        candidates = tuple(Candidate(id=letter, text=_text(record, name) if columns.read_responses else "")
-                           for letter, name in zip(_CANDIDATE_IDS, columns.response_fields))
+        read = columns.read_responses
+        candidates = tuple([Candidate(letter, _text(record, name) if read else "")
+                            for letter, name in zip(_CANDIDATE_IDS, columns.response_fields)])
         reference = None
         if columns.reference_field is not None:
             value = _optional(_field(record, columns.reference_field), empty_is_none)
             if value is not None:
                 reference = _as_text(value, columns.reference_field)
         label = None
-        if columns.label_field is not None:
-            label = _optional(_field(record, columns.label_field), empty_is_none)
+        if (name := columns.label_field) is not None:
+            label = _optional(record[name] if name in record else _field(record, name), empty_is_none)
     except _RowProblem as problem:
         return ItemError(id=item_id, line=line, reason=f"{where}: {problem}")
     assert item_id is not None
-    return Item(id=item_id, line=line, input=text, candidates=candidates, reference=reference, label=label,
-                record=record)
+    return Item(item_id, line, text, candidates, reference, label, record)
 
 
 # --------------------------------------------------------------------------- file formats

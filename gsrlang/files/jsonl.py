@@ -137,10 +137,30 @@ def parse_json(text: str) -> tuple[object, str | None]:
     return value, None
 
 
-def deeper_than(value: object, limit: int, text: str | None = None) -> bool:
+_UNREAD = object()
+
+
+def _parse_bytes(raw: bytes):
+    """The value of a line read from its bytes as `parse_json` would read its text, or _UNREAD for a line
+    it leaves to the long way (decoded, stripped, then `parse_json`): a line that is not UTF-8, a blank one,
+    one with a byte-order mark, one orjson refuses, 19 digits in a row, nesting too deep. orjson refuses
+    what is not UTF-8 (surrogates and overlong forms included) and a byte-order mark, and reads line endings
+    as whitespace, so a value it reads is the one of the line's text without them. Skipping the decoding and
+    the text's re-encoding saves about a third of the reading of a data file."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _UNREAD
+    if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZERO) or deeper_than(value, MAX_ROW_DEPTH, raw):
+        return _UNREAD
+    return value
+
+
+def deeper_than(value: object, limit: int, text: str | bytes | None = None) -> bool:
     """Whether arrays and objects nest more than `limit` deep (walked without recursion, and only when the
     value's `text` holds enough brackets to go that deep), so that nothing downstream recurses past the stack."""
-    if text is not None and text.count("[") + text.count("{") <= limit:
+    if text is not None and text.count("[" if type(text) is str else b"[") + \
+            text.count("{" if type(text) is str else b"{") <= limit:
         return False
     todo = [(value, 0)]
     while todo:
@@ -181,6 +201,11 @@ def jsonl_lines(path) -> Iterator[tuple[int, object, str | None]]:
             if raw is None:
                 yield line, None, too_long()
                 continue
+            if orjson is not None:  # the short way for a line orjson reads from its bytes (`_parse_bytes`)
+                value = _parse_bytes(raw)
+                if value is not _UNREAD:
+                    yield line, value, None
+                    continue
             text, bad_bytes = decode_line(raw, line)
             text = text.rstrip("\r\n")
             if not text.strip():
