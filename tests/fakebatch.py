@@ -26,7 +26,8 @@ statuses, the batch input and output line formats), not from what gsr sends:
   serves a fault to one line instead of its answer.
 * ``enabled = False`` answers these routes as llama.cpp's server does: 404 ``{"detail": "Not Found"}``.
 * ``on_event(name, info)`` is called at ``file_uploaded`` and ``batch_created`` (after the
-  answer is sent), ``batch_retrieved`` (before it is answered, with the retrieve count) and
+  answer is sent), ``batch_retrieved`` (before it is answered, with the retrieve count),
+  ``content_started`` (a download has begun: half of its first line is sent, no whole line) and
   ``content_half_sent`` (half of a download is sent), so a test can kill its client there.
 """
 
@@ -184,8 +185,12 @@ class BatchAPI:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         half = len(data) // 2
+        first = min(max(data.find(b"\n"), 0) // 2, half)  # part of the first line: no whole line yet
         try:
-            h.wfile.write(data[:half])
+            h.wfile.write(data[:first])
+            h.wfile.flush()
+            self._event("content_started", file_id=fid)
+            h.wfile.write(data[first:half])
             h.wfile.flush()
             self._event("content_half_sent", file_id=fid)
             h.wfile.write(data[half:])
