@@ -72,6 +72,14 @@ def run_both(program, data: Path, columns: ColumnMap, registry, mode: str, folde
     item_path, columnar_path = got
     for key in item_path:
         assert item_path[key] == columnar_path[key], key
+    # without a trace the columns make no trace records: the same results, runs and counts
+    seen = []
+    untraced = folder / "untraced.jsonl"
+    summary = run_file(program, data, columns, registry(), mode, RunConfig(out=str(untraced), limit=limit),
+                       on_item=lambda run, line: seen.append((run.id, run.status, run.reason, json.dumps(line))))
+    assert untraced.read_bytes() == columnar_path["results"]
+    assert seen == [(s[0], s[4], s[5], s[-1]) for s in columnar_path["seen"]]
+    assert [getattr(summary, f) for f in SUMMARY_FIELDS] == columnar_path["summary"]
     return columnar_path
 
 
@@ -162,7 +170,7 @@ def test_the_columnar_path_writes_what_the_item_path_writes_on_generated_program
         run_both(program, folder / "data.jsonl", columns, registry, mode, folder, limit)
     judged = any(isinstance(r, dict) and "a" in r for r in rows[:limit])
     if judged and refuse != {node.id for node in program.criteria}:  # the columnar run asked for columns
-        assert judges[-1].columns and not judges[-2].columns
+        assert judges[-2].columns and not judges[-3].columns  # (the last run: columns again, with no trace)
 
 
 HUMAN_POINTWISE = r"""

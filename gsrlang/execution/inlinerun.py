@@ -167,8 +167,9 @@ class ColumnRunner:
     """Runs one program's items a chunk at a time (see the module docstring); `await run(entries)` gives, per
     entry in order, (run, result line, trace record or None: the trace writer makes it from the run)."""
 
-    def __init__(self, plan: Plan, registry, mode: str, labels, static):
+    def __init__(self, plan: Plan, registry, mode: str, labels, static, records: bool = True):
         self.plan, self.mode, self.labels, self.static = plan, mode, labels, static
+        self.records = records  # False: no trace is written, so no trace record is made (each is None)
         self.m = 1 if mode == "pointwise" else 2
         program = plan.program
         self.evaluator = Evaluator(program)
@@ -237,12 +238,15 @@ class ColumnRunner:
             ev = self.evaluator.run(table)
         finally:
             self.evaluator.forget()  # a chunk's columns are not needed again
-        outs, unknown = self._outputs(ev, n)
+        records = self.records
+        if records:
+            outs, unknown = self._outputs(ev, n)
         ok = ev.ok.tolist()
         sinks = ev.sink.tolist()
         reads = as_read(self.pointwise, ev.raw, ev.score, ev.winner)
-        ids = [crit.node.id for crit in judged]
-        js = list(map(dict, map(zip, itertools.repeat(ids), zip(*[_per_item(crit.v2()) for crit in judged]))))
+        if records:
+            ids = [crit.node.id for crit in judged]
+            js = list(map(dict, map(zip, itertools.repeat(ids), zip(*[_per_item(crit.v2()) for crit in judged]))))
         skips = sum(crit.skipped for crit in judged if crit.skipped is not None)
         skips = skips.tolist() if type(skips) is np.ndarray else None
         done = []
@@ -259,7 +263,8 @@ class ColumnRunner:
                 line = invalid_line(item.id, item.line, mode, self.source, label, label_error, reason, self.scale)
             run = ColumnRun(plan, item, mode, candidates, label, label_error, judged, k, status, reason,
                             skips[k] if skips is not None else 0)
-            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k], js[k])
+            record = record_v2(None, mode, item.id, item.line, candidates, status, line, outs[k], unknown[k], js[k]) \
+                if records else None
             done.append((run, line, record))
         return done
 

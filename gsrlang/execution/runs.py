@@ -350,7 +350,7 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
             batcher.attach(asyncio.current_task())
         route = run_route(config, batch=batcher is not None, columns_possible=columnar_judges(plan, registry))
         if route.evaluate == COLUMNS:
-            batches = ColumnRunner(plan, registry, mode, labels, static).batches(items)
+            batches = ColumnRunner(plan, registry, mode, labels, static, records=trace is not None).batches(items)
         else:
             batches = _singles(run_items(plan, items, registry, mode, CallLimit(config.concurrency), labels,
                                          config.window, config.short_circuit), static)

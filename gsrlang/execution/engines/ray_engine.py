@@ -146,7 +146,8 @@ class _BlockRunner:
         # the planner's path, as the local engine's: a block of a program whose judges answer a column at once
         # is evaluated by columns (the same lines and records, byte for byte), else item by item
         route = run_route(job.config, columns_possible=columnar_judges(self.plan, self.registry))
-        self.columns = ColumnRunner(self.plan, self.registry, job.mode, self.labels, self.static) \
+        self.columns = ColumnRunner(self.plan, self.registry, job.mode, self.labels, self.static,
+                                    records=bool(job.config.trace)) \
             if route.evaluate == COLUMNS else None
         self.limit = CallLimit(job.config.concurrency)  # this actor's judge calls in flight
         self.job = job
