@@ -31,13 +31,11 @@ run --programs`).
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from typing import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Iterable, Sequence
 
 import attrs
 
-from gsrlang.execution.planner import CallLimit
 from gsrlang.files.dataset import Item, ItemError
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import CompositionError, Plan
@@ -47,6 +45,9 @@ from gsrlang.semantics.readout import ReadoutResult, read
 from gsrlang.semantics.settle import from_possibles, liveness, settle, to_possibles
 from gsrlang.semantics.values import ABSTAIN, Unsettled, format_value, unsettled
 from gsrlang.trace.decode import judgment_cell
+
+if TYPE_CHECKING:
+    from gsrlang.execution.limit import CallLimit
 
 __all__ = ["ItemRun", "LabelReader", "all_inline", "check_judgments", "default_mode", "execute", "failed_run",
            "reason_of", "run_items", "run_items_each"]
@@ -244,6 +245,8 @@ async def _judge_some(plan: Plan, item: Item, registry, limiter, wanted: dict) -
     """{criterion id: {candidate index: Judgment}} for `wanted` ({criterion id: candidate indexes}), in program
     order; a joint criterion is judged for every candidate in one call. Inline judges are awaited in turn, the
     others concurrently."""
+    import asyncio
+
     results: dict[str, dict] = {}
     tasks = []
     cands = item.candidates
@@ -413,6 +416,8 @@ def run_items(program: CheckedProgram | Plan, items: Iterable[Item | ItemError],
     `window` items (default `limit.window`, twice the calls) are in flight, so memory does not grow
     with the input. A data row that could not become an item comes out as a failed ItemRun.
     """
+    import asyncio
+
     plan = program if isinstance(program, Plan) else Plan(program)
     mode = mode or default_mode(plan.program)
     inline = all_inline(plan, registry)
@@ -439,6 +444,7 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
     problem as its reason; a data row that could not become an item comes out failed,
     with ref None. The limit, window and order are as for `run_items`.
     """
+    import asyncio
 
     async def pair(ref, item):
         return await execute(ref.plan, item, registry, mode, limit, ref.labels, short_circuit), ref
@@ -461,24 +467,20 @@ def run_items_each(resolve: Callable[[Item], object], items: Iterable[Item | Ite
 async def _in_order(entries: Iterable, start, window: int) -> AsyncIterator:
     """Start each entry (`await start(entry)`: a result, or a Future of one) with at most `window` in flight;
     yield the results in input order."""
+    from asyncio import Future
+
     window = max(1, window)
     pending: deque = deque()
     try:
         for entry in entries:
             pending.append(await start(entry))
-            while pending and (len(pending) >= window or _done(pending[0])):
-                yield await _result(pending.popleft())
+            while pending and (len(pending) >= window or not isinstance(pending[0], Future) or pending[0].done()):
+                p = pending.popleft()
+                yield await p if isinstance(p, Future) else p
         while pending:
-            yield await _result(pending.popleft())
+            p = pending.popleft()
+            yield await p if isinstance(p, Future) else p
     finally:
         for p in pending:
-            if isinstance(p, asyncio.Future):
+            if isinstance(p, Future):
                 p.cancel()
-
-
-def _done(p) -> bool:
-    return not isinstance(p, asyncio.Future) or p.done()
-
-
-async def _result(p):
-    return await p if isinstance(p, asyncio.Future) else p

@@ -23,8 +23,6 @@ reads a flag or, for the path, an environment variable.
 
 from __future__ import annotations
 
-import asyncio
-
 import attrs
 
 __all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "TableConfig",
@@ -33,17 +31,14 @@ __all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunC
 COLUMNS, ITEMS = "columns", "items"  # the two ways of evaluating: a chunk of items at a time, or one by one
 
 
-class CallLimit(asyncio.Semaphore):
-    """The one bound on a run's judge calls in flight (its `concurrency`), shared by every item of the run
-    (and by every call of an API `Judges`). `window`: the items in flight by default, twice the calls."""
+def __getattr__(name: str):
+    """PEP 562: `CallLimit` (gsrlang.execution.limit) loads on first use. It is an asyncio.Semaphore, and a
+    replay that runs no event loop (a verify) need not import asyncio."""
+    if name == "CallLimit":
+        from gsrlang.execution.limit import CallLimit
 
-    def __init__(self, concurrency: int):
-        self.concurrency = max(1, int(concurrency))
-        super().__init__(self.concurrency)
-
-    @property
-    def window(self) -> int:
-        return 2 * self.concurrency
+        return CallLimit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @attrs.frozen(kw_only=True)

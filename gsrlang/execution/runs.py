@@ -14,7 +14,6 @@ the run-summary record (`run_summary_record`); replay skips it and keeps it in
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import itertools
 import os
@@ -32,7 +31,7 @@ from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
 from gsrlang.execution.labels import label_reader
 from gsrlang.execution.packed import PackedColumn, PackedIds
 from gsrlang.execution.peritem import compile_id
-from gsrlang.execution.planner import COLUMNS, CallLimit, ReplayConfig, RunConfig, TableConfig, run_route, table_route
+from gsrlang.execution.planner import COLUMNS, ReplayConfig, RunConfig, TableConfig, run_route, table_route
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
 from gsrlang.files.dataset import ColumnMap, Item, read_items
 from gsrlang.files.safeio import check_outputs
@@ -343,6 +342,10 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
     t0 = time.perf_counter()
 
     async def go():
+        import asyncio
+
+        from gsrlang.execution.limit import CallLimit
+
         plan = Plan(program)
         labels = label_reader(program, mode, columns) if columns.label_field else None
         static = Static(plan, path)
@@ -370,6 +373,8 @@ def run_file(program: CheckedProgram, data: str | Path, columns: ColumnMap, regi
 
 def _timed(go, summary: RunSummary, t0: float) -> RunSummary:
     """`asyncio.run(go())`, noting the summary's wall time since `t0` even when it raises."""
+    import asyncio
+
     try:
         asyncio.run(go())
     finally:
@@ -406,6 +411,8 @@ def run_index_file(programs, data: str | Path, columns: ColumnMap, registry, con
     failed_row = NotRun(None, programs.index)
 
     async def go():
+        from gsrlang.execution.limit import CallLimit
+
         async def stream():
             async for run, ref in run_items_each(programs.resolve, items, registry, mode,
                                                   CallLimit(config.concurrency), config.window,

@@ -27,7 +27,6 @@ refuses a trace whose criteria cannot feed the program as `gsr replay --program`
 
 from __future__ import annotations
 
-import asyncio
 from itertools import repeat
 from operator import itemgetter
 from typing import Iterable, Iterator
@@ -248,6 +247,8 @@ def table_from_data(program: CheckedProgram, data, columns, registry, mode: str,
     """Judge every item of a data file with the program's inline judges (human(), rule.*), then tabulate.
 
     `labels` reads an item's gold label (`gsrlang.execution.runs.label_reader`); None: no labels."""
+    import asyncio
+
     from gsrlang.execution.executor import all_inline, judge_item
     from gsrlang.files.dataset import ItemError, read_items
     from gsrlang.judges.base import JudgeConfigError
