@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -443,6 +442,8 @@ def summarize_runs(reports: Sequence[Mapping]) -> dict:
     ``sd`` is the sample standard deviation (n - 1 denominator), None when
     fewer than two runs defined it.
     """
+    import statistics  # (here: with fractions and decimal, it is a cost to every command's start-up)
+
     def number(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, TextIO
@@ -206,6 +205,8 @@ class Spool:
     once, so that a results file that cannot be written is said before the trace is read, not after."""
 
     def __init__(self, out: str):
+        import tempfile  # (here: a replay without --out has no need of it)
+
         if out != "-":
             folder = Path(out).parent
             folder.mkdir(parents=True, exist_ok=True)
