@@ -3,7 +3,8 @@
 Targets (issue 3): replay of 100,000 recorded items of a 10-node program within 10 s;
 `gsr run` over 100,000 items with rule judges keeps its resident memory under 300 MB.
 Issue 22: `gsr run` CPU within 4x the json+numpy pipeline of the same arithmetic (the anchor, measured in
-the same run, interleaved); replay at 1,000,000 items is benchmarks/bench_replay.py.
+the same run, interleaved), with --trace and without it (the anchor writes result lines and no trace);
+replay at 1,000,000 items is benchmarks/bench_replay.py.
 
 (1) writes 100,000 items (JSONL) and runs `gsr run` on them in a subprocess with
     --out and --trace (rule and human judges, a 10-node program: the columnar run
@@ -169,9 +170,11 @@ def main(argv: list[str]) -> int:
         pipeline.write_text(PIPELINE)
         run_cmd = gsr_cmd() + ["run", str(program), "--data", str(data), "--label-field", "label", "--out",
                                str(results), "--trace", str(trace), "--no-progress", "--bootstrap", "0", "-q"]
+        # the same run without --trace: the work the anchor does (it writes result lines, no trace)
+        bare_cmd = [a for a in run_cmd if a not in ("--trace", str(trace))]
         replay_cmd = gsr_cmd() + ["replay", str(trace), "--program", str(program), "--bootstrap", "0", "-q"]
         anchor_cmd = [sys.executable, str(pipeline), str(data), str(tmp / "anchor.jsonl")]
-        run_ratios, replay_ratios = [], []
+        run_ratios, bare_ratios, replay_ratios = [], [], []
         for k in range(repeats):  # alternate anchor, run, replay: the machine's load hits all three alike
             _, anchor_cpu, _, arc, atext = measure(anchor_cmd)
             if arc != 0:
@@ -185,6 +188,10 @@ def main(argv: list[str]) -> int:
             if rc not in (0, 1):
                 print(text)
             run_ratios.append(cpu / anchor_cpu)
+            _, bare_cpu, _, brc, btext = measure(bare_cmd)
+            if brc not in (0, 1):
+                print(btext)
+            bare_ratios.append(bare_cpu / anchor_cpu)
             if k == 0:  # the same run item by item (GSR_COLUMNAR_RUN=0), once: the path programs with models take
                 _, icpu, irss, _, _ = measure(["env", "GSR_COLUMNAR_RUN=0"] + run_cmd)
                 print(f"gsr run    {n:,} items item by item (GSR_COLUMNAR_RUN=0): {icpu:6.1f} s CPU, "
@@ -200,6 +207,8 @@ def main(argv: list[str]) -> int:
             replay_ratios.append(rcpu / anchor_cpu)
         print(ratio_line("gsr run CPU / json+numpy pipeline CPU", run_ratios,
                          "(target <= 4x, issue 22; 11x before trace v2, 9.6x item by item)"))
+        print(ratio_line("gsr run without --trace (the anchor's work: result lines alone) CPU / json+numpy "
+                         "pipeline CPU", bare_ratios, "(target <= 4x)"))
         print(ratio_line("gsr replay CPU / json+numpy pipeline CPU", replay_ratios,
                          "(target <= 1.5x; 2.9x before trace v2)"))
         items, v2, v1 = v1_bytes(trace)
