@@ -130,6 +130,7 @@ def _verify(trace_path: str, program: CheckedProgram, program_label: str, out: s
                     summary = RunSummary(program.name, program.content_hash, read.mode)
                 _verify_chunk(program, evaluator, static, read, summary, spool)
                 evaluator.forget()  # (what it kept of the chunk's table)
+                del read  # freed before the next chunk is read (see `_Reader.chunks`)
         except Refused:
             return None
         if reader.refused or summary is None:
@@ -299,8 +300,10 @@ class _Reader:
                     if state["mode"] is None:
                         self.refused = True
                     return
+                last = len(read.lines) < size
                 yield read
-                if len(read.lines) < size:
+                del read  # the next chunk is made where this one was: one chunk's objects in memory, not two
+                if last:
                     return
 
 
