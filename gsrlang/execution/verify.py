@@ -78,7 +78,8 @@ class ReadTrace:
     the criteria (`Criterion`) with their judgment statuses; `odd`: {item: (line, header, record)} of the
     records a column cannot take; `loose`: the items in the columns whose record is not a plain ok one (its
     status, `u` flags or result line); `label_errors`: {item: label error}; `raws` and `heads`: per item the bytes
-    of its line and its header, for the items decided from the columns (`_Decide`)."""
+    of its line and its header, for the items decided from the columns (`_Decide`); `scale`: pointwise, the
+    program's scale, the one list that stands for every recorded scale equal to it, types included (`_read`)."""
 
     mode: str
     m: int
@@ -92,6 +93,7 @@ class ReadTrace:
     label_errors: dict
     raws: list
     heads: list
+    scale: list | None
 
 
 def _strict_equal(a: list, b: list) -> np.ndarray:
@@ -159,7 +161,7 @@ def _verify_chunk(program: CheckedProgram, evaluator, static: list, read: ReadTr
         failed[list(odd)] = True
     suspect[read.loose] = True
     suspect |= failed
-    suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n)
+    suspect |= _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n, read.scale)
 
     # evaluate: the criteria's columns from their recorded outputs and judgment statuses
     from gsrlang.semantics.evaluate import Table
@@ -348,9 +350,10 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
     key = state["key"]  # the key of the last header (an int), while it names that header
     headers: set = state["headers"]
     item_fields = itemgetter("id", "line", "candidates")
-    keys = fields = placeholder = shape = source = fixed = expected = None
+    keys = fields = placeholder = shape = source = fixed = expected = scale = scale_types = None
     if mode is not None:
-        m, shape, source, fields, keys, placeholder, fixed, expected = state["fixed"]
+        m, shape, source, fields, keys, placeholder, fixed, expected, scale, scale_types = state["fixed"]
+    same_candidates = None  # the last candidates (all str) of the short way, the list equal ones are made
     cids = crits.keys()
     crit_at = [i for i, _ in plan.criteria]
     for line, raw in numbered:
@@ -378,7 +381,19 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
                 _note_statuses(statuses, js, k, m)
             except (TypeError, ValueError):
                 raise Refused from None
+            # Lists equal to the last candidates (all str: an equal list is all str too) and scales equal to the
+            # program's, types included, are replaced by that one list: the columns' checks of them, a pass over
+            # each item's list (`_item_problems`, `_labels_fine`, `_result_differs`), then compare it at once.
+            candidates = item["candidates"]
+            if candidates == same_candidates:
+                item["candidates"] = same_candidates
+            elif type(candidates) is list and set(map(type, candidates)) == {str}:
+                same_candidates = candidates
             try:  # a plain record: what its result line must hold to be written again as it is
+                if scale is not None:
+                    recorded = r["scale"]
+                    if recorded == scale and list(map(type, recorded)) == scale_types:
+                        r["scale"] = scale
                 entry = item_fields(item), fields(r)  # with `_label_error`'s four, every key it must have
                 error = _label_error(r, fixed, expected, keys)
                 if error is not None:
@@ -422,8 +437,11 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
             placeholder = ((None, 0, None), (None, 0, None, None) + (None,) * len(names))
             fixed = itemgetter("status", "mode", "program", "reason")
             expected = ("ok", mode, source, None)
+            if mode == "pointwise":
+                pointwise = program.readout.pointwise
+                scale, scale_types = [pointwise.lo, pointwise.hi], [type(pointwise.lo), type(pointwise.hi)]
             state["mode"] = mode
-            state["fixed"] = m, shape, source, fields, keys, placeholder, fixed, expected
+            state["fixed"] = m, shape, source, fields, keys, placeholder, fixed, expected, scale, scale_types
         if type(rec["p"]) is int:
             key = state["key"] = rec["p"]  # the next records of this header take the short way
         k = len(lines)
@@ -476,7 +494,7 @@ def _read(path: Path, program: CheckedProgram, plan: Plan, static: list, state: 
         check_label(path, line, rec)
     if results and not _labels_fine(mode, results):
         return None
-    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, raws, heads)
+    return ReadTrace(mode, m, lines, items, results, flats, crits, odd, loose, label_errors, raws, heads, scale)
 
 
 def _label_error(r: dict, fixed, expected: tuple, keys: int):
@@ -526,7 +544,8 @@ def _labels_fine(mode: str, results: list) -> bool:
     first = scales[0]
     if given and set(map(type, given)) == {float} and scales.count(first) == len(scales) \
             and type(first) is list and len(first) == 2 and set(map(type, first)) <= {int, float} \
-            and first[0] <= first[1] and set(map(type, chain.from_iterable(scales))) <= {int, float}:
+            and first[0] <= first[1] and (all(map(is_, scales, repeat(first)))
+                                          or set(map(type, chain.from_iterable(scales))) <= {int, float}):
         values = np.array(given, np.float64)
         if np.isfinite(values).all() and (values >= first[0]).all() and (values <= first[1]).all():
             return True
@@ -560,8 +579,9 @@ def _rows(fine: bool, test, values, n: int) -> np.ndarray:
     return np.zeros(n, bool) if fine else ~np.fromiter(map(test, values), bool, n)
 
 
-def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n) -> np.ndarray:
-    """Items whose candidates, id, line, label or scale a column cannot vouch for."""
+def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, program, n, scale=None) -> np.ndarray:
+    """Items whose candidates, id, line, label or scale a column cannot vouch for (`scale`: the list the reader
+    put for every scale equal to the program's, types included: `ReadTrace.scale`)."""
     first = cands[0] if cands else None
     problem = _rows(type(first) is list and len(first) == len(set(first)) == m and cands.count(first) == n,
                     lambda c: type(c) is list and len(c) == len(set(c)) == m, cands, n)
@@ -569,7 +589,7 @@ def _item_problems(iid, iline, cands, rid, rline, labels, readout, mode, m, prog
     problem |= ~_strict_equal(rline, iline)
     problem |= _rows(set(map(type, iid)) <= {str, int}, lambda i: type(i) in (str, int), iid, n)
     problem |= _rows(not any(map(ne, labels, labels)), lambda lab: lab == lab, labels, n)  # NaN: never the same
-    if mode == "pointwise":
+    if mode == "pointwise" and not (scale is not None and all(map(is_, readout[2], repeat(scale)))):
         p = program.readout.pointwise
         scale = [p.lo, p.hi]
         scales = readout[2]
