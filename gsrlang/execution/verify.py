@@ -187,7 +187,7 @@ def _verify_chunk(program: CheckedProgram, evaluator, static: list, read: ReadTr
         suspect |= bad.reshape(-1, m).any(axis=1)
     suspect |= _result_differs(cands, sinks, readout, evaluation, mode, m, program, n, spool is not None)
     todo = np.flatnonzero(suspect)
-    decided = dict(zip(todo.tolist(), _Decide(plan, static, read, evaluation).items(todo)))
+    decided = dict(zip(todo.tolist(), _Decide(plan, static, read, evaluation).items(todo))) if len(todo) else {}
     _summarize(plan, iid, labels, label_errors, readout[0], decided, m, summary)
     if spool is not None:
         _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, decided)
@@ -540,7 +540,7 @@ def _labels_fine(mode: str, results: list) -> bool:
             pass
         return not any(recorded_label_problem(label, mode) for label in labels)
     scales = list(map(itemgetter(6), results))
-    given = [x for x in labels if x is not None]
+    given = [x for x in labels if x is not None] if None in labels else labels
     first = scales[0]
     if given and set(map(type, given)) == {float} and scales.count(first) == len(scales) \
             and type(first) is list and len(first) == 2 and set(map(type, first)) <= {int, float} \
