@@ -119,7 +119,7 @@ class RunSummary:
         if item_id is not None:
             self._ids.add(item_id)
 
-    def count_distinct_ids(self, ids: set) -> bool:
+    def count_distinct_ids(self, ids: list | set) -> bool:
         """Note ids known to be distinct among themselves, all at once, when none was noted before (verify counts
         a chunk's ids in one go); False, noting nothing, when one was (they are then counted one by one)."""
         return self._ids.add_distinct(ids)

@@ -660,7 +660,7 @@ def _summarize(plan, ids, labels, label_errors, preds, decided: dict, m, summary
     columns ({item: what `_Decide.items` gives}) as their runs say, the others as reproduced."""
     judged = len(plan.criteria) * m
     distinct = set(ids) if not decided else ()
-    if len(distinct) == len(ids) and summary.count_distinct_ids(distinct):  # all reproduced, no id twice
+    if len(distinct) == len(ids) and summary.count_distinct_ids(ids):  # all reproduced, no id twice (in trace order)
         summary.items += len(ids)
         summary.ok += len(ids)
         summary.label_problems += len(label_errors)
