@@ -132,9 +132,7 @@ def trace_item_from_record(record: dict) -> TraceItem:
 
 
 def _trace_value(v):
-    if v is None:
-        return ABSTAINED
-    if isinstance(v, dict) and (v.get("abstained") or v.get("abstain")):
+    if v is None or isinstance(v, dict) and (v.get("abstained") or v.get("abstain")):
         return ABSTAINED
     if isinstance(v, dict) and "value" in v:
         return _trace_value(v["value"])
@@ -322,9 +320,8 @@ def _table(kind: str, rows: list[str], border: str | None = None, width: int = 1
     style = KIND_STYLE[kind]
     table_style = [name for name, on in (("rounded", style["rounded"]), ("dashed", dashed)) if on]
     st = f' STYLE="{",".join(table_style)}"' if table_style else ""
-    body = "".join(rows)
     return (f'<<TABLE BORDER="{width}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="{style["fill"]}"'
-            f' COLOR="{border or style["border"]}"{st} PORT="o">{body}</TABLE>>')
+            f' COLOR="{border or style["border"]}"{st} PORT="o">{"".join(rows)}</TABLE>>')
 
 
 def _row(content: str, colspan: int, align: str = "CENTER", extra: str = "") -> str:
@@ -353,8 +350,7 @@ def _node_label(node: Node, overlay: "_Overlay | None", options: RenderOptions) 
         if c is not None:
             proc = _esc(c.procedure.describe())
             if c.ensemble is not None:
-                votes = len(c.ensemble.judges)
-                proc += f" \u00d7{votes}, {_esc(c.ensemble.aggregate)}"
+                proc += f" \u00d7{len(c.ensemble.judges)}, {_esc(c.ensemble.aggregate)}"
             rows.append(_row(f'<FONT POINT-SIZE="10">{proc}</FONT>', span))
             if c.ask:
                 rows.append(_row(f'<FONT POINT-SIZE="9">{_wrapped(c.ask, options.wrap, options.max_lines)}</FONT>',
@@ -477,9 +473,7 @@ class _Overlay:
         return bool(vals) and all(v is ABSTAINED for v in vals)
 
     def mode_matches(self, mode: str) -> bool:
-        if self.trace.mode:
-            return self.trace.mode == mode
-        return (mode == "pairwise") == (len(self.trace.candidates) == 2)
+        return self.trace.mode == mode if self.trace.mode else (mode == "pairwise") == (len(self.trace.candidates) == 2)
 
     def value_rows(self, node: Node, span: int, gates: bool = True) -> list[str]:
         if node.id not in self.trace.outputs:
@@ -487,19 +481,12 @@ class _Overlay:
         vals = self.values(node.id)
         if vals is None:
             return [_row(f'<FONT POINT-SIZE="9" COLOR="{ABSTAIN_COLOR}">not computed</FONT>', span)]
-        parts = []
-        for cand, v in zip(self.trace.candidates, vals):
-            if v is ABSTAINED:
-                parts.append(f'<FONT COLOR="{ABSTAIN_COLOR}"><I>{_esc(cand)}: abstained</I></FONT>')
-            else:
-                parts.append(f"<B>{_esc(cand)}</B>: {_esc(_fmt_value(v))}")
+        parts = [f'<FONT COLOR="{ABSTAIN_COLOR}"><I>{_esc(cand)}: abstained</I></FONT>' if v is ABSTAINED
+                 else f"<B>{_esc(cand)}</B>: {_esc(_fmt_value(v))}" for cand, v in zip(self.trace.candidates, vals)]
         if gates and node.id in self.fired:
             who = [c for c, t in zip(self.trace.candidates, self.view.trigger(node.id)) if t is True]
-            if node.id in self.changed:
-                parts.append(f'<FONT COLOR="{FIRED_COLOR}"><B>fired</B> ({_esc(", ".join(who))})</FONT>')
-            else:
-                parts.append(f'<FONT COLOR="{NO_CHANGE_COLOR}"><B>fired, no change</B> ({_esc(", ".join(who))})'
-                             '</FONT>')
+            color, what = (FIRED_COLOR, "fired") if node.id in self.changed else (NO_CHANGE_COLOR, "fired, no change")
+            parts.append(f'<FONT COLOR="{color}"><B>{what}</B> ({_esc(", ".join(who))})</FONT>')
         joined = " \u00b7 ".join(parts)
         return [_row(f'<FONT POINT-SIZE="10">{joined}</FONT>', span, extra=' BGCOLOR="#ffffff"')]
 

@@ -122,16 +122,13 @@ class _Strings:
 
     def __init__(self):
         self.index: dict[str, int] = {}
-        self.items: list[str] = []
 
     def __call__(self, text) -> int | None:
-        if text is None:
-            return None
-        text = str(text)
-        if text not in self.index:
-            self.index[text] = len(self.items)
-            self.items.append(text)
-        return self.index[text]
+        return None if text is None else self.index.setdefault(str(text), len(self.index))
+
+    @property
+    def items(self) -> list[str]:
+        return list(self.index)
 
 
 def _value(v):
@@ -150,14 +147,9 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
     for line, record in zip(run.results, run.records):
         view = TraceView.of_record(record)
         nodes = view.nodes
-        judged = []
-        for cid in criteria:
-            per = []
-            for j in view.judgments(cid):
-                prov = j.get("provenance") or {}
-                per.append([_value(j.get("value")), j.get("status"), strings(j.get("reason")),
-                            [strings(q) for q in prov.get("evidence") or ()] or None])
-            judged.append(per or None)
+        judged = [[[_value(j.get("value")), j.get("status"), strings(j.get("reason")),
+                    [strings(q) for q in (j.get("provenance") or {}).get("evidence") or ()] or None]
+                   for j in view.judgments(cid)] or None for cid in criteria]
         values = [[_value(v) for v in (nodes[n]["output"] or ())] if nodes.get(n, {}).get("output") is not None
                   else None for n in node_ids]
         path = None
@@ -198,8 +190,7 @@ def heatmap(rows: Sequence, cols: Sequence, counts: Counter, title: str, row_nam
     parts = [_text(left + cell * len(cols) / 2, 14, f"{col_name} \u2192", size=12),
              _text(12, top + cell * len(rows) / 2, f"{row_name} \u2192", size=12,
                    extra=f' transform="rotate(-90 12 {top + cell * len(rows) / 2:.1f})"')]
-    for j, c in enumerate(cols):
-        parts.append(_text(left + cell * j + cell / 2, top - 6, c))
+    parts += [_text(left + cell * j + cell / 2, top - 6, c) for j, c in enumerate(cols)]
     for i, r in enumerate(rows):
         parts.append(_text(left - 6, top + cell * i + cell / 2 + 4, r, anchor="end"))
         for j, c in enumerate(cols):
@@ -261,11 +252,8 @@ def _paired(a: Run, b: Run, bootstrap: int, seed: int) -> dict:
     pairs = [(line, by_id[str(line.get("id"))]) for line in a.results if str(line.get("id")) in by_id]
     key = "score" if mode == "pointwise" else "winner"
     changed = [str(x.get("id")) for x, y in pairs if (x.get(key), x.get("status")) != (y.get(key), y.get("status"))]
-    diffs = Counter()
-    if mode == "pointwise":
-        for x, y in pairs:
-            if x.get("score") is not None and y.get("score") is not None:
-                diffs[y["score"] - x["score"]] += 1
+    diffs = Counter(y["score"] - x["score"] for x, y in pairs if mode == "pointwise"
+                    and x.get("score") is not None and y.get("score") is not None)
     labelled = [(x, y) for x, y in pairs if x.get("label") is not None]
     out = {"matched": len(pairs), "only_a": len(a.results) - len(pairs), "only_b": len(b.results) - len(pairs),
            "changed": changed, "diffs": diffs, "delta": None}
@@ -282,11 +270,7 @@ def _paired(a: Run, b: Run, bootstrap: int, seed: int) -> dict:
 
 
 def _fmt(v, digits: int = 3) -> str:
-    if v is None:
-        return "\u2014"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+    return "\u2014" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
 def _metric_cell(entry) -> str:
@@ -304,14 +288,9 @@ def _metrics_table(ma: dict | None, mb: dict | None, delta: dict | None, mode: s
         return '<p class="note">No gold labels in the results: no agreement metrics (run with --label-field).</p>'
     head = "<tr><th>metric</th><th>run A</th>" + ("<th>run B</th><th>B \u2212 A (paired 95% CI)</th>"
                                                   if mb is not None else "") + "</tr>"
-    rows = []
-    for k in METRICS[mode]:
-        if k not in ma:
-            continue
-        cells = f"<td>{k}</td><td>{_metric_cell(ma.get(k))}</td>"
-        if mb is not None:
-            cells += f"<td>{_metric_cell(mb.get(k))}</td><td>{_metric_cell((delta or {}).get(k))}</td>"
-        rows.append(f"<tr>{cells}</tr>")
+    rows = [f"<tr><td>{k}</td><td>{_metric_cell(ma.get(k))}</td>"
+            + (f"<td>{_metric_cell(mb.get(k))}</td><td>{_metric_cell((delta or {}).get(k))}</td>" if mb is not None
+               else "") + "</tr>" for k in METRICS[mode] if k in ma]
     n = ma.get("n")
     return (f'<table class="metrics" id="metrics">{head}{"".join(rows)}</table>'
             f'<p class="note">{n} labelled items; 95% bootstrap intervals. Exact and within-1 compare with the '
@@ -417,9 +396,8 @@ def _criterion_distributions(run: Run, program, criteria: list[str]) -> list[tup
         if numeric[c]:
             cats = _histogram(numeric[c], getattr(t, "lo", None), getattr(t, "hi", None), counts[c])
         else:
-            labels = list(getattr(t, "labels", ()) or ())
-            if t is not None and getattr(t, "kind", "") == "bool":
-                labels = ["true", "false"]
+            labels = (["true", "false"] if t is not None and getattr(t, "kind", "") == "bool"
+                      else list(getattr(t, "labels", ()) or ()))
             cats = labels + [k for k in counts[c] if k not in labels and k not in ("abstained", "invalid")]
         cats += [k for k in ("abstained", "invalid") if counts[c].get(k)]
         out.append((c, bars(cats, [("judgments", counts[c], "#0d9488")], c, height=130)))
@@ -461,8 +439,7 @@ def build_report(run: Run, program=None, other: Run | None = None, bootstrap: in
     criteria = [n for n in node_ids if kinds.get(n) == "criterion"]
     paths = _Strings()
     items = _items(run, program, strings, paths, criteria, node_ids)
-    other_items = None
-    paired = None
+    other_items = paired = None
     if other is not None:
         b_by_id = {str(line.get("id")): line for line in other.results}
         other_items = [[b_by_id[r[0]].get("status"), b_by_id[r[0]].get("score" if run.mode == "pointwise"
