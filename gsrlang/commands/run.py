@@ -245,10 +245,8 @@ def _count_rows(path: str) -> int | None:
     try:
         if not path.lower().endswith((".jsonl", ".ndjson", ".csv", ".tsv")):
             return None
-        n = 0
         with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                n += chunk.count(b"\n")
+            n = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
         return n - (1 if path.lower().endswith((".csv", ".tsv")) else 0)
     except OSError:
         return None

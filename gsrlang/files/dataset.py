@@ -156,9 +156,7 @@ class ItemError:
 
 
 def _response_fields(value: str | Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _check_response_fields(instance: ColumnMap, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
@@ -404,9 +402,7 @@ def _text(record: Mapping, name: str) -> str:
     anything else as `get_path` and `_as_text` take it."""
     if name in record:
         value = record[name]
-        if type(value) is str:
-            return value
-        return _as_text(value, name)
+        return value if type(value) is str else _as_text(value, name)
     return _as_text(_field(record, name), name)
 
 
@@ -518,10 +514,8 @@ def _csv_rows_limited(path: Path, required: Sequence[str], delimiter: str) -> It
             where = f"line {start}"
             if problem is None and len(cells) != len(header):
                 problem = f"row has {len(cells)} fields but the header has {len(header)}"
-            if problem is not None:
-                yield Row(start, where, str(row_number), problem=problem)
-                continue
-            yield Row(start, where, str(row_number), dict(zip(header, cells)), empty_is_none=True)
+            yield (Row(start, where, str(row_number), problem=problem) if problem is not None else
+                   Row(start, where, str(row_number), dict(zip(header, cells)), empty_is_none=True))
 
 
 def _json_array_rows(path: Path) -> Iterator[Row]:
@@ -534,9 +528,7 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
     try:
         rows = json.loads(text, parse_float=_finite_float)
     except json.JSONDecodeError as error:
-        hint = ""
-        if error.msg == "Extra data":
-            hint = " (a file with one JSON object per line should be named .jsonl)"
+        hint = " (a file with one JSON object per line should be named .jsonl)" if error.msg == "Extra data" else ""
         raise DataError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
                         f"{error.msg}{hint}") from None
     except RecursionError:
@@ -546,11 +538,8 @@ def _json_array_rows(path: Path) -> Iterator[Row]:
     if not isinstance(rows, list):
         raise DataError(f"{path}: expected a top-level JSON array of objects, got {_kind(rows)}")
     for position, record in enumerate(rows, start=1):
-        if _deeper_than(record, MAX_ROW_DEPTH):
-            yield Row(position, f"item {position}", str(position), problem=f"JSON nested more than {MAX_ROW_DEPTH} "
-                                                                          "levels deep")
-            continue
-        yield Row(position, f"item {position}", str(position), record)
+        problem = f"JSON nested more than {MAX_ROW_DEPTH} levels deep" if _deeper_than(record, MAX_ROW_DEPTH) else None
+        yield Row(position, f"item {position}", str(position), None if problem else record, problem)
 
 
 def _parquet_rows(path: Path) -> Iterator[Row]:
@@ -644,25 +633,20 @@ def read_items(path: str | Path, columns: ColumnMap) -> Iterator[Item | ItemErro
             when a CSV header lacks a configured column, when CSV cannot be
             parsed, or when a ``.json`` file is not a valid JSON array.
     """
-    rows = read_rows(path, columns.required_fields())
-    return (_item_from_row(row, columns) for row in rows)
+    return (_item_from_row(row, columns) for row in read_rows(path, columns.required_fields()))
 
 
 def default_id_field(path: str | Path) -> str | None:
     """The id column a run uses when --id-field is not given: `id` when the data's first well-formed row (a CSV
     file's header) has an `id` column, else None (items are numbered by their line)."""
-    for row in read_rows(path):
-        if row.problem is not None or not isinstance(row.record, dict):
-            continue
-        return "id" if "id" in row.record else None
-    return None
+    return next(("id" if "id" in row.record else None for row in read_rows(path)
+                 if row.problem is None and isinstance(row.record, dict)), None)
 
 
 def id_records(path: str | Path, id_field: str | None = None) -> Iterator[tuple[str, dict]]:
     """(item id, record) of each object row of a data file, the ids as `gsr run` gives them: `id_field`, else
     the data's `id` column when it has one, else the row's position."""
-    if id_field is None:
-        id_field = default_id_field(path)
+    id_field = default_id_field(path) if id_field is None else id_field
     for row in read_rows(path):
         if isinstance(row.record, dict):
             yield str(row.default_id if id_field is None else row.record.get(id_field)), row.record

@@ -213,8 +213,7 @@ def jsonl_lines(path) -> Iterator[tuple[int, object, str | None]]:
             if bad_bytes:
                 yield line, None, bad_bytes
                 continue
-            value, problem = parse_json(text)
-            yield line, value, problem
+            yield line, *parse_json(text)
 
 
 def read_jsonl(path: str | Path, error: type[Exception] = ValueError, what: str = "a JSON object"

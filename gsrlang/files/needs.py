@@ -37,9 +37,8 @@ class Needs:
         """(column, criterion id) for the human fields, `{candidate}` expanded for `candidates` candidates."""
         out: dict[str, str] = {}
         for field, who in self.fields:
-            names = [field.replace("{candidate}", c) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:candidates]]
-            for name in names:
-                out.setdefault(name, who)
+            for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:candidates]:
+                out.setdefault(field.replace("{candidate}", c), who)
         return tuple(out.items())
 
 
@@ -54,9 +53,7 @@ def program_needs(program) -> Needs:
             inp.append(node.id)
         if any(r for _, r in reads):
             resp.append(node.id)
-        for p in procs:
-            if p.kind == "human" and p.args.get("field"):
-                fields.append((str(p.args["field"]), node.id))
+        fields += [(str(p.args["field"]), node.id) for p in procs if p.kind == "human" and p.args.get("field")]
     return Needs(tuple(inp), tuple(resp), tuple(dict.fromkeys(fields)))
 
 

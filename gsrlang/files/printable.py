@@ -26,15 +26,12 @@ def printable(text: object) -> str:
         text = repr(text)
     if text.isprintable():  # the common case: nothing to escape (isprintable is False for all of _HIDDEN)
         return text
-    out = []
-    for ch in text:
-        if unicodedata.category(ch) in _HIDDEN:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return "".join(_escaped(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def visible(text: str) -> str:

@@ -53,14 +53,11 @@ def check_outputs(inputs: Iterable[Named], outputs: Iterable[Named]) -> None:
     """Raise PathClash when an output is one of the inputs or another output (see the module docstring)."""
     ins, outs = _named(inputs), _named(outputs)
     for i, (what, path, ident) in enumerate(outs):
-        for other_what, other_path, other in ins:
-            if _clash(ident, other):
-                raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: refusing to "
-                                "overwrite an input; nothing was written")
-        for other_what, other_path, other in outs[:i]:
-            if _clash(ident, other):
-                raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: two outputs "
-                                "cannot share a file; nothing was written")
+        for others, why in ((ins, "refusing to overwrite an input"), (outs[:i], "two outputs cannot share a file")):
+            for other_what, other_path, other in others:
+                if _clash(ident, other):
+                    raise PathClash(f"{what} `{path}` is the same file as {other_what} `{other_path}`: {why}; "
+                                    "nothing was written")
 
 
 def check_work_dir(what: str, folder: str | os.PathLike, inputs: Iterable[Named], outputs: Iterable[Named]) -> None:

@@ -252,10 +252,8 @@ class Server:
 
     async def _score(self, served, mode, items, policy):
         results = await self.engine.run(served, mode, items, policy.deadline_s)
-        if self.metrics is not None:
-            n = sum(r is None for r in results)
-            if n:
-                self.metrics.unfinished.inc(n)
+        if self.metrics is not None and (n := sum(r is None for r in results)):
+            self.metrics.unfinished.inc(n)
         return results
 
     # POST /score
