@@ -110,21 +110,9 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
     """The flags layer of :func:`gsrlang.judges.llm.config.resolve_settings` from parsed arguments."""
     env = os.environ if env is None else env
     get = lambda name: getattr(args, name, None)  # noqa: E731
-    flags: dict = {
-        "model": get("model"),
-        "base_url": get("base_url"),
-        "temperature": get("temperature"),
-        "max_tokens": get("max_tokens"),
-        "timeout_s": get("timeout"),
-        "max_retries": get("max_retries"),
-        "concurrency": get("concurrency"),
-        "seed": get("seed"),
-        "structured": get("structured"),
-        "max_answer_bytes": get("max_answer_bytes"),
-        "reasoning_effort": get("reasoning_effort"),
-        "rpm": get("rpm"),
-        "tpm": get("tpm"),
-    }
+    flags: dict = {("timeout_s" if name == "timeout" else name): get(name) for name in (
+        "model", "base_url", "temperature", "max_tokens", "timeout", "max_retries", "concurrency", "seed",
+        "structured", "max_answer_bytes", "reasoning_effort", "rpm", "tpm")}
     var = get("api_key_env")
     if get("api_key"):
         flags["api_key"] = get("api_key")
@@ -183,9 +171,7 @@ def build_llm_judge(args: argparse.Namespace, settings=None, **judge_kwargs: Any
     from gsrlang.judges.llm.options import build_llm_judge as build
 
     settings = settings if settings is not None else model_settings(args)
-    if settings is None:
-        return None
-    return build(settings, judge_options(args), **judge_kwargs)
+    return None if settings is None else build(settings, judge_options(args), **judge_kwargs)
 
 
 def engine_options(args: argparse.Namespace):

@@ -472,11 +472,9 @@ def print_plan(program, mode: str, fc: dict, args) -> None:
     print(f"plan for {program.name} ({short}), {mode}: no model call made")
     head = ("criterion", "judgments", "calls", "cached", "merged", "expected calls", "prompt tokens",
             "completion tokens", "dollars")
-    rows = []
-    for name, r in [*fc["criteria"].items(), ("total", fc["total"])]:
-        rows.append((name, f"{r['judgments']:,}", f"{r['calls']:,}", f"{r['cached']:,}", f"{r['merged']:,}",
-                     f"{r['expected_calls']:,.0f}", f"{r['prompt_tokens']:,.0f}",
-                     f"{r['completion_tokens']:,.0f}", dollars(r["cost_usd"])))
+    rows = [(name, f"{r['judgments']:,}", f"{r['calls']:,}", f"{r['cached']:,}", f"{r['merged']:,}",
+             f"{r['expected_calls']:,.0f}", f"{r['prompt_tokens']:,.0f}", f"{r['completion_tokens']:,.0f}",
+             dollars(r["cost_usd"])) for name, r in [*fc["criteria"].items(), ("total", fc["total"])]]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     print(line(head))
