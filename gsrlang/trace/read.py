@@ -45,7 +45,8 @@ def read_records(path: str | Path, checked: bool = False) -> Iterator[tuple[int,
     Version 1 records come with header None; version 2 item records with their
     header record; header records themselves are not yielded. Raises TraceError.
     `checked`: every line read was read and checked by an earlier reading already (the what-if's second
-    reading, a chunk behind the first): records and labels are not checked again, headers only kept."""
+    reading, a chunk behind the first): labels are not checked again (`check_label`, most of the checks' cost);
+    each record still finds its header through `record_header`, as the first reading found it."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
@@ -58,18 +59,10 @@ def read_records(path: str | Path, checked: bool = False) -> Iterator[tuple[int,
                 if not raw.strip():  # a blank line (looked for only here: most lines are not)
                     continue
                 raise TraceError(f"{path}: line {line} is not a JSON object: {exc}") from None
-            if checked:
-                if "trace_version" not in record:
-                    yield line, headers[record["p"]], record
-                elif record.get("kind") == HEADER:
-                    headers[record.get("key")] = record
-                else:
-                    yield line, None, record
-                continue
             header = record_header(path, line, record, headers)
             if header is HEADER_LINE:
                 continue
-            if header is not None or record.get("kind") != RUN_SUMMARY:
+            if not checked and (header is not None or record.get("kind") != RUN_SUMMARY):
                 check_label(path, line, record)
             yield line, header, record
 
