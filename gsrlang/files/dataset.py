@@ -382,6 +382,8 @@ class _RowProblem(Exception):
 
 
 def _field(record: Mapping, name: str) -> object:
+    if name in record:  # a key that exists verbatim (most rows): `get_path`'s first rule, without its call
+        return record[name]
     try:
         return get_path(record, name)
     except MissingFieldError as error:
@@ -398,12 +400,8 @@ def _as_text(value: object, name: str) -> str:
 
 
 def _text(record: Mapping, name: str) -> str:
-    """A text column's value: a key that exists verbatim, holding a string, is looked up once (most rows);
-    anything else as `get_path` and `_as_text` take it."""
-    if name in record:
-        value = record[name]
-        return value if type(value) is str else _as_text(value, name)
-    return _as_text(_field(record, name), name)
+    value = _field(record, name)
+    return value if type(value) is str else _as_text(value, name)
 
 
 def _optional(value: object, empty_is_none: bool) -> object | None:
@@ -430,7 +428,7 @@ def _build_item(record: object, columns: ColumnMap, line: int, where: str, fallb
                 reference = _as_text(value, columns.reference_field)
         label = None
         if (name := columns.label_field) is not None:
-            label = _optional(record[name] if name in record else _field(record, name), empty_is_none)
+            label = _optional(_field(record, name), empty_is_none)
     except _RowProblem as problem:
         return ItemError(id=item_id, line=line, reason=f"{where}: {problem}")
     assert item_id is not None

@@ -151,16 +151,16 @@ def _parse_bytes(raw: bytes):
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return _UNREAD
-    if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZERO) or deeper_than(value, MAX_ROW_DEPTH, raw):
+    if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZERO) or \
+            raw.count(b"[") + raw.count(b"{") > MAX_ROW_DEPTH and deeper_than(value, MAX_ROW_DEPTH):
         return _UNREAD
     return value
 
 
-def deeper_than(value: object, limit: int, text: str | bytes | None = None) -> bool:
+def deeper_than(value: object, limit: int, text: str | None = None) -> bool:
     """Whether arrays and objects nest more than `limit` deep (walked without recursion, and only when the
     value's `text` holds enough brackets to go that deep), so that nothing downstream recurses past the stack."""
-    if text is not None and text.count("[" if type(text) is str else b"[") + \
-            text.count("{" if type(text) is str else b"{") <= limit:
+    if text is not None and text.count("[") + text.count("{") <= limit:
         return False
     todo = [(value, 0)]
     while todo:
