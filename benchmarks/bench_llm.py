@@ -91,7 +91,7 @@ async def _throughput(base_url: str, items: int, concurrency: int) -> tuple[floa
     from gsrlang.judges.llm.judge import LLMJudge
     from gsrlang.judges.registry import default_registry
     from gsrlang.execution.executor import run_items
-    from gsrlang.execution.planner import CallLimit
+    from gsrlang.execution.limit import CallLimit
 
     prog = program(HELPSTEER)
     settings = JudgeSettings(default=JudgeConfig(model="bench", base_url=base_url, concurrency=concurrency,

@@ -212,7 +212,7 @@ class Judges:
 
                 def serve():
                     asyncio.set_event_loop(loop)
-                    from gsrlang.execution.planner import CallLimit
+                    from gsrlang.execution.limit import CallLimit
 
                     self._limit = CallLimit(self.concurrency)
                     ready.set()

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gsrlang.execution.executor import execute, run_items
-from gsrlang.execution.planner import CallLimit
+from gsrlang.execution.limit import CallLimit
 from gsrlang.files.dataset import Candidate, Item, ItemError
 from gsrlang.judges.registry import JudgeRegistry, default_registry
 from gsrlang.lang.check.driver import analyze

@@ -288,7 +288,7 @@ async def test_a_failed_call_is_an_invalid_judgment_not_a_crash(server):
 async def test_a_judge_that_fails_every_call_is_stopped_and_reported(server):
     server.require_key = "sk-some-other-key"  # every call: 401
     from gsrlang.execution.executor import call_judge
-    from gsrlang.execution.planner import CallLimit
+    from gsrlang.execution.limit import CallLimit
 
     judge = make_judge(server)
     limit = CallLimit(judge.settings.default.concurrency)  # the run's one bound, as the executor holds it

@@ -362,7 +362,7 @@ def test_programs_are_kept_in_a_bounded_cache(workspace, capsys):
 def test_items_with_slow_judges_come_out_in_order_under_their_programs(workspace):
     """The concurrent path (judges that are not inline): results in input order, each with its own program."""
     from gsrlang.execution.executor import run_items_each
-    from gsrlang.execution.planner import CallLimit
+    from gsrlang.execution.limit import CallLimit
     from gsrlang.execution.peritem import IndexedPrograms
     from gsrlang.files.dataset import ColumnMap, read_items
     from gsrlang.judges.registry import default_registry

@@ -11,7 +11,7 @@ write or compare; what differs is decided here, and nowhere else:
 * **evaluation**: column by column, a chunk of items at a time (every judge answers a column and
   none judges jointly; replay: nothing to write item by item) or item by item;
 * **sinks**: results, a trace, a verify or what-if comparison, one item's decision path (--show);
-* **judge calls in flight**: one `CallLimit`, made where the run is planned (`run_file`,
+* **judge calls in flight**: one `CallLimit` (gsrlang.execution.limit), made where the run is planned (`run_file`,
   `run_index_file`, a Ray actor, the API's `Judges`) and held by the executor around every
   judge call; nothing else bounds the calls (the model client's adaptive window bounds its
   HTTP requests: the server's rate limit, lowered on 429s).
@@ -25,20 +25,10 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["COLUMNS", "CallLimit", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "TableConfig",
+__all__ = ["COLUMNS", "ITEMS", "ReplayConfig", "ReplayRoute", "RunConfig", "RunRoute", "TableConfig",
            "TableRoute", "replay_route", "run_route", "table_route"]
 
 COLUMNS, ITEMS = "columns", "items"  # the two ways of evaluating: a chunk of items at a time, or one by one
-
-
-def __getattr__(name: str):
-    """PEP 562: `CallLimit` (gsrlang.execution.limit) loads on first use. It is an asyncio.Semaphore, and a
-    replay that runs no event loop (a verify) need not import asyncio."""
-    if name == "CallLimit":
-        from gsrlang.execution.limit import CallLimit
-
-        return CallLimit
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @attrs.frozen(kw_only=True)

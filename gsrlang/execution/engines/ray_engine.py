@@ -133,7 +133,8 @@ class _BlockRunner:
 
     def _setup(self, setup) -> None:
         from gsrlang.execution.inlinerun import ColumnRunner, columnar_judges
-        from gsrlang.execution.planner import COLUMNS, CallLimit, run_route
+        from gsrlang.execution.limit import CallLimit
+        from gsrlang.execution.planner import COLUMNS, run_route
         from gsrlang.semantics.compose import Plan
         from gsrlang.trace.write import Static
 
