@@ -250,8 +250,8 @@ class AnswerSpec:
         reason = data.get("reason")
         reason = clip(reason.strip(), MAX_REASON_CHARS) if isinstance(reason, str) and reason.strip() else None
         evidence = data.get("evidence")
-        quotes = [clip(q, MAX_REASON_CHARS) for q in evidence if isinstance(q, str)][:MAX_EVIDENCE] \
-            if isinstance(evidence, list) else []
+        quotes = [clip(q, MAX_REASON_CHARS) for q in [q for q in evidence if isinstance(q, str)][:MAX_EVIDENCE]] \
+            if isinstance(evidence, list) else []  # (the first MAX_EVIDENCE kept, then clipped: no more clipped)
         return self.value_of(data[key]), reason, quotes
 
     def value_of(self, raw):
