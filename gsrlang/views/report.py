@@ -135,6 +135,13 @@ def _value(v):
     return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def _judgment_cells(j: dict, strings: _Strings) -> list:
+    """A recorded judgment as the page's data holds it: value, status, reason and evidence quotes (the texts as
+    indexes into the page's string table; no quotes: None)."""
+    evidence = (j.get("provenance") or {}).get("evidence") or ()
+    return [_value(j.get("value")), j.get("status"), strings(j.get("reason")), [strings(q) for q in evidence] or None]
+
+
 def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list[str],
            node_ids: list[str]) -> list[list]:
     """One compact row per item (see the page script for the layout). Decision paths go in `paths` (items repeat
@@ -147,9 +154,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
     for line, record in zip(run.results, run.records):
         view = TraceView.of_record(record)
         nodes = view.nodes
-        judged = [[[_value(j.get("value")), j.get("status"), strings(j.get("reason")),
-                    [strings(q) for q in (j.get("provenance") or {}).get("evidence") or ()] or None]
-                   for j in view.judgments(cid)] or None for cid in criteria]
+        judged = [[_judgment_cells(j, strings) for j in view.judgments(cid)] or None for cid in criteria]
         values = [[_value(v) for v in (nodes[n]["output"] or ())] if nodes.get(n, {}).get("output") is not None
                   else None for n in node_ids]
         path = None
