@@ -314,3 +314,5 @@ def test_a_line_the_reading_refuses_is_refused_as_item_by_item(broken, tmp_path,
         io = capsys.readouterr()
         outcomes.append((code, io.out, io.err))
     assert outcomes[0] == outcomes[1] and outcomes[0][0] != 0 and str(refused.value) in outcomes[0][2]
+    # the item path held its result lines until the end: a trace refused part way leaves no results file
+    assert not (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()

@@ -240,6 +240,9 @@ class Spool:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
         self.file.close()
 
 
@@ -448,7 +451,9 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
     records = _item_records(read_records(trace_path), summary, stored=programs is None)
     if limit is not None:
         records = itertools.islice(records, limit)
-    out_f, trace_f = open_output(out), open_output(trace)
+    # the result lines are held until the whole trace has been read (`Spool`): a trace refused part way, an
+    # edited label on line 31 say, leaves no results file, as the columnar paths leave none
+    out_f, trace_f = Spool(out) if out is not None else None, open_output(trace)
     writer = TraceWriter(trace_f) if trace_f else None
     if programs is not None:
         replayed = replay_records_each(programs, records)
@@ -471,10 +476,10 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
             summary.count_difference(difference)
             if on_item:
                 on_item(run, line, difference, static)
-        end = results_end(summary, complete=recorded_complete(summary.recorded))
         if out_f:
-            out_f.write(dumps(end) + "\n")
+            out_f.keep(summary)  # the lines, ended by `results_end`
         if writer:
+            end = results_end(summary, complete=recorded_complete(summary.recorded))
             writer.write_summary({**summary_record(replayed=str(trace_path)), **end})
     finally:
         summary.seconds = time.perf_counter() - t0
