@@ -314,5 +314,7 @@ def test_a_line_the_reading_refuses_is_refused_as_item_by_item(broken, tmp_path,
         io = capsys.readouterr()
         outcomes.append((code, io.out, io.err))
     assert outcomes[0] == outcomes[1] and outcomes[0][0] != 0 and str(refused.value) in outcomes[0][2]
-    # the item path held its result lines until the end: a trace refused part way leaves no results file
+    # the item path held its result lines and its new trace until the end: a trace refused part way leaves
+    # neither file
     assert not (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()
+    assert not (tmp_path / "t2.jsonl").exists()

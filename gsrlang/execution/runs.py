@@ -198,9 +198,9 @@ def close_output(f) -> None:
 
 
 class Spool:
-    """A replay's result lines, held in an anonymous temporary file until the whole trace has been read and then
-    copied to the results file (`keep`): a replay that gives up part way (the trace goes item by item) has
-    written nothing. Binary: a read-write text file resets its decoder at every write (a call into Python's
+    """A replay's result lines (or its new trace), held in an anonymous temporary file until the whole trace
+    has been read and then copied to the file (`keep`, `commit`): a replay that gives up part way (the trace
+    goes item by item) has written nothing. Binary: a read-write text file resets its decoder at every write (a call into Python's
     codecs, several percent of a what-if replay). The results file's folder is made (and must be writable) at
     once, so that a results file that cannot be written is said before the trace is read, not after."""
 
@@ -219,10 +219,14 @@ class Spool:
 
     def keep(self, summary: "RunSummary") -> None:
         """End the lines with the results' last line, for `summary`, and copy them to the results file."""
+        self.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
+        self.commit()
+
+    def commit(self) -> None:
+        """Copy what was written to the file (or to standard output, for `-`)."""
         import shutil
         import sys
 
-        self.write(dumps(results_end(summary, complete=recorded_complete(summary.recorded))) + "\n")
         self.file.seek(0)
         if self.out != "-":
             with open(self.out, "wb") as handle:
@@ -451,9 +455,9 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
     records = _item_records(read_records(trace_path), summary, stored=programs is None)
     if limit is not None:
         records = itertools.islice(records, limit)
-    # the result lines are held until the whole trace has been read (`Spool`): a trace refused part way, an
-    # edited label on line 31 say, leaves no results file, as the columnar paths leave none
-    out_f, trace_f = Spool(out) if out is not None else None, open_output(trace)
+    # the result lines and the new trace are held until the whole trace has been read (`Spool`): a trace
+    # refused part way, an edited label on line 31 say, leaves neither file, as the columnar paths leave none
+    out_f, trace_f = Spool(out) if out is not None else None, Spool(trace) if trace is not None else None
     writer = TraceWriter(trace_f) if trace_f else None
     if programs is not None:
         replayed = replay_records_each(programs, records)
@@ -481,6 +485,7 @@ def replay_file(trace_path: str | Path, program: CheckedProgram | None, verify: 
         if writer:
             end = results_end(summary, complete=recorded_complete(summary.recorded))
             writer.write_summary({**summary_record(replayed=str(trace_path)), **end})
+            trace_f.commit()
     finally:
         summary.seconds = time.perf_counter() - t0
         for f in (out_f, trace_f):
