@@ -192,3 +192,39 @@ def test_disk_errors_are_named_and_others_are_not():
     assert "`out.jsonl`" in machine_error(OSError(errno.ENOSPC, "No space left on device", "out.jsonl"))
     assert "read-only" in machine_error(OSError(errno.EROFS, "Read-only file system"))
     assert machine_error(OSError(errno.ENOENT, "No such file")) is None and machine_error(ValueError("x")) is None
+
+
+@pytest.mark.parametrize("verify", [True, False], ids=["verify", "what-if"])
+def test_replay_on_a_full_disk_keeps_the_old_results_and_trace_whole(tmp_path, capsys, full_disk, verify):
+    """A replay holds its result lines (and its new trace) until the whole trace is read, then writes each file
+    at once (`atomic_file`): a disk that fills as they are written leaves the old files as they were, and the
+    one-line error names the file it could not write."""
+    trace, out, new_trace = tmp_path / "t.jsonl", tmp_path / "o.jsonl", tmp_path / "t2.jsonl"
+    assert main(["run", str(TC / "overall.gsr"), *TC_RUN, "--trace", str(trace)]) == 0
+    out.write_text("the old results\n")
+    new_trace.write_text("the old trace\n")
+    capsys.readouterr()
+    full_disk(3000)
+    extra = [] if verify else ["--program", str(TC / "flat.gsr"), "--trace-out", str(new_trace)]
+    assert main(["replay", str(trace), "--out", str(out), "-q", "--bootstrap", "0", *extra]) == 2
+    err = capsys.readouterr().err
+    _one_line_disk_error(err, "replay")
+    assert f"writing `{out}`" in err or f"writing `{new_trace}`" in err
+    assert out.read_text() == "the old results\n" and new_trace.read_text() == "the old trace\n"
+    _no_temporary_files(tmp_path)
+
+
+def test_a_full_temporary_folder_is_named_and_leaves_no_results(tmp_path, capsys, monkeypatch):
+    """The lines a replay holds wait in a temporary file: when its folder fills, the error names that folder
+    (TMPDIR names another), and no results file is made."""
+    import tempfile
+
+    trace, out = tmp_path / "t.jsonl", tmp_path / "o.jsonl"
+    assert main(["run", str(TC / "overall.gsr"), *TC_RUN, "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    real = tempfile.TemporaryFile
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **k: _FullFile(real(*a, **k), {"room": 2000}))
+    assert main(["replay", str(trace), "--out", str(out), "-q", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    _one_line_disk_error(err, "replay")
+    assert f"writing `{tempfile.gettempdir()}`" in err and not out.exists()

@@ -170,6 +170,22 @@ def test_write_atomic_keeps_permissions_and_writes_through_symlinks(tmp_path):
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
 
 
+def test_write_atomic_writes_a_pipe_as_it_is(tmp_path):
+    """A pipe (`--out /dev/stdout` under a pipe, a process substitution) cannot be replaced: it is written as it
+    is, and no temporary file is made beside it."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, b"line\n")
+    reader.join(30)
+    assert got == [b"line\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
 def test_fmt_rewrites_in_place_atomically(work, capsys):
     messy = work / "messy.gsr"
     messy.write_text((work / "p.gsr").read_text().replace("\n", "\n\n\n"))

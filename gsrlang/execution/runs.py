@@ -215,7 +215,17 @@ class Spool:
         self.out, self.file = out, tempfile.TemporaryFile()
 
     def write(self, text: str) -> None:
-        self.file.write(text.encode())
+        try:
+            self.file.write(text.encode())
+        except OSError as exc:
+            raise self._named(exc) from None
+
+    def _named(self, exc: OSError) -> OSError:
+        """`exc`, of the temporary file (its folder full, say), naming that folder (TMPDIR names another)."""
+        import tempfile
+
+        exc.filename = exc.filename or tempfile.gettempdir()
+        return exc
 
     def keep(self, summary: "RunSummary") -> None:
         """End the lines with the results' last line, for `summary`, and copy them to the results file."""
@@ -223,13 +233,19 @@ class Spool:
         self.commit()
 
     def commit(self) -> None:
-        """Copy what was written to the file (or to standard output, for `-`)."""
+        """Copy what was written to the file, all at once (`atomic_file`: a disk that fills part way leaves the
+        file as it was), or to standard output, for `-`."""
         import shutil
         import sys
 
-        self.file.seek(0)
+        from gsrlang.files.safeio import atomic_file
+
+        try:
+            self.file.seek(0)  # (which writes what is buffered)
+        except OSError as exc:
+            raise self._named(exc) from None
         if self.out != "-":
-            with open(self.out, "wb") as handle:
+            with atomic_file(self.out) as handle:
                 shutil.copyfileobj(self.file, handle)
             return
         sys.stdout.flush()
@@ -247,7 +263,10 @@ class Spool:
         self.close()
 
     def close(self) -> None:
-        self.file.close()
+        try:
+            self.file.close()
+        except OSError:  # (a full temporary folder, said already: what it could not flush is not kept)
+            pass
 
 
 def open_results(path: str | None, mode: str):

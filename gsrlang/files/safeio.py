@@ -16,12 +16,14 @@ the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["PathClash", "check_outputs", "check_work_dir", "machine_error", "same_file", "write_atomic"]
+__all__ = ["PathClash", "atomic_file", "check_outputs", "check_work_dir", "machine_error", "same_file", "write_atomic"]
 
 Named = tuple[str, "str | os.PathLike | None"]  # (what it is, e.g. "--data", path); a None or "-" path is skipped
 
@@ -84,21 +86,35 @@ def _clash(a: tuple, b: tuple) -> bool:
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8", newline: str | None = None,
                  ) -> None:
-    """Replace `path` with `data` all at once (temporary file in the same folder, fsync, os.replace).
-
-    A symlink is written through (its target is replaced, the link stays); an existing
-    file keeps its permission bits. `newline` as for open(): None translates "\\n" to
-    the platform's line ending, "" writes the text as it is.
-    """
-    target = Path(os.path.realpath(os.fspath(path)))
+    """Replace `path` with `data` all at once (`atomic_file`). `newline` as for open(): None translates
+    "\\n" to the platform's line ending, "" writes the text as it is."""
     if isinstance(data, str):
         if newline is None and os.linesep != "\n":
             data = data.replace("\n", os.linesep)
         data = data.encode(encoding)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as handle:
+        handle.write(data)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike):
+    """A binary file to write whose bytes replace `path` all at once when the block ends without an error (a
+    temporary file in the same folder, fsync, os.replace), and are removed when it raises: `path` is then as
+    it was. A symlink is written through (its target is replaced, the link stays); an existing file keeps its
+    permission bits; a pipe or a device is written to as it is. An OSError in writing names `path` (a full disk says which file it could not write)."""
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        st = os.stat(path)  # (through links: /dev/stdout is a link to a pipe, say)
     except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a pipe or a device: written as it is
+        with open(path, "wb") as handle:
+            yield handle
+        return
+    target = Path(os.path.realpath(os.fspath(path)))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if st is not None:
+        mode = st.st_mode & 0o7777
+    else:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
@@ -107,16 +123,18 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):
+            exc.filename = os.fspath(path)
         raise
 
 
