@@ -344,6 +344,7 @@ def parse_pointwise_label(value: object) -> float:
 
 
 RECORDED_PAIRWISE = ("first", "second", "tie")
+_REAL = (int, float)
 
 
 def recorded_label_problem(label: object, mode: object, scale: object = None) -> str | None:
@@ -358,12 +359,14 @@ def recorded_label_problem(label: object, mode: object, scale: object = None) ->
     if mode == "pairwise":
         return None if isinstance(label, str) and label in RECORDED_PAIRWISE else \
             f"a pairwise 'label' must be first, second, tie or null; the recorded label is {_shown(label)}"
-    if type(label) not in (int, float) or not math.isfinite(label):
+    if type(label) not in _REAL or not math.isfinite(label):
         return f"the recorded pointwise label {_shown(label)} is not a finite number"
-    if (isinstance(scale, (list, tuple)) and len(scale) == 2 and all(type(v) in (int, float) for v in scale)
-            and scale[0] <= scale[1]):  # a malformed scale is the reader's own error
-        if not scale[0] <= label <= scale[1]:
-            return f"the recorded label {_shown(label)} lies outside the line's scale {scale[0]:g}..{scale[1]:g}"
+    lo = hi = None
+    if isinstance(scale, (list, tuple)) and len(scale) == 2:
+        lo, hi = scale
+    if type(lo) in _REAL and type(hi) in _REAL and lo <= hi:  # a malformed scale is the reader's own error
+        if not lo <= label <= hi:
+            return f"the recorded label {_shown(label)} lies outside the line's scale {lo:g}..{hi:g}"
     elif abs(label) > 1e12:
         return f"the recorded label {_shown(label)} is out of any scale's range"
     return None
