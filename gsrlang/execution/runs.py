@@ -113,6 +113,33 @@ class RunSummary:
                 self.preds.append(pred)
                 self.golds.append(label)
 
+    def count_items(self, entries: list) -> None:
+        """`count_item` of each entry (its arguments: id, status, label error, judgments made and skipped, label,
+        prediction), in order, pairs kept: all at once where every item is ok, with an id that no other has
+        (verify and what-if count a chunk so)."""
+        if not entries:
+            return
+        ids, statuses, errors, made, skipped, labels, preds = zip(*entries)
+        try:
+            distinct = None not in ids and len(set(ids)) == len(ids)
+        except TypeError:  # an id that cannot be in a set: `count_id` says so
+            distinct = False
+        if not (distinct and statuses.count("ok") == len(ids) and self.count_distinct_ids(ids)):
+            for entry in entries:
+                self.count_item(*entry)
+            return
+        self.items += len(ids)
+        self.ok += len(ids)
+        self.label_problems += sum(map(bool, errors))
+        self.judgments += sum(made)
+        self.skipped += sum(skipped)
+        if None in labels:
+            preds = [pred for pred, label in zip(preds, labels) if label is not None]
+            labels = [label for label in labels if label is not None]
+        self.labelled += len(labels)
+        self.preds.extend(preds)
+        self.golds.extend(labels)
+
     def count_id(self, item_id) -> None:
         """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id
         (None): it is not a repeat of another such row."""

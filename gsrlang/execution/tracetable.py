@@ -42,7 +42,7 @@ from gsrlang.semantics.kernels import INVALID, NodeValues, encode
 from gsrlang.semantics.values import ABSTAIN
 from gsrlang.trace.decode import SPECIAL, json_column, judged_column, judgment_cell
 
-__all__ = ["Criterion", "TraceTables", "table_from_cells", "table_from_data", "table_from_trace"]
+__all__ = ["Criterion", "TraceTables", "line_candidates", "table_from_cells", "table_from_data", "table_from_trace"]
 
 _UNSET = object()
 CHUNK = 16384  # items a what-if replay reads, evaluates and writes together: memory flat in the trace's length
@@ -103,9 +103,11 @@ class TraceTables:
     for a trace of no items). The run summary record, once read, is `recorded` (and the last table's).
     Raises as `table_from_trace`."""
 
-    def __init__(self, program: CheckedProgram, path: str, program_label: str = "the program"):
+    def __init__(self, program: CheckedProgram, path: str, program_label: str = "the program", keep: bool = False):
         self.program, self.path, self.program_label = program, path, program_label
         self.recorded: dict | None = None
+        self.keep = keep
+        self.kept: list = []  # `keep`: per item of the last table, (trace line, header, its line's parts or None)
 
     def chunks(self, size: int | None = None) -> Iterator[Table]:
         from gsrlang.execution.replay import ReplayError, check_compatible
@@ -117,16 +119,18 @@ class TraceTables:
         checked: set = set()  # version 1: program hashes whose criteria were checked
         v1_positions: dict = {}  # version 1: program hash -> {criterion id: index in `nodes`}
         mode, m = _UNSET, 1
+        last = None  # (`keep`) the last candidates that a result line can be made of
         chunk, yielded = _Chunk(program), False
-        crits, ids, labels, failed = chunk.crits, chunk.ids, chunk.labels, chunk.failed
+        crits, ids, labels, failed, kept = chunk.crits, chunk.ids, chunk.labels, chunk.failed, chunk.kept
         for line, header, rec in read_records(self.path):
             if header is None and is_summary(rec):
                 self.recorded = rec
                 continue
             if size is not None and len(failed) >= size:
+                self.kept = kept
                 yield chunk.table(_mode(mode), m, None)
                 chunk, yielded = _Chunk(program), True
-                crits, ids, labels, failed = chunk.crits, chunk.ids, chunk.labels, chunk.failed
+                crits, ids, labels, failed, kept = chunk.crits, chunk.ids, chunk.labels, chunk.failed, chunk.kept
             try:
                 rmode = rec.get("mode")
                 if mode is _UNSET:
@@ -134,11 +138,24 @@ class TraceTables:
                     m = 1 if (mode or "pointwise") == "pointwise" else 2
                 elif rmode != mode:
                     raise ReplayError(f"trace line {line} is a {rmode} item, the others {mode}")
-                item, result = rec.get("item") or {}, rec.get("result") or {}
+                item, result = rec.get("item"), rec.get("result")
+                plain = type(item) is dict and type(result) is dict
+                if not plain:
+                    item, result = item or {}, result or {}
                 ids.append(item.get("id"))
                 labels.append(result.get("label"))
-                if result.get("label_error"):
+                label_error = result.get("label_error")
+                if label_error:
                     chunk.label_errors += 1
+                if self.keep:  # what a result line takes of the record, where its item and result are objects
+                    if plain:
+                        candidates = item.get("candidates")
+                        if type(candidates) is not list or candidates != last:  # (a list equal to `last` is of str)
+                            candidates = line_candidates(item, m)
+                            last = candidates if candidates is not None else last
+                        kept.append((line, header, (item.get("line", 0), candidates, label_error)))
+                    else:
+                        kept.append((line, header, None))
                 row = len(failed) * m
                 if header is not None:  # version 2: outputs by position, judgments by criterion id
                     out = rec.get("out")
@@ -187,7 +204,16 @@ class TraceTables:
             except MALFORMED as exc:
                 raise malformed(self.path, line, exc) from None
         if failed or not yielded:
+            self.kept = kept
             yield chunk.table(_mode(mode), m, self.recorded)
+
+
+def line_candidates(item: dict, m: int) -> list | None:
+    """An item's recorded candidates, when a result line can be made of them: a list of `m` strings."""
+    candidates = item.get("candidates")
+    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates):
+        return None
+    return candidates
 
 
 def _mode(mode) -> str:
@@ -204,6 +230,7 @@ class _Chunk:
         self.failed: list = []
         self.void_items: list = []  # items whose criteria are all invalid (wrong candidate count)
         self.label_errors = 0
+        self.kept: list = []  # (`TraceTables.keep`) per item: (trace line, header, its line's parts or None)
 
     def void_item(self, fail: bool, m: int) -> None:
         """An item with no usable criterion output: failed (no judgments), or with the wrong candidate count."""

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from itertools import islice
 from typing import Iterator
 
 import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.inlinerun import column_line
+from gsrlang.execution.tracetable import line_candidates
 from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
     recorded_outputs, replay_records
 from gsrlang.execution.runs import RunSummary, Spool
@@ -48,8 +48,8 @@ from gsrlang.lang.syntax.parser import gc_paused
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.readout import as_read
 from gsrlang.semantics.settle import liveness
-from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, is_summary, result_line
+from gsrlang.trace.jsonio import loads
+from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, result_line
 
 __all__ = ["recompose_columnar"]
 
@@ -59,28 +59,28 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
     """`replay_file(trace, program, verify=False, out=out)`'s summary and results file (`out` None: the summary
     alone), or None (nothing written) when the trace's criteria cannot be read into columns for `program`.
 
-    The trace is read a chunk of items at a time (`TraceTables`), and read again a chunk behind, each record
-    just before its line is made (a record kept from the first reading would have left the processor's caches
-    by then: decoding it again costs less; the first reading checked it, so the second does not again); the
-    result lines are spooled to an anonymous temporary file and copied to `out` once the whole trace has been
-    read."""
+    The trace is read a chunk of items at a time (`TraceTables`), keeping of each item what its result line
+    takes of its record (its id, line, candidates, label and label error); the records of the few items whose
+    lines need more (an item the columns leave invalid, a failed row, a record of an unexpected shape) are
+    decoded again from their lines (`_Again`; the first reading checked them). The result lines are spooled
+    to an anonymous temporary file and copied to `out` once the whole trace has been read."""
     from gsrlang.execution.tracetable import CHUNK, TraceTables
     from gsrlang.semantics.evaluate import Evaluator
 
     t0 = time.perf_counter()
     evaluator = Evaluator(program)
     plan = evaluator.plan
-    reader = TraceTables(program, trace_path, program_label)
+    reader = TraceTables(program, trace_path, program_label, keep=True)
     summary = None
     # (gc: no cycles in what is read, nothing to collect)
-    with gc_paused(), Spool(out) if out is not None else contextlib.nullcontext() as spool:
+    with gc_paused(), Spool(out) if out is not None else contextlib.nullcontext() as spool, \
+            _Again(trace_path) as again:
         try:
-            records = (r for r in read_records(trace_path, checked=True) if r[1] is not None or not is_summary(r[2]))
             for table in reader.chunks(CHUNK):
                 if summary is None:
                     summary = RunSummary(program.name, program.content_hash, table.mode)
-                _write(plan, program, program_label, spool, table, evaluator.run(table), summary,
-                       islice(records, len(table)))
+                _write(plan, program, program_label, spool, table, evaluator.run(table), summary, reader.kept,
+                       again)
                 evaluator.forget()
         except (ReplayError, TraceError):
             return None  # the item-by-item replay says what is wrong, as it always did
@@ -91,10 +91,36 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
     return summary
 
 
+class _Again:
+    """The trace's lines read again, in order, for the records a result line needs whole (`record(line)`):
+    decoded as the first reading decoded them, which checked them."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.handle = self.lines = None
+
+    def __enter__(self) -> "_Again":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+    def record(self, line: int) -> dict:
+        """The record on trace line `line` (lines asked for in increasing order)."""
+        if self.handle is None:
+            self.handle = open(self.path, "rb")
+            self.lines = enumerate(self.handle, start=1)
+        for at, raw in self.lines:
+            if at == line:
+                return loads(raw)
+        raise TraceError(f"{self.path}: line {line} is gone: the file changed while it was read")
+
+
 def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table, evaluation, summary,
-           records: Iterator) -> None:
-    """The result lines of a chunk of items (`records`: the chunk's (line, header, record)) to `spool` (None:
-    counted only)."""
+           kept: list, again: _Again) -> None:
+    """The result lines of a chunk of items (`kept`: per item (trace line, header, its line's parts or None),
+    `TraceTables.keep`) to `spool` (None: counted only)."""
     mode, m = table.mode, table.m
     source = {"name": program.name, "hash": program.content_hash}
     pointwise = program.readout.pointwise if mode == "pointwise" else None
@@ -105,17 +131,38 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
     judged = len(plan.criteria) * m
     skipped = table.skipped.tolist() if table.skipped is not None and table.skipped.any() else None
     write = (lambda line: spool.write(dumps(line) + "\n")) if spool is not None else _nothing
-    for k, (line_no, header, rec) in enumerate(records):
+    ids, labels = table.ids, table.labels
+    counted = []  # per item, `RunSummary.count_item`'s arguments: counted at the end, all at once where they can be
+
+    def count(run, line) -> None:
+        counted.append((run.id, run.status, run.label_error, *run.judgment_counts(), run.label,
+                        _prediction(line, mode) if run.status == "ok" and run.label is not None else None))
+
+    for k, (line_no, header, parts) in enumerate(kept):
+        if ok[k] and parts is not None and parts[1] is not None and not failed[k]:  # the record's parts suffice
+            item_line, candidates, label_error = parts
+            line = column_line(program, mode, ids[k], item_line, source, candidates, sinks[k], labels[k],
+                               label_error, reads[k], scale)
+            valid = line["status"] == "ok"
+            skips = skipped[k] if skipped is not None else 0
+            counted.append((ids[k], line["status"], bool(label_error), judged - skips, skips, labels[k],
+                            _prediction(line, mode) if valid else None))
+            if skips and not valid:
+                for criterion in _needed(plan, evaluation, k, m, again.record(line_no), header):
+                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
+            write(line)
+            continue
+        rec = again.record(line_no)
         item, result = rec.get("item"), rec.get("result")
         if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
             run = carried_run(rec)
             line = result_line(run, program)
-            summary.count(run, line, True)
+            count(run, line)
             write(line)
             continue
         line = None
         skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
-        candidates = _candidates(item, m) if type(item) is dict and type(result) is dict else None
+        candidates = line_candidates(item, m) if type(item) is dict and type(result) is dict else None
         if candidates is not None:
             if ok[k]:
                 line = column_line(program, mode, item.get("id"), item.get("line", 0), source, candidates, sinks[k],
@@ -126,29 +173,27 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
         if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
             record = Stored(header, rec) if header is not None else rec
             for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
-                summary.count(run, line, True)
+                count(run, line)
                 summary.count_needs(plan, run)
                 write(line)
             continue
         valid = line["status"] == "ok"
-        pred = None if not valid else line["score"] if pointwise is not None else line["winner"]
-        summary.count_item(line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
-                           pred)
+        counted.append((line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
+                        _prediction(line, mode) if valid else None))
         if skips and not valid:  # what the program needs of what the recorded run skipped
             for criterion in _needed(plan, evaluation, k, m, rec, header):
                 summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
         write(line)
+    summary.count_items(counted)
+
+
+def _prediction(line: dict, mode: str):
+    """What the metrics compare with an ok item's label: its score, or its winner."""
+    return line.get("score") if mode == "pointwise" else line.get("winner")
 
 
 def _nothing(line: dict) -> None:
     """Where no results file is written."""
-
-
-def _candidates(item: dict, m: int):
-    candidates = item.get("candidates")
-    if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates):
-        return None
-    return candidates
 
 
 def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates: list, causes, m: int, mode: str,
