@@ -84,11 +84,16 @@ class RunSummary:
         return self.invalid + self.failed + self.label_problems
 
     def count(self, run: ItemRun, line: dict, keep_pairs: bool) -> None:
+        self.count_item(*self.entry(run, line, keep_pairs), keep_pairs)
+
+    @staticmethod
+    def entry(run: ItemRun, line: dict, keep_pairs: bool = True) -> tuple:
+        """`count_item`'s arguments for a run and its result line (`count_items` takes a list of them)."""
         made, skipped = run.judgment_counts()
         pred = None
         if run.status == "ok" and keep_pairs and run.label is not None:
             pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
-        self.count_item(run.id, run.status, run.label_error, made, skipped, run.label, pred, keep_pairs)
+        return run.id, run.status, run.label_error, made, skipped, run.label, pred
 
     def count_item(self, item_id, status: str, label_error, made: int, skipped: int, label, pred,
                    keep_pairs: bool = True) -> None:
@@ -113,20 +118,22 @@ class RunSummary:
                 self.preds.append(pred)
                 self.golds.append(label)
 
-    def count_items(self, entries: list) -> None:
-        """`count_item` of each entry (its arguments: id, status, label error, judgments made and skipped, label,
-        prediction), in order, pairs kept: all at once where every item is ok, with an id that no other has
-        (verify and what-if count a chunk so)."""
-        if not entries:
-            return
-        ids, statuses, errors, made, skipped, labels, preds = zip(*entries)
+    def count_entries(self, entries: list, keep_pairs: bool = True) -> None:
+        """`count_item` of each entry (its arguments, as `entry` gives them), in order (`count_items`)."""
+        if entries:
+            self.count_items(*zip(*entries), keep_pairs=keep_pairs)
+
+    def count_items(self, ids, statuses, errors, made, skipped, labels, preds, keep_pairs: bool = True) -> None:
+        """`count_item` of each item, its arguments given a column each (ids, statuses, label errors, judgments
+        made and skipped, labels, predictions), in order: all at once where every item is ok, with an id that no
+        other has (verify and what-if count a chunk so), else one by one."""
         try:
             distinct = None not in ids and len(set(ids)) == len(ids)
         except TypeError:  # an id that cannot be in a set: `count_id` says so
             distinct = False
         if not (distinct and statuses.count("ok") == len(ids) and self.count_distinct_ids(ids)):
-            for entry in entries:
-                self.count_item(*entry)
+            for entry in zip(ids, statuses, errors, made, skipped, labels, preds):
+                self.count_item(*entry, keep_pairs)
             return
         self.items += len(ids)
         self.ok += len(ids)
@@ -137,8 +144,9 @@ class RunSummary:
             preds = [pred for pred, label in zip(preds, labels) if label is not None]
             labels = [label for label in labels if label is not None]
         self.labelled += len(labels)
-        self.preds.extend(preds)
-        self.golds.extend(labels)
+        if keep_pairs:
+            self.preds.extend(preds)
+            self.golds.extend(labels)
 
     def count_id(self, item_id) -> None:
         """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id

@@ -659,31 +659,22 @@ def _summarize(plan, ids, labels, label_errors, preds, decided: dict, m, summary
     """Count a chunk's items into `summary` as `replay_file` does, in trace order: the items `decided` from the
     columns ({item: what `_Decide.items` gives}) as their runs say, the others as reproduced."""
     judged = len(plan.criteria) * m
-    distinct = set(ids) if not decided else ()
-    if len(distinct) == len(ids) and summary.count_distinct_ids(ids):  # all reproduced, no id twice (in trace order)
-        summary.items += len(ids)
-        summary.ok += len(ids)
-        summary.label_problems += len(label_errors)
-        summary.judgments += judged * len(ids)
-        if None in labels:
-            golds = [label for label in labels if label is not None]
-            summary.preds.extend(pred for pred, label in zip(preds, labels) if label is not None)
-        else:
-            golds = labels
-            summary.preds.extend(preds)
-        summary.golds.extend(golds)
-        summary.labelled += len(golds)
+    n = len(ids)
+    if not decided:  # every item reproduced: a column each
+        errors = [k in label_errors for k in range(n)] if label_errors else [False] * n
+        summary.count_items(ids, ["ok"] * n, errors, [judged] * n, [0] * n, labels, preds)
         return
+    entries = []
     for k, item_id in enumerate(ids):
         got = decided.get(k)
-        if got is not None:
-            _, _, run, line, difference, made, skipped = got
-            summary.count(run, line, True)
-            summary.judgments += made
-            summary.skipped += skipped
-            summary.count_difference(difference)
+        if got is None:
+            entries.append((item_id, "ok", k in label_errors, judged, 0, labels[k], preds[k]))
             continue
-        summary.count_item(item_id, "ok", k in label_errors, judged, 0, labels[k], preds[k])
+        _, _, run, line, difference, made, skipped = got
+        run_id, status, error, made_before, skipped_before, label, pred = summary.entry(run, line)
+        entries.append((run_id, status, error, made_before + made, skipped_before + skipped, label, pred))
+        summary.count_difference(difference)
+    summary.count_entries(entries)
 
 
 def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands, sinks, labels, label_errors: dict,

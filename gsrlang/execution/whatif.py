@@ -135,8 +135,7 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
     counted = []  # per item, `RunSummary.count_item`'s arguments: counted at the end, all at once where they can be
 
     def count(run, line) -> None:
-        counted.append((run.id, run.status, run.label_error, *run.judgment_counts(), run.label,
-                        _prediction(line, mode) if run.status == "ok" and run.label is not None else None))
+        counted.append(summary.entry(run, line))
 
     for k, (line_no, header, parts) in enumerate(kept):
         if ok[k] and parts is not None and parts[1] is not None and not failed[k]:  # the record's parts suffice
@@ -184,7 +183,7 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
             for criterion in _needed(plan, evaluation, k, m, rec, header):
                 summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
         write(line)
-    summary.count_items(counted)
+    summary.count_entries(counted)
 
 
 def _prediction(line: dict, mode: str):
