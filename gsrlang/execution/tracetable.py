@@ -42,7 +42,7 @@ from gsrlang.semantics.kernels import INVALID, NodeValues, encode
 from gsrlang.semantics.values import ABSTAIN
 from gsrlang.trace.decode import SPECIAL, json_column, judged_column, judgment_cell
 
-__all__ = ["Criterion", "TraceTables", "line_candidates", "table_from_cells", "table_from_data", "table_from_trace"]
+__all__ = ["Criterion", "TraceTables", "table_from_cells", "table_from_data", "table_from_trace"]
 
 _UNSET = object()
 CHUNK = 16384  # items a what-if replay reads, evaluates and writes together: memory flat in the trace's length
@@ -151,7 +151,7 @@ class TraceTables:
                     if plain:
                         candidates = item.get("candidates")
                         if type(candidates) is not list or candidates != last:  # (a list equal to `last` is of str)
-                            candidates = line_candidates(item, m)
+                            candidates = _line_candidates(item, m)
                             last = candidates if candidates is not None else last
                         kept.append((line, header, (item.get("line", 0), candidates, label_error)))
                     else:
@@ -208,7 +208,7 @@ class TraceTables:
             yield chunk.table(_mode(mode), m, self.recorded)
 
 
-def line_candidates(item: dict, m: int) -> list | None:
+def _line_candidates(item: dict, m: int) -> list | None:
     """An item's recorded candidates, when a result line can be made of them: a list of `m` strings."""
     candidates = item.get("candidates")
     if type(candidates) is not list or len(candidates) != m or any(type(c) is not str for c in candidates):

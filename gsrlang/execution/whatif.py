@@ -39,7 +39,6 @@ import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.inlinerun import column_line
-from gsrlang.execution.tracetable import line_candidates
 from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
     recorded_outputs, replay_records
 from gsrlang.execution.runs import RunSummary, Spool
@@ -138,38 +137,24 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
         counted.append(summary.entry(run, line))
 
     for k, (line_no, header, parts) in enumerate(kept):
-        if ok[k] and parts is not None and parts[1] is not None and not failed[k]:  # the record's parts suffice
-            item_line, candidates, label_error = parts
-            line = column_line(program, mode, ids[k], item_line, source, candidates, sinks[k], labels[k],
-                               label_error, reads[k], scale)
-            valid = line["status"] == "ok"
-            skips = skipped[k] if skipped is not None else 0
-            counted.append((ids[k], line["status"], bool(label_error), judged - skips, skips, labels[k],
-                            _prediction(line, mode) if valid else None))
-            if skips and not valid:
-                for criterion in _needed(plan, evaluation, k, m, again.record(line_no), header):
-                    summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
-            write(line)
-            continue
-        rec = again.record(line_no)
-        item, result = rec.get("item"), rec.get("result")
+        rec = None  # the item's record, decoded again where its line needs more than its parts
         if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
-            run = carried_run(rec)
+            run = carried_run(rec := again.record(line_no))
             line = result_line(run, program)
             count(run, line)
             write(line)
             continue
         line = None
-        skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
-        candidates = line_candidates(item, m) if type(item) is dict and type(result) is dict else None
-        if candidates is not None:
+        if parts is not None and parts[1] is not None:
+            item_line, candidates, label_error = parts
             if ok[k]:
-                line = column_line(program, mode, item.get("id"), item.get("line", 0), source, candidates, sinks[k],
-                                   result.get("label"), result.get("label_error"), reads[k], scale)
+                line = column_line(program, mode, ids[k], item_line, source, candidates, sinks[k], labels[k],
+                                   label_error, reads[k], scale)
             else:
-                line = _invalid(plan, header, rec, item, result, candidates, evaluation.causes.get(k), m, mode,
-                                source, scale)
+                line = _invalid(plan, header, rec := again.record(line_no), (ids[k], item_line), candidates,
+                                evaluation.causes.get(k), m, mode, source, (labels[k], label_error), scale)
         if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
+            rec = rec if rec is not None else again.record(line_no)
             record = Stored(header, rec) if header is not None else rec
             for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
                 count(run, line)
@@ -177,10 +162,12 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
                 write(line)
             continue
         valid = line["status"] == "ok"
+        skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
         counted.append((line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
                         _prediction(line, mode) if valid else None))
         if skips and not valid:  # what the program needs of what the recorded run skipped
-            for criterion in _needed(plan, evaluation, k, m, rec, header):
+            for criterion in _needed(plan, evaluation, k, m, rec if rec is not None else again.record(line_no),
+                                     header):
                 summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
         write(line)
     summary.count_entries(counted)
@@ -195,10 +182,11 @@ def _nothing(line: dict) -> None:
     """Where no results file is written."""
 
 
-def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates: list, causes, m: int, mode: str,
-             source: dict, scale) -> dict | None:
-    """The result line of an item the columns leave invalid, with the item path's reason (a judgment's from
-    `check_judgment` of the recorded one); None for a record of an unexpected shape."""
+def _invalid(plan: Plan, header, rec: dict, item: tuple, candidates: list, causes, m: int, mode: str,
+             source: dict, labelled: tuple, scale) -> dict | None:
+    """The result line of an item the columns leave invalid (`item`: its id and line, `labelled`: its label and
+    label error), with the item path's reason (a judgment's from `check_judgment` of the recorded one); None
+    for a record of an unexpected shape."""
     if not causes:
         return None
     try:
@@ -207,8 +195,7 @@ def _invalid(plan: Plan, header, rec: dict, item: dict, result: dict, candidates
         reason = reason_of(plan, causes, candidates, cause)
     except (*MALFORMED, ReplayError):
         return None
-    return invalid_line(item.get("id"), item.get("line", 0), mode, source, result.get("label"),
-                        result.get("label_error"), reason, scale)
+    return invalid_line(*item, mode, source, *labelled, reason, scale)
 
 
 def _needed(plan: Plan, evaluation, k: int, m: int, rec: dict, header) -> list[str]:
