@@ -27,6 +27,7 @@ from gsrlang.execution.replay import ReplayError
 from gsrlang.execution.runs import replay_file
 from gsrlang.execution.whatif import recompose_columnar
 from gsrlang.lang.check.driver import analyze_file
+from gsrlang.trace.schema import TraceError
 
 FIELDS = ("items", "ok", "invalid", "failed", "label_problems", "labelled", "preds", "golds", "duplicate_ids",
           "duplicate_examples", "needs", "mode", "recorded", "judgments", "skipped")
@@ -318,3 +319,21 @@ def test_a_line_the_reading_refuses_is_refused_as_item_by_item(broken, tmp_path,
     # neither file
     assert not (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()
     assert not (tmp_path / "t2.jsonl").exists()
+
+
+def test_a_record_gone_at_the_second_reading_leaves_nothing_written(tmp_path, monkeypatch):
+    """The what-if decodes again, by line number, the records of the items its columns leave invalid: a line
+    gone by then (the file was cut while it was read) gives up the what-if with nothing written (None), for the
+    item path to report the file as it then is."""
+    from gsrlang.execution import whatif
+
+    recorded, other = next(p for p in _pairs() if p[0] != p[1])
+    program, trace = _record(recorded, tmp_path)
+    alter_records(trace, default_mode(program), [(_invalid_judgment, 5)])
+    with pytest.raises(TraceError, match="line 999 is gone: the file changed while it was read"):
+        whatif._Again(str(trace)).record(999)
+    asked, real = [], whatif._Again.record
+    monkeypatch.setattr(whatif._Again, "record", lambda again, line: asked.append(line) or real(again, 999))
+    out = tmp_path / "fast.jsonl"
+    assert recompose_columnar(str(trace), analyze_file(str(other)).program, "P", str(out)) is None
+    assert asked and not out.exists()
