@@ -33,11 +33,11 @@ from gsrlang.execution.peritem import compile_id
 from gsrlang.execution.planner import COLUMNS, ReplayConfig, RunConfig, TableConfig, run_route, table_route
 from gsrlang.execution.replay import Difference, needed_judgments, replay_records
 from gsrlang.files.dataset import ColumnMap, Item, read_items
-from gsrlang.files.safeio import check_outputs
+from gsrlang.files.safeio import atomic_file, check_outputs
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 from gsrlang.trace.read import read_records
-from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, result_line, summary_record
+from gsrlang.trace.schema import RUN_SUMMARY, dumps, is_summary, prediction, result_line, summary_record
 from gsrlang.trace.write import Static, TraceWriter
 
 __all__ = ["RunSummary", "label_reader", "load_table", "replay_file", "results_end", "run_file", "run_index_file",
@@ -90,9 +90,7 @@ class RunSummary:
     def entry(run: ItemRun, line: dict, keep_pairs: bool = True) -> tuple:
         """`count_item`'s arguments for a run and its result line (`count_items` takes a list of them)."""
         made, skipped = run.judgment_counts()
-        pred = None
-        if run.status == "ok" and keep_pairs and run.label is not None:
-            pred = line.get("score") if run.mode == "pointwise" else line.get("winner")
+        pred = prediction(line, run.mode) if run.status == "ok" and keep_pairs and run.label is not None else None
         return run.id, run.status, run.label_error, made, skipped, run.label, pred
 
     def count_item(self, item_id, status: str, label_error, made: int, skipped: int, label, pred,
@@ -235,8 +233,8 @@ def close_output(f) -> None:
 class Spool:
     """A replay's result lines (or its new trace), held in an anonymous temporary file until the whole trace
     has been read and then copied to the file (`keep`, `commit`): a replay that gives up part way (the trace
-    goes item by item) has written nothing. Binary: a read-write text file resets its decoder at every write (a call into Python's
-    codecs, several percent of a what-if replay). The results file's folder is made (and must be writable) at
+    goes item by item) has written nothing. Binary: a read-write text file resets its decoder at every write
+    (a call into Python's codecs, several percent of a what-if replay). The results file's folder is made (and must be writable) at
     once, so that a results file that cannot be written is said before the trace is read, not after."""
 
     def __init__(self, out: str):
@@ -272,8 +270,6 @@ class Spool:
         file as it was), or to standard output, for `-`."""
         import shutil
         import sys
-
-        from gsrlang.files.safeio import atomic_file
 
         try:
             self.file.seek(0)  # (which writes what is buffered)

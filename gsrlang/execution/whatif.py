@@ -48,7 +48,7 @@ from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.readout import as_read
 from gsrlang.semantics.settle import liveness
 from gsrlang.trace.jsonio import loads
-from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, result_line
+from gsrlang.trace.schema import MALFORMED, TraceError, dumps, invalid_line, prediction, result_line
 
 __all__ = ["recompose_columnar"]
 
@@ -164,18 +164,13 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
         valid = line["status"] == "ok"
         skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
         counted.append((line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
-                        _prediction(line, mode) if valid else None))
+                        prediction(line, mode) if valid else None))
         if skips and not valid:  # what the program needs of what the recorded run skipped
             for criterion in _needed(plan, evaluation, k, m, rec if rec is not None else again.record(line_no),
                                      header):
                 summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
         write(line)
     summary.count_entries(counted)
-
-
-def _prediction(line: dict, mode: str):
-    """What the metrics compare with an ok item's label: its score, or its winner."""
-    return line.get("score") if mode == "pointwise" else line.get("winner")
 
 
 def _nothing(line: dict) -> None:

@@ -101,7 +101,8 @@ def atomic_file(path: str | os.PathLike):
     """A binary file to write whose bytes replace `path` all at once when the block ends without an error (a
     temporary file in the same folder, fsync, os.replace), and are removed when it raises: `path` is then as
     it was. A symlink is written through (its target is replaced, the link stays); an existing file keeps its
-    permission bits; a pipe or a device is written to as it is. An OSError in writing names `path` (a full disk says which file it could not write)."""
+    permission bits; a pipe or a device is written to as it is. An OSError in writing names `path` (a full
+    disk says which file it could not write)."""
     try:
         st = os.stat(path)  # (through links: /dev/stdout is a link to a pipe, say)
     except FileNotFoundError:

@@ -86,7 +86,7 @@ from gsrlang.semantics.values import ABSTAIN, Unsettled
 
 __all__ = ["HEADER", "MALFORMED", "READABLE_VERSIONS", "RUN_SUMMARY", "TRACE_VERSION", "TraceError", "dumps",
            "invalid_line", "is_summary", "jsonable", "judgment_json", "judgment_v1", "judgment_v2", "malformed", "ok_line",
-           "readout_of_result", "result_line", "summary_record", "unknown_flags"]
+           "prediction", "readout_of_result", "result_line", "summary_record", "unknown_flags"]
 
 TRACE_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -118,6 +118,11 @@ def dumps(obj) -> str:
     """A results line: JSON, readable spacing (what `json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))`
     writes). The one encoder of result lines: `gsr run` and `gsr replay --out` write them with it."""
     return "".join(_C_RESULTS(obj, 0)) if _C_RESULTS is not None and type(obj) is dict else _RESULTS.encode(obj)
+
+
+def prediction(line: dict, mode: str):
+    """What a result line says of its item, to compare with its label: its score (pointwise), or its winner."""
+    return line.get("score") if mode == "pointwise" else line.get("winner")
 
 
 def jsonable(value):

@@ -39,6 +39,7 @@ from gsrlang.analysis.metrics import metrics_from_results, round_half_up
 from gsrlang.files.dataset import DataError
 from gsrlang.trace import TraceView
 from gsrlang.trace.jsonio import dumps_line
+from gsrlang.trace.schema import prediction
 
 __all__ = ["ReportError", "Run", "build_report", "load_run"]
 
@@ -169,7 +170,7 @@ def _items(run: Run, program, strings: _Strings, paths: _Strings, criteria: list
             path = seen[key]
         sink = line.get("sink") or {}
         rows.append([str(line.get("id")), line.get("status"),
-                     line.get("score") if mode == "pointwise" else line.get("winner"),
+                     prediction(line, mode),
                      line.get("raw"), line.get("label"), _disagreement(line, mode),
                      int(view.abstained()), int(bool(view.fired_gates())), strings(line.get("reason")),
                      [_value(sink.get(c)) for c in sorted(sink)] if sink else None, judged, values, path])
