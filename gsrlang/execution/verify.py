@@ -40,7 +40,7 @@ import contextlib
 import time
 from functools import partial
 from pathlib import Path
-from itertools import chain, compress, repeat
+from itertools import chain, repeat
 from operator import eq, is_, itemgetter, ne
 
 import attrs

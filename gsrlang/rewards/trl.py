@@ -27,7 +27,6 @@ from gsrlang.rewards.client import RewardClient
 __all__ = ["trl_reward"]
 
 
-
 def _columns(kwargs: dict, n: int) -> dict:
     """The data set's columns among TRL's keyword arguments: lists of one value per completion."""
     return {k: list(v) for k, v in kwargs.items() if k not in TRL_OWN and isinstance(v, Sequence)

@@ -116,7 +116,6 @@ class MapExpr:
     span: Span = _span()
 
 
-Literal = Union[Number, String, BoolLit, Range]
 Expr = Union[Ref, Call, ListExpr, MapExpr, Number, String, BoolLit, Range]
 
 
