@@ -129,7 +129,7 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
     reads = as_read(pointwise, evaluation.raw, evaluation.score, evaluation.winner)
     judged = len(plan.criteria) * m
     skipped = table.skipped.tolist() if table.skipped is not None and table.skipped.any() else None
-    write = (lambda line: spool.write(dumps(line) + "\n")) if spool is not None else _nothing
+    write = (lambda line: spool.write(dumps(line) + "\n")) if spool is not None else (lambda line: None)
     ids, labels = table.ids, table.labels
     counted = []  # per item, `RunSummary.count_item`'s arguments: counted at the end, all at once where they can be
 
@@ -171,10 +171,6 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
                 summary.needs[criterion] = summary.needs.get(criterion, 0) + 1
         write(line)
     summary.count_entries(counted)
-
-
-def _nothing(line: dict) -> None:
-    """Where no results file is written."""
 
 
 def _invalid(plan: Plan, header, rec: dict, item: tuple, candidates: list, causes, m: int, mode: str,

@@ -61,12 +61,6 @@ def _param_numbers(ctx: Context, g):
         yield from _numbers(expr, name, p.pattern if p else None)
 
 
-def _param_tunables(ctx: Context, g):
-    """(key, number, the parameter's bounds) for each tunable number of an operator node's parameters."""
-    return [(key, number, _bounds(p)) for key, number, p in _param_numbers(ctx, g)
-            if number.tune is not None and p.kind in ("real", "score")]
-
-
 def _range(number: ast.Number) -> tuple[float, float]:
     return float(number.tune.lo.value), float(number.tune.hi.value)
 
@@ -111,9 +105,10 @@ def check_tunables(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -
     """Report every misplaced tunable number and every bad range."""
     placed: set[int] = set()
     for g in ctx.nodes.values():
-        for key, number, bounds in _param_tunables(ctx, g):
-            placed.add(id(number))
-            _check_range(ctx, number, f"`{key}`", bounds, g.path)
+        for key, number, p in _param_numbers(ctx, g):
+            if number.tune is not None and p.kind in ("real", "score"):
+                placed.add(id(number))
+                _check_range(ctx, number, f"`{key}`", _bounds(p), g.path)
     for name, decl in ctx.decls.items():
         for key, number in _level_values(ctx, name):
             if number.tune is not None:
