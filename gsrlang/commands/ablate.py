@@ -87,8 +87,7 @@ def run(args) -> int:
               **({"trace": args.trace} if args.trace else {"data": args.data}), "n": len(keep), "mode": mode,
               "variants": rows}
     if args.json:
-        json.dump(result, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2, default=str))
         return 0
     print(format_ablation(result))
     return 0

@@ -153,8 +153,7 @@ def run(args) -> int:
               "metrics": report, "wins": wins(mode, pa, pb, golds), "mcnemar": mcnemar(mode, pa, pb, golds),
               "bootstrap": {"n_resamples": args.bootstrap, "seed": args.seed, "group_field": args.group_field}}
     if args.json:
-        json.dump(result, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2, default=str))
     else:
         print(format_comparison(result))
     return 0

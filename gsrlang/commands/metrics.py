@@ -91,8 +91,7 @@ def run(args) -> int:
         print(f"gsr metrics: warning: {path} does not end with a completed run's end line: its run was killed, "
               "failed or is still going, so these metrics cover only the items it holds", file=sys.stderr)
     if args.json:
-        json.dump(report, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print(json.dumps(report, indent=2, default=str))
     else:
         print(format_report(report))
         for name, r in report.get("criteria", {}).items():
