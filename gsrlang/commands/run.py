@@ -544,9 +544,8 @@ def _with_progress(args, run_items, registry=None):
     _announce_judges(args, judge)
     reporter = Reporter(args.data, not args.no_progress, args.quiet, judge)
     try:
-        return run_items(reporter.item)
-    except (DataError, EngineError) as exc:
-        raise UsageError(str(exc)) from None
+        with usage_errors(DataError, EngineError):
+            return run_items(reporter.item)
     finally:
         reporter.close()
 
