@@ -49,7 +49,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from gsrlang.files.printable import printable
     from gsrlang.judges.llm.config import find_config_file
-    from gsrlang.judges.llm.trust import config_dir, file_digest, trust_file, trusted_files, untrust_file
+    from gsrlang.judges.llm.trust import (config_dir, file_digest, trust_file, trusted_caches, trusted_files,
+                                          untrust_file)
 
     folder = config_dir()
     if getattr(args, "cache", None) is not None and not args.list:
@@ -64,7 +65,9 @@ def run(args) -> int:
             print(f"{printable(path)}: {state}")
         if not files:
             print(f"no trusted project files ({folder / 'trusted.json'})")
-        _list_caches(folder)
+        for cache_id, cache in trusted_caches(folder).items():
+            state = "" if Path(cache).exists() else " (not there now)"
+            print(f"judgment cache {cache} (id {cache_id[:12]}){state}")
         return 0
     path = Path(args.path) if args.path else find_config_file(Path.cwd())
     if path is None:
@@ -151,11 +154,3 @@ def _trust_cache(path: Path, folder: Path, revoke: bool) -> int:
     print("  its answers now decide verdicts with no model call; `gsr trust --cache FILE --revoke` withdraws it",
           file=sys.stderr)
     return 0
-
-
-def _list_caches(folder: Path) -> None:
-    from gsrlang.judges.llm.trust import trusted_caches
-
-    for cache_id, path in trusted_caches(folder).items():
-        state = "" if Path(path).exists() else " (not there now)"
-        print(f"judgment cache {path} (id {cache_id[:12]}){state}")
