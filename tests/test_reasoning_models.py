@@ -15,6 +15,7 @@ from gsrlang.judges.llm import ChatRequest, JudgeCallError, JudgeConfig, LLMClie
 from gsrlang.judges.llm.cache import JudgmentCache
 from gsrlang.judges.llm.server import KnowledgeStore
 
+import manualclock
 from fakeserver import FakeOpenAI, Fault
 from test_llm_run import HELPSTEER, fake_model, read_jsonl, write_jsonl
 from test_weighted import PROGRAM as WEIGHTED
@@ -377,24 +378,30 @@ async def test_429s_lower_the_requests_in_flight_and_successes_raise_them_again(
     assert _ratelimit_reset({"x-ratelimit-reset-tokens": "1.5s"}) == 1.5 and _ratelimit_reset({}) is None
 
 
-async def test_rpm_caps_the_requests_a_minute():
-    with FakeOpenAI() as server:
-        config = JudgeConfig(model="m", base_url=server.base_url, rpm=2)
-        async with LLMClient(config) as client:
-            tasks = [asyncio.ensure_future(client.complete(ChatRequest(messages=[{"role": "user", "content": f"q{k}"}])))
-                     for k in range(3)]
-            for _ in range(600):  # the first two go at once (however slow this machine is today) ...
-                if len(server.requests) >= 2:
-                    break
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(1.0)
-            times = [r.time for r in server.requests]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-    # ... and the third waits for room in the minute's budget of 2: 30 s (the bucket leaks 2 a minute), unless the
-    # process itself stood still that long (a loaded machine): then it may have gone, but not before
-    assert len(times) >= 2 and all(t - times[0] >= 29.0 for t in times[2:]), times
+def test_rpm_caps_the_requests_a_minute():
+    """rpm=2: two requests go at once, and the third waits for room in the minute's budget of 2: 30 s, as the
+    bucket (aiolimiter's, on the loop's clock) leaks 2 a minute. The clock stands still until the test moves it
+    (tests/manualclock.py), so the third is seen waiting, and going, however slow the machine."""
+    async def scenario(loop):
+        with FakeOpenAI() as server:
+            config = JudgeConfig(model="m", base_url=server.base_url, rpm=2)
+            async with LLMClient(config) as client:
+                tasks = [asyncio.ensure_future(client.complete(ChatRequest(
+                    messages=[{"role": "user", "content": f"q{k}"}]))) for k in range(3)]
+                await loop.settle()
+                # the minute's budget, sent with the clock where it was; the third waits on the clock alone
+                assert client.usage.http_requests == 2, client.usage
+                await asyncio.gather(*tasks[:2])  # answered (a sent request waits on I/O only)
+                loop.advance(29.9)
+                await loop.settle()
+                assert client.usage.http_requests == 2, client.usage  # not before the bucket has room
+                loop.advance(0.2)  # 30.1 s on: room for one
+                await loop.settle()
+                assert client.usage.http_requests == 3, client.usage
+                await tasks[2]
+        assert len(server.requests) == 3
+
+    manualclock.run(scenario)
 
 
 def test_rpm_and_tpm_are_settings(tmp_path):
