@@ -93,7 +93,8 @@ chat-completion request (including ones answered with a fault).  A ``Received``
 *is* the decoded JSON body (a ``dict`` subclass) with extra attributes
 ``headers`` (lower-cased names), ``path``, ``time`` (``time.monotonic()`` at
 arrival), ``fault`` (the name of the fault served, or ``None``) and ``prompt``
-(all message texts joined by newlines).
+(all message texts joined by newlines).  ``server.wait_for_requests(n)`` blocks
+until ``n`` have arrived (or the server is closed).
 
 Faults (served FIFO, one per chat request, before normal answers):
 
@@ -487,6 +488,7 @@ class FakeOpenAI:
         self.max_in_flight = 0
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # notified as each chat request arrives, and on close()
         self._stop = threading.Event()
         self._conns: set[socket.socket] = set()
         self._ids = itertools.count(1)
@@ -512,6 +514,8 @@ class FakeOpenAI:
         if httpd is None:
             return
         self._stop.set()
+        with self._arrived:
+            self._arrived.notify_all()
         httpd.shutdown()
         httpd.server_close()
         with self._lock:
@@ -548,6 +552,14 @@ class FakeOpenAI:
         with self._lock:
             self._faults.extend(faults)
 
+    def wait_for_requests(self, n: int) -> bool:
+        """Block until `n` chat requests have arrived (True) or the server is closed (False), however long that
+        takes: for a test whose clock stands still (tests/manualclock.py), which awaits it in a thread
+        (``await asyncio.to_thread(server.wait_for_requests, n)``) once it knows they are on their way."""
+        with self._arrived:
+            self._arrived.wait_for(lambda: len(self.requests) >= n or self._stop.is_set())
+            return len(self.requests) >= n
+
     @property
     def pending_faults(self) -> int:
         with self._lock:
@@ -579,6 +591,7 @@ class FakeOpenAI:
             self.requests.append(rec)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._arrived.notify_all()
         try:
             if limited:
                 h._send(429, {"error": {"message": f"Rate limit reached for requests: limit {self.rate_limit} at "

@@ -3,9 +3,11 @@ whichever test captures stderr when the fake's answer finally fails to go out.""
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import struct
+import threading
 import time
 import urllib.parse
 
@@ -38,3 +40,21 @@ def test_an_answer_nobody_reads_any_more_prints_nothing(capfd, close_first):
         server.close()
     time.sleep(0.2)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_wait_for_requests_returns_once_they_arrived_or_the_fake_closed():
+    server = FakeOpenAI().start()
+    try:
+        url = urllib.parse.urlsplit(server.base_url)
+        conn = http.client.HTTPConnection(url.hostname, url.port)
+        conn.request("POST", "/v1/chat/completions", BODY, {"Content-Type": "application/json"})
+        assert conn.getresponse().status == 200
+        conn.close()
+        assert server.wait_for_requests(1)
+        result: list[bool] = []
+        waiter = threading.Thread(target=lambda: result.append(server.wait_for_requests(2)))
+        waiter.start()
+    finally:
+        server.close()
+    waiter.join()
+    assert result == [False]  # the second never came: close() woke the wait
