@@ -226,23 +226,44 @@ def attrs_evolve(obj, **changes):
     return attrs.evolve(obj, **changes)
 
 
-async def test_calls_do_not_wait_in_turn_behind_a_hanging_negotiation():
+async def arrived(server: FakeOpenAI, n: int, tasks) -> bool:
+    """Whether `n` requests reach `server` before any of `tasks` ends (one that fails before its request arrives
+    ends the wait instead of hanging it); no clock involved."""
+    waiter = asyncio.ensure_future(asyncio.to_thread(server.wait_for_requests, n))
+    await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    return waiter.done() and waiter.result()
+
+
+def test_calls_do_not_wait_in_turn_behind_a_hanging_negotiation():
     """Issue 24 item 6: against a server that hangs, the calls queued behind the negotiating one go out together
-    after its first attempt times out, not one after another (8 x the timeout)."""
-    with FakeOpenAI() as server:
-        server.enqueue(*[Fault.timeout(4)] * 8)
-        config = JudgeConfig(model="m", base_url=server.base_url, timeout_s=2.0, max_retries=0, concurrency=8)
-        async with LLMClient(config) as client:
-            requests = [ChatRequest(messages=[{"role": "user", "content": f"q{k}"}], schema=SCHEMA) for k in range(8)]
-            outcomes = await asyncio.gather(*(client.complete(r) for r in requests), return_exceptions=True)
-    assert all(isinstance(o, JudgeCallError) for o in outcomes)
-    assert len(server.requests) == 8
-    # One after another, each of the seven would go out when the one before it timed out: every gap between
-    # their arrivals at least the timeout (2 s). Together, they leave in one go: some gap is far shorter, unless
-    # the machine stood still 2 s between every two of six sends. (Counting the requests in flight at the server
-    # instead depends on how fast a loaded machine sends them.)
-    arrivals = sorted(r.time for r in server.requests)[1:]
-    assert min(b - a for a, b in zip(arrivals, arrivals[1:])) < config.timeout_s, arrivals
+    when its first attempt times out, not one after another (each when the one before it timed out).
+
+    On a loop whose clock stands still until the test moves it (tests/manualclock.py), no timeout fires but the
+    one the test lets fire, so what goes out is seen as events, however slow the machine: the clock moved once,
+    past the first attempt's timeout, and all seven are sent, and are at the server at once with the first."""
+    async def scenario(loop):
+        with FakeOpenAI() as server:
+            server.enqueue(*[Fault.timeout(3600)] * 8)  # hangs until the server closes, on leaving the block
+            config = JudgeConfig(model="m", base_url=server.base_url, timeout_s=2.0, max_retries=0, concurrency=8)
+            async with LLMClient(config) as client:
+                tasks = [asyncio.ensure_future(client.complete(ChatRequest(
+                    messages=[{"role": "user", "content": f"q{k}"}], schema=SCHEMA))) for k in range(8)]
+                await loop.settle()
+                assert client.usage.http_requests == 1  # the first negotiates; the others wait for its outcome
+                assert await arrived(server, 1, tasks)
+                loop.advance(config.timeout_s)  # the first attempt times out: the negotiation's outcome
+                await asyncio.wait(tasks[:1])
+                await loop.settle()
+                # serialised, one more would be sent now and the rest only as each before it timed out
+                assert client.usage.http_requests == 8, client.usage
+                assert await arrived(server, 8, tasks[1:])
+                assert server.in_flight == 8  # all eight at the server at once: the first is still hanging there
+                loop.advance(config.timeout_s)  # the seven time out together
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(o, JudgeCallError) for o in outcomes), outcomes
+        assert len(server.requests) == 8
+
+    manualclock.run(scenario)
 
 
 async def test_a_negotiation_that_succeeds_releases_the_others_with_its_mode():
