@@ -20,6 +20,15 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_config_home(tmp_path_factory):
+    """The same for what runs before a test's own fixtures (a module's or a session's fixtures, which run gsr
+    too: a trusted judgment cache they made was written into the real trusted.json)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config-session")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _user_config_home(tmp_path_factory, monkeypatch):
     """The user's gsr configuration (config.toml, trusted.json) lives in an empty folder of each test's own,
