@@ -98,6 +98,12 @@ def _reachable(program: CheckedProgram) -> CheckedProgram:
     return attrs.evolve(program, nodes=tuple(n for n in program.nodes if n.id in need))
 
 
+def _bypass(gate_id: str):
+    def edit(node):
+        return node.port_inputs("base")[0].source if node.id == gate_id else node
+    return edit
+
+
 def _mean_at(reducer_id: str):
     def edit(node):
         if node.id != reducer_id:
@@ -136,7 +142,7 @@ def variants(program: CheckedProgram) -> list[Variant]:
     out = []
     for node in program.nodes:
         if node.kind == "gate":
-            v = _rebuild(program, lambda n, gate=node.id: n.port_inputs("base")[0].source if n.id == gate else n)
+            v = _rebuild(program, _bypass(node.id))
             if v is not None:
                 out.append(Variant(f"bypass {node.id} ({node.op})", v))
     for node in program.nodes:

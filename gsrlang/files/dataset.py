@@ -453,6 +453,11 @@ class Row:
     empty_is_none: bool = False  # CSV: an empty cell means "no value"
 
 
+def _jsonl_rows(path: Path) -> Iterator[Row]:
+    for line, record, problem in jsonl_lines(path):
+        yield Row(line, f"line {line}", str(line), record, problem)
+
+
 def _decoded_lines(handle, problems: dict[int, str]) -> Iterator[str]:
     """Decode a binary file line by line for the CSV reader; what is wrong with a line (bad bytes, too long) goes
     into `problems` by line number, so the row that holds the line becomes a failed row."""
@@ -587,7 +592,7 @@ def _rows(path, required_columns: Sequence[str]) -> Iterator[Row]:
     if suffix in (".parquet", ".pq"):
         rows = _parquet_rows(path)
     elif suffix in (".jsonl", ".ndjson"):
-        rows = (Row(line, f"line {line}", str(line), record, problem) for line, record, problem in jsonl_lines(path))
+        rows = _jsonl_rows(path)
     elif suffix in (".csv", ".tsv"):
         rows = _csv_rows(path, tuple(required_columns), "\t" if suffix == ".tsv" else ",")
     else:

@@ -113,9 +113,7 @@ def complete(model: DocumentModel, offset: int, positions: PositionMap, snippets
     if c.inside == "string":
         return _import_paths(c, toks[-1]) if len(toks) >= 2 and toks[-2].text == "import" else []
     if len(toks) >= 2 and toks[-1].text == "." and toks[-2].text == "rule":
-        return [c.item(r.name, types.CompletionItemKind.Function, r.signature(), describe_signature(r),
-                       insert=f"{r.name}(", snippet=_call_snippet(r.name, (), r.params))
-                for r in c.catalog.rules.values()]
+        return _rules(c)
     stack = _open_brackets(toks)
     if stack:
         at = stack[-1]
@@ -346,6 +344,11 @@ def _setting_values(c: _Ctx, key: str) -> list[types.CompletionItem]:
                             "explicit cut points in [0, 1], one between each two native scores",
                             insert="thresholds(", snippet="thresholds($1)$0"))
     return items
+
+
+def _rules(c: _Ctx) -> list[types.CompletionItem]:
+    return [c.item(r.name, types.CompletionItemKind.Function, r.signature(), describe_signature(r),
+                   insert=f"{r.name}(", snippet=_call_snippet(r.name, (), r.params)) for r in c.catalog.rules.values()]
 
 
 def _procedures(c: _Ctx) -> list[types.CompletionItem]:
