@@ -94,7 +94,7 @@ chat-completion request (including ones answered with a fault).  A ``Received``
 ``headers`` (lower-cased names), ``path``, ``time`` (``time.monotonic()`` at
 arrival), ``fault`` (the name of the fault served, or ``None``) and ``prompt``
 (all message texts joined by newlines).  ``server.wait_for_requests(n)`` blocks
-until ``n`` have arrived (or the server is closed).
+until ``n`` have arrived (or the server is closed, or its patience ran out).
 
 Faults (served FIFO, one per chat request, before normal answers):
 
@@ -552,12 +552,15 @@ class FakeOpenAI:
         with self._lock:
             self._faults.extend(faults)
 
-    def wait_for_requests(self, n: int) -> bool:
-        """Block until `n` chat requests have arrived (True) or the server is closed (False), however long that
-        takes: for a test whose clock stands still (tests/manualclock.py), which awaits it in a thread
-        (``await asyncio.to_thread(server.wait_for_requests, n)``) once it knows they are on their way."""
+    def wait_for_requests(self, n: int, patience_s: float = 120.0) -> bool:
+        """Block until `n` chat requests have arrived (True), or the server is closed or `patience_s` of wall
+        time have passed (False): for a test whose clock stands still (tests/manualclock.py), which awaits it
+        in a thread (``await asyncio.to_thread(server.wait_for_requests, n)``) once it knows they are on their
+        way. The patience is a liveness bound, not a speed: a request that never comes (a client that
+        stopped sending) fails the test's assertion instead of hanging the suite; on time, requests to a
+        local socket arrive in milliseconds."""
         with self._arrived:
-            self._arrived.wait_for(lambda: len(self.requests) >= n or self._stop.is_set())
+            self._arrived.wait_for(lambda: len(self.requests) >= n or self._stop.is_set(), timeout=patience_s)
             return len(self.requests) >= n
 
     @property

@@ -58,3 +58,9 @@ def test_wait_for_requests_returns_once_they_arrived_or_the_fake_closed():
         server.close()
     waiter.join()
     assert result == [False]  # the second never came: close() woke the wait
+
+
+def test_wait_for_requests_gives_up_when_its_patience_runs_out():
+    """A request that never comes fails the waiting test instead of hanging it (the server stays open)."""
+    with FakeOpenAI() as server:
+        assert not server.wait_for_requests(1, patience_s=0.05)
