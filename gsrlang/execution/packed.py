@@ -288,26 +288,20 @@ class PackedColumn:
 
     def extend(self, values) -> None:
         values = values if isinstance(values, list) else list(values)
-        if not values:
-            return
-        types = set(map(type, values))
-        tags = None
-        if self._list is not None:
-            pass
-        elif types == {int} and _LOW <= min(values) and max(values) <= _HIGH:
+        types = set(map(type, values)) if self._list is None else None
+        if types == {int} and _LOW <= min(values) and max(values) <= _HIGH:
             tags = (np.array(values, np.int64) + _ZERO).astype(np.int8).tobytes()
         elif types == {str} and set(values) <= _CODE_OF.keys():
             tags = bytes(map(_CODE_OF.__getitem__, values))
         elif types == {float}:
             floats = np.array(values, np.float64)
-            if ((floats == np.floor(floats)) & (floats >= -64) & (floats <= 63)
+            if not ((floats == np.floor(floats)) & (floats >= -64) & (floats <= 63)
                     & ~((floats == 0) & np.signbit(floats))).all():  # -0.0 keeps its sign as a float
-                tags = (floats + _FZERO).astype(np.int8).tobytes()
-        if tags is None and self._list is None and types == {float}:
-            self._floats().extend(values)  # before the tags: made, it has a float for each value before these
-            self._tags.frombytes(bytes([_FLOAT_TAG]) * len(values))
-            return
-        if tags is None:
+                self._floats().extend(values)  # before the tags: made, it has a float for each value before these
+                self._tags.frombytes(bytes([_FLOAT_TAG]) * len(values))
+                return
+            tags = (floats + _FZERO).astype(np.int8).tobytes()
+        else:
             for value in values:
                 self.append(value)
             return
