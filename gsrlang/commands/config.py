@@ -106,9 +106,8 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
              "score; else abstain), first, abstain (T?, else invalid) or invalid (default mean)")
 
 
-def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
+def judge_flags(args: argparse.Namespace) -> dict:
     """The flags layer of :func:`gsrlang.judges.llm.config.resolve_settings` from parsed arguments."""
-    env = os.environ if env is None else env
     get = lambda name: getattr(args, name, None)  # noqa: E731
     flags: dict = {("timeout_s" if name == "timeout" else name): get(name) for name in (
         "model", "base_url", "temperature", "max_tokens", "timeout", "max_retries", "concurrency", "seed",
@@ -117,7 +116,7 @@ def judge_flags(args: argparse.Namespace, env: dict | None = None) -> dict:
     if get("api_key"):
         flags["api_key"] = get("api_key")
     elif var:
-        key = env.get(var)
+        key = os.environ.get(var)
         if not key:
             from gsrlang.judges.llm.config import ConfigError
 

@@ -221,12 +221,11 @@ def estimate_tokens(text: str) -> int:
     return int(len(text) / CHARS_PER_TOKEN) + 1
 
 
-def fit_prompt(spec: CompileSpec, context_tokens: int | None, reserve_tokens: int = 2048,
-               catalog: Catalog | None = None) -> tuple[Prompt, str]:
+def fit_prompt(spec: CompileSpec, context_tokens: int | None, reserve_tokens: int = 2048) -> tuple[Prompt, str]:
     """The largest prompt of :data:`LEVELS` that leaves ``reserve_tokens`` of a ``context_tokens`` context for
     the answer and the repair turns, and what was cut ("nothing" when all fits or the context is unknown).
     When even the smallest does not fit, the smallest is returned: the server's error then says so."""
-    catalog = catalog or default_catalog()
+    catalog = default_catalog()
     user = user_message(spec)
     prompt, cut = build_prompt(spec, catalog), "nothing"
     if context_tokens is None:

@@ -116,12 +116,12 @@ class RunSummary:
                 self.preds.append(pred)
                 self.golds.append(label)
 
-    def count_entries(self, entries: list, keep_pairs: bool = True) -> None:
+    def count_entries(self, entries: list) -> None:
         """`count_item` of each entry (its arguments, as `entry` gives them), in order (`count_items`)."""
         if entries:
-            self.count_items(*zip(*entries), keep_pairs=keep_pairs)
+            self.count_items(*zip(*entries))
 
-    def count_items(self, ids, statuses, errors, made, skipped, labels, preds, keep_pairs: bool = True) -> None:
+    def count_items(self, ids, statuses, errors, made, skipped, labels, preds) -> None:
         """`count_item` of each item, its arguments given a column each (ids, statuses, label errors, judgments
         made and skipped, labels, predictions), in order: all at once where every item is ok, with an id that no
         other has (verify and what-if count a chunk so), else one by one."""
@@ -131,7 +131,7 @@ class RunSummary:
             distinct = False
         if not (distinct and statuses.count("ok") == len(ids) and self.count_distinct_ids(ids)):
             for entry in zip(ids, statuses, errors, made, skipped, labels, preds):
-                self.count_item(*entry, keep_pairs)
+                self.count_item(*entry)
             return
         self.items += len(ids)
         self.ok += len(ids)
@@ -142,9 +142,8 @@ class RunSummary:
             preds = [pred for pred, label in zip(preds, labels) if label is not None]
             labels = [label for label in labels if label is not None]
         self.labelled += len(labels)
-        if keep_pairs:
-            self.preds.extend(preds)
-            self.golds.extend(labels)
+        self.preds.extend(preds)
+        self.golds.extend(labels)
 
     def count_id(self, item_id) -> None:
         """Note an item's id, counting it when an earlier item had it. A row that could not be read has no id

@@ -39,14 +39,11 @@ def logical_record(header: dict, rec: dict) -> dict:
             "readout": readout_of_result(result), "result": result}
 
 
-def read_records(path: str | Path, checked: bool = False) -> Iterator[tuple[int, dict | None, dict]]:
+def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, dict]]:
     """(line number, header or None, record) for every record of a trace file, as stored.
 
     Version 1 records come with header None; version 2 item records with their
-    header record; header records themselves are not yielded. Raises TraceError.
-    `checked`: every line read was read and checked by an earlier reading already (the what-if's second
-    reading, a chunk behind the first): labels are not checked again (`check_label`, most of the checks' cost);
-    each record still finds its header through `record_header`, as the first reading found it."""
+    header record; header records themselves are not yielded. Raises TraceError."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
@@ -62,7 +59,7 @@ def read_records(path: str | Path, checked: bool = False) -> Iterator[tuple[int,
             header = record_header(path, line, record, headers)
             if header is HEADER_LINE:
                 continue
-            if not checked and (header is not None or record.get("kind") != RUN_SUMMARY):
+            if header is not None or record.get("kind") != RUN_SUMMARY:
                 check_label(path, line, record)
             yield line, header, record
 

@@ -30,7 +30,6 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import urlsplit
 
 __all__ = ["approved_host", "config_dir", "file_digest", "host_of", "is_loopback", "is_trusted",
@@ -41,10 +40,9 @@ TRUST_STORE = "trusted.json"
 USER_CONFIG = "config.toml"
 
 
-def config_dir(env: Mapping[str, str] | None = None) -> Path:
+def config_dir() -> Path:
     """The user's gsr configuration folder: $XDG_CONFIG_HOME/gsr, else ~/.config/gsr."""
-    env = os.environ if env is None else env
-    return Path(env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")) / "gsr"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")) / "gsr"
 
 
 def file_digest(data: bytes) -> str:
