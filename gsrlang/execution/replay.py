@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 import attrs
 
 from gsrlang.execution.executor import ItemRun, check_judgments, finish
+from gsrlang.files.jsonl import same
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.semantics.compose import Plan
 from gsrlang.semantics.values import ABSTAIN, Unsettled
@@ -68,35 +69,6 @@ def _show(v) -> str:
         return json.dumps(v, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(v)
-
-
-def same(a, b) -> bool:
-    """Strict JSON equality: same structure, same types (1 is not 1.0, true is not 1), same floats."""
-    t = type(a)
-    if t is not type(b):
-        return False
-    if t is dict:
-        if a.keys() != b.keys():
-            return False
-        for k, x in a.items():
-            y = b[k]
-            tx = type(x)
-            if tx is not type(y):
-                return False
-            if tx is dict or tx is list:
-                if not same(x, y):
-                    return False
-            elif x != y:
-                return False
-        return True
-    if t is list:
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b):
-            if not same(x, y):
-                return False
-        return True
-    return a == b
 
 
 # ---- compatibility ------------------------------------------------------------------------------------------

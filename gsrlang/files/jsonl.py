@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover
     orjson = None
 
 __all__ = ["MAX_ROW_BYTES", "MAX_ROW_DEPTH", "describe_json_error", "json_type", "jsonl_lines", "parse_json",
-           "read_jsonl"]
+           "read_jsonl", "same"]
 
 #: A line (JSONL) or CSV cell longer than this makes its row a failed row; the line is never held whole.
 MAX_ROW_BYTES = 64 * 2**20
@@ -170,6 +170,35 @@ def deeper_than(value: object, limit: int, text: str | None = None) -> bool:
                 return True
             todo.extend((child, depth + 1) for child in (current.values() if isinstance(current, dict) else current))
     return False
+
+
+def same(a, b) -> bool:
+    """Strict JSON equality: same structure, same types (1 is not 1.0, true is not 1), same floats."""
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        if a.keys() != b.keys():
+            return False
+        for k, x in a.items():
+            y = b[k]
+            tx = type(x)
+            if tx is not type(y):
+                return False
+            if tx is dict or tx is list:
+                if not same(x, y):
+                    return False
+            elif x != y:
+                return False
+        return True
+    if t is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not same(x, y):
+                return False
+        return True
+    return a == b
 
 
 def describe_json_error(error: json.JSONDecodeError, text: str) -> str:

@@ -34,6 +34,7 @@ from collections import namedtuple
 from typing import Any
 
 from gsrlang.files.jsonl import json_type as _jtype
+from gsrlang.files.jsonl import same
 from gsrlang.lang.catalog import REQUIRED, Catalog, default_catalog
 from gsrlang.lang.check.judgekinds import judge_kinds
 from gsrlang.lang.program import JSON_FORMAT_VERSION, CheckedProgram, json_value
@@ -330,7 +331,7 @@ class _Writer:
                 if value is None and psig.default is None:
                     continue
                 tuned = {k: r for k, r in tune.items() if k == name or k.startswith(name + "[")}
-                if not tuned and not psig.required and _same(value, json_value(psig.default)):
+                if not tuned and not psig.required and same(value, json_value(psig.default)):
                     continue  # the default: the checker fills it in again
                 text = self.literal(value, ppath, label=psig.pattern.kind == "var", tune=tuned, key=name)
                 if text is not None:
@@ -536,7 +537,7 @@ class _Writer:
             if not _NAME.match(key):
                 self.err(apath, f"{json_repr(key)} is not a parameter name")
                 continue
-            if value is None or (key in defaults and _same(value, json_value(defaults[key]))):
+            if value is None or (key in defaults and same(value, json_value(defaults[key]))):
                 continue
             text = self.literal(value, apath)
             if text is not None:
@@ -665,17 +666,6 @@ class _Writer:
             return "{" + ", ".join(parts) + "}"
         self.err(path, f"{_jtype(value)} is not a value a .gsr program can state")
         return None
-
-
-def _same(a, b) -> bool:
-    """Equal JSON values of the same types (so `1` is not `1.0`, which would change the content hash)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def _string(value: str) -> str:
