@@ -396,15 +396,13 @@ def metrics_with_confidence(mode: str, preds: Sequence, golds: Sequence, n_resam
     _check_alpha(alpha)
     if mode == "pointwise" and isinstance(preds, np.ndarray):
         preds, golds, point = _pointwise_of_arrays(preds, golds)
-        sample = PointwiseSample(preds, golds)
     elif mode == "pointwise":
         point = pointwise_metrics(preds, golds)
-        sample = PointwiseSample(preds, golds)
     elif mode == "pairwise":
         point = pairwise_metrics(preds, golds)
-        sample = PairwiseSample(preds, golds)
     else:
         raise ValueError(f"mode must be 'pointwise' or 'pairwise', got {mode!r}")
+    sample = (PointwiseSample if mode == "pointwise" else PairwiseSample)(preds, golds)
     (values,) = resampled([sample], n_resamples, seed, groups)
     return _with_intervals(point, metric_keys(point), values, n_resamples, seed, alpha, min_defined)
 

@@ -275,14 +275,13 @@ def _as_integer(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
     if isinstance(value, str):
         try:
-            number = float(value.strip())
+            value = float(value.strip())
         except ValueError:
             return None
-        return int(number) if number.is_integer() else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
     return None
 
 
