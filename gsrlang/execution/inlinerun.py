@@ -31,6 +31,7 @@ first read (`gsr run` reads none).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 from operator import attrgetter
@@ -220,12 +221,10 @@ class ColumnRunner:
         return done
 
     async def _judge(self, node, judge, items: list, c: int) -> list[Judgment]:
-        try:
+        with contextlib.suppress(Exception):  # asked again one by one, as the item path asks (which records it)
             js = judge.judge_many(node, items, c)
             if len(js) == len(items) and all(map(isinstance, js, itertools.repeat(Judgment))):
                 return js
-        except Exception:  # noqa: BLE001 - asked again one by one, as the item path asks (which records it)
-            pass
         return [await call_judge(judge, node, item, item.candidates[c], None) for item in items]
 
     async def _chunk(self, items: list, labelled: list, cands: list) -> list[tuple]:

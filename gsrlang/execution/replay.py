@@ -18,6 +18,7 @@ Two uses:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 from typing import Iterable, Iterator
@@ -274,11 +275,9 @@ def _structure_difference(static, getters, line, nodes: list, item_id) -> Differ
 
 def _differing_key(get, want, base: dict, rec: dict) -> str | None:
     """The first structural key in which a recorded node differs from the program's node, or None."""
-    try:
+    with contextlib.suppress(KeyError):
         if get(rec) == want:
             return None
-    except KeyError:
-        pass
     return next(k for k in base if rec.get(k) != base[k])
 
 

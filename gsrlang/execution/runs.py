@@ -14,6 +14,7 @@ the run-summary record (`run_summary_record`); replay skips it and keeps it in
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -293,10 +294,8 @@ class Spool:
         self.close()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a full temporary folder, said already: what it could not flush is not kept
             self.file.close()
-        except OSError:  # (a full temporary folder, said already: what it could not flush is not kept)
-            pass
 
 
 def open_results(path: str | None, mode: str):

@@ -533,11 +533,9 @@ def _labels_fine(mode: str, results: list) -> bool:
     entry has no label), looked at a column at a time where the column is plain, else one by one."""
     labels = list(map(itemgetter(2), results))
     if mode == "pairwise":
-        try:
+        with contextlib.suppress(TypeError):  # an unhashable label
             if set(labels) <= _PAIRWISE_LABELS and set(map(type, labels)) <= {str, type(None)}:
                 return True
-        except TypeError:  # an unhashable label
-            pass
         return not any(recorded_label_problem(label, mode) for label in labels)
     scales = list(map(itemgetter(6), results))
     given = [x for x in labels if x is not None] if None in labels else labels

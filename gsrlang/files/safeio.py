@@ -130,10 +130,8 @@ def atomic_file(path: str | os.PathLike):
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError) and exc.filename in (None, tmp):
             exc.filename = os.fspath(path)
         raise

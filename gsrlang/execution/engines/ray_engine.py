@@ -28,6 +28,7 @@ Ray is imported only here, and only when this engine runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -467,13 +468,9 @@ def _remove_own(work: Path, blocks: int) -> None:
     for entry in names:
         base = entry[1:].rsplit(".", 2)[0] if entry.startswith(".") and entry.endswith(".tmp") else entry
         if entry in own or (base in own and entry != base):
-            try:
+            with contextlib.suppress(OSError):
                 if not os.path.islink(work / entry) and os.path.isfile(work / entry):
                     os.unlink(work / entry)
-            except OSError:
-                pass
-    try:
-        os.rmdir(work)  # fails, harmlessly, when something not gsr's is left in it
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):  # fails, harmlessly, when something not gsr's is left in it
+        os.rmdir(work)
 
