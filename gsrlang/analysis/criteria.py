@@ -76,8 +76,7 @@ def criterion_agreement(trace: str, data: str, pairs: Sequence[tuple[str, str]],
     judged: dict[str, dict] = {name: {} for name, _ in pairs}
     types: dict[str, dict] = {}
     for _, record in read_trace(trace):
-        item = record.get("item") or {}
-        key = str(item.get("id"))
+        key = str((record.get("item") or {}).get("id"))
         for node in TraceView.of_record(record).criteria():
             if node.get("id") in judged:
                 types.setdefault(node["id"], node)

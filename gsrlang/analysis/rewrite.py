@@ -47,8 +47,7 @@ def _name_edit(text: str, name: str):
     """(span of the rubric's name in `text`, `name`), or None for a file without a rubric header."""
     from gsrlang.lang.syntax.parser import parse
 
-    module = parse(text).module
-    header = next((i for i in getattr(module, "items", ()) if type(i).__name__ == "Header"), None)
+    header = next((i for i in getattr(parse(text).module, "items", ()) if type(i).__name__ == "Header"), None)
     return None if header is None or header.kind != "rubric" or header.name.span is None else (header.name.span, name)
 
 

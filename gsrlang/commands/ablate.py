@@ -101,8 +101,7 @@ def format_ablation(result: dict) -> str:
              "difference = variant - program, paired bootstrap 95% CI", ""]
     first = result["variants"][0]["metrics"] if result["variants"] else {}
     width = max([len("program")] + [len(r["variant"]) for r in result["variants"]])
-    header = f"  {'variant':<{width}}" + "".join(f"{k:>10}{'difference':>25}" for k in keys if k in first)
-    lines.append(header)
+    lines.append(f"  {'variant':<{width}}" + "".join(f"{k:>10}{'difference':>25}" for k in keys if k in first))
     if first:
         lines.append(f"  {'program':<{width}}" + "".join(f"{_num(first[k]['a']):>10}{'':>25}" for k in keys
                                                           if k in first))

@@ -126,8 +126,7 @@ def check_run_arguments(args) -> None:
 def state_folder(args) -> str:
     if args.batch_state:
         return args.batch_state
-    base = args.out if args.out and args.out != "-" else args.trace
-    return base + ".gsr-batch"
+    return (args.out if args.out and args.out != "-" else args.trace) + ".gsr-batch"
 
 
 def run_with_batches(args, program, mode, columns, registry, settings, *, local, progress, summarize,

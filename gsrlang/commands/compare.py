@@ -146,8 +146,7 @@ def run(args) -> int:
         print("gsr compare: the files hold no labelled items to compare", file=sys.stderr)
         return 1
     mode = a["mode"]
-    groups = read_groups(args, ids, "gsr compare")
-    report = paired_report(mode, pa, pb, golds, args.bootstrap, args.seed, groups=groups)
+    report = paired_report(mode, pa, pb, golds, args.bootstrap, args.seed, groups=read_groups(args, ids, "gsr compare"))
     result = {"a": args.a, "b": args.b, "mode": mode, "n": len(ids), "programs": {"a": a["programs"],
                                                                                  "b": b["programs"]},
               "metrics": report, "wins": wins(mode, pa, pb, golds), "mcnemar": mcnemar(mode, pa, pb, golds),

@@ -75,8 +75,7 @@ def _normalize(raw: str, codes) -> str | None:
         key = "GSR" + key.zfill(3)
     if key in codes:
         return key
-    by_title = {info.title.lower(): code for code, info in codes.items()}
-    return by_title.get(text.lower())
+    return {info.title.lower(): code for code, info in codes.items()}.get(text.lower())
 
 
 def _suggestion(raw: str, codes) -> str:

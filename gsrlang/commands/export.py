@@ -57,8 +57,7 @@ def run(args) -> int:
         return 1
     if analysis.diagnostics:  # warnings
         printer.add(path, analysis.text, analysis.diagnostics)
-    text = json.dumps(program_to_json(analysis.program), indent=2, ensure_ascii=False) + "\n"
-    write_output(args.output, text)
+    write_output(args.output, json.dumps(program_to_json(analysis.program), indent=2, ensure_ascii=False) + "\n")
     return 0
 
 

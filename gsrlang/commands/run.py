@@ -600,8 +600,7 @@ def run_per_item(args) -> int:
     except JudgeConfigError as exc:
         raise UsageError("the judges cannot start:\n  " + "\n  ".join(exc.problems)) from None
     programs.start(mode, columns, registry)
-    concurrency = run_concurrency(args, settings)
-    config = run_config(args, concurrency, program_path=None)
+    config = run_config(args, run_concurrency(args, settings), program_path=None)
     summary = _with_progress(args, lambda on_item: run_index_file(
         programs, args.data, programs.columns, registry, config, on_item=on_item,
         compile_ids=args.id_field is None), registry)

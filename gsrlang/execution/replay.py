@@ -409,8 +409,7 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
             continue
         program, problem = programs.program(header)
         if program is None:
-            item_id = (record.get("item") or {}).get("id")
-            raise ReplayError(f"trace line {line} (item {item_id!r}): {problem}")
+            raise ReplayError(f"trace line {line} (item {(record.get('item') or {}).get('id')!r}): {problem}")
         key = (program.content_hash, header.get("path"), header.get("index"))
         entry = prepared.get(key)
         if entry is None:

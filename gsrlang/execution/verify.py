@@ -176,8 +176,7 @@ def _verify_chunk(program: CheckedProgram, evaluator, static: list, read: ReadTr
         crit.values = flats[i]
         values, null, bad = decoded[i] = json_column(crit.type, flats[i], types[i])
         columns[cid] = NodeValues(*crit.column(rows, [], m, (values.copy(), null, bad.copy())))
-    table = Table(mode, [None] * n, columns, failed, [None] * n)
-    evaluation = evaluator.run(table)
+    evaluation = evaluator.run(Table(mode, [None] * n, columns, failed, [None] * n))
     suspect |= ~evaluation.ok
 
     # every node's recorded outputs against its column
@@ -695,8 +694,7 @@ def _write_results(handle, program: CheckedProgram, mode: str, ids, lines, cands
         sink = sinks[k]
         parts = (item_id, lines[k], mode, source, {c: sink[c] for c in cands[k]}, labels[k], label_errors.get(k))
         read = (readout[1][k], readout[0][k]) if pointwise is not None else readout[0][k]
-        line = ok_line(*parts, read, scale)
-        write(dumps(line) + "\n")
+        write(dumps(ok_line(*parts, read, scale)) + "\n")
 
 
 def replay_item(trace_path: str, program: CheckedProgram, item_id: str, program_path: str | None,

@@ -251,8 +251,7 @@ def get_path(record: Mapping, path: str) -> object:
         if isinstance(current, Mapping):
             if part not in current:
                 if walked:
-                    where = ".".join(walked)
-                    raise MissingFieldError(path, f"{where!r} has no key {part!r}; {_list_keys(current)}")
+                    raise MissingFieldError(path, f"{'.'.join(walked)!r} has no key {part!r}; {_list_keys(current)}")
                 raise MissingFieldError(path, _list_keys(current))
             current = current[part]
         elif isinstance(current, list) and part.isdigit():

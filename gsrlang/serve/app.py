@@ -188,8 +188,7 @@ def _item(program, mode: str, entry, where: str, default_id: str, responses=None
         return program.item(text_input, reference=reference, record=_record(entry, where), id=item_id, mode=mode,
                             **kwargs)[1]
     except InputError as exc:
-        field = where + ("responses" if mode == "pairwise" else "response")
-        raise RequestError(str(exc), field) from None
+        raise RequestError(str(exc), where + ("responses" if mode == "pairwise" else "response")) from None
 
 
 # ---- answering ---------------------------------------------------------------------------------------------
@@ -365,8 +364,7 @@ class Server:
                 raw = [_reward(r, policy) for r in rs]
                 detail = [_result_json(r, it, rw) for r, it, rw in zip(rs, its, raw)]
             else:
-                winners = [r.winner if r is not None and r.ok else None for r in rs]
-                raw = win_rates(n, units, winners)
+                raw = win_rates(n, units, [r.winner if r is not None and r.ok else None for r in rs])
                 detail = [{**_result_json(r, it, pairwise=True), "pair": list(u)} for r, it, u in zip(rs, its, units)]
             out_groups.append({"rewards": normalize(raw, how), "raw": raw, "normalize": how, "by": mode,
                                "results": detail, "unfinished": _unfinished(rs, its)})
@@ -497,8 +495,7 @@ def build_app(engine, options: Options, metrics=None, watcher=None):
                     status = 401
                     return error(401, "missing or wrong token: send `Authorization: Bearer TOKEN`",
                                  headers={"WWW-Authenticate": "Bearer"})
-                body = await read_body(request)
-                answer = await handler(body)
+                answer = await handler(await read_body(request))
                 answer["elapsed_s"] = round(time.perf_counter() - t0, 6)
                 return JSONResponse(answer)
             except RequestError as exc:

@@ -59,8 +59,7 @@ class _Segment:
         spent = {kind: _delta(counters, self.usage.get(kind) or {}) for kind, counters in usage_now.items()}
         info = {"program": {"name": self.program.name, "hash": self.program.hash, "path": self.program.path},
                 "served": True}
-        record = run_summary_record(self.summary, spent, time.perf_counter() - self.started, info)
-        self.writer.write_summary(record)
+        self.writer.write_summary(run_summary_record(self.summary, spent, time.perf_counter() - self.started, info))
         self.file.handle.close()
 
 

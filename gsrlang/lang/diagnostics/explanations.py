@@ -82,8 +82,7 @@ def _d(text: str) -> str:
 
 def _prose(text: str) -> str:
     """Dedent, and join each paragraph's lines into one line for re-wrapping at print time."""
-    paragraphs = [" ".join(p.split()) for p in textwrap.dedent(text).strip().split("\n\n")]
-    return "\n\n".join(paragraphs)
+    return "\n\n".join(" ".join(p.split()) for p in textwrap.dedent(text).strip().split("\n\n"))
 
 
 # ---- shared pieces of the example programs -----------------------------------------------------

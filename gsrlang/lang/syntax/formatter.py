@@ -114,8 +114,7 @@ class _Printer:
     # ---- entry ----
     def run(self) -> str:
         comments = sorted(self.module.comments, key=lambda c: c.span.start)
-        root = _Box(("module",), None, len(self.src), tuple(self.module.items))
-        self._distribute(comments, root, [])
+        self._distribute(comments, _Box(("module",), None, len(self.src), tuple(self.module.items)), [])
         return self._module()
 
     # ---- source helpers ----

@@ -163,8 +163,7 @@ def _parse_piece(text: str, base: int) -> ast.Module:
     finally:
         state.base, state.comments, state.bad = 0, None, None
     comments = tuple(ast.Comment(str(t), span=Span(t.start_pos + base, t.end_pos + base)) for t in found)
-    module = ast.Module(items, comments, span=Span(base, base + len(text)))
-    return _attach_docs(module, text, base)
+    return _attach_docs(ast.Module(items, comments, span=Span(base, base + len(text))), text, base)
 
 
 def _attach_docs(module: ast.Module, text: str, base: int) -> ast.Module:
@@ -283,8 +282,7 @@ def _syntax_diagnostic(exc, text: str, base: int, end: int | None = None) -> Dia
         if tok.type == "$END":
             at = len(text[:end].rstrip())
             opened = _unclosed_bracket(text, base, end)
-            last = end >= len(text.rstrip())
-            what = "file" if last else "declaration"
+            what = "file" if end >= len(text.rstrip()) else "declaration"
             if opened is not None:
                 ch = text[opened]
                 return error("GSR001", f"unclosed `{ch}`", Span(opened, opened + 1), "opened here",
