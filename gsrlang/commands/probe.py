@@ -70,8 +70,7 @@ def _table(report: dict) -> str:
         ctx = show(report["context_length"])
         rows.append(("context length", ctx + (f" (from the {report['context_source']})"
                                                if report.get("context_source") else "")))
-    for mode, verdict in (report.get("structured") or {}).items():
-        rows.append((f"structured {mode}", verdict))
+    rows.extend((f"structured {mode}", verdict) for mode, verdict in (report.get("structured") or {}).items())
     if "grammar_dialect" in report:
         rows.append(("grammar dialect", report["grammar_dialect"] or "none obeyed"))
     silent = "unknown: the model answered with no text"

@@ -369,14 +369,12 @@ def _histogram(values: list[float], lo, hi, counts: Counter) -> list[str]:
     hi = max(values) if hi is None else hi
     if all(float(v).is_integer() for v in values) and float(lo).is_integer() and float(hi).is_integer() \
             and hi - lo <= 20:
-        for v in values:
-            counts[str(int(v))] += 1
+        counts.update(str(int(v)) for v in values)
         return [str(k) for k in range(int(lo), int(hi) + 1)]
     bins = 10
     width = (hi - lo) / bins or 1
     labels = [f"{lo + k * width:.3g}\u2013{lo + (k + 1) * width:.3g}" for k in range(bins)]
-    for x in values:
-        counts[labels[min(bins - 1, max(0, int((x - lo) / width)))]] += 1
+    counts.update(labels[min(bins - 1, max(0, int((x - lo) / width)))] for x in values)
     return labels
 
 
