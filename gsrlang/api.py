@@ -174,13 +174,10 @@ class Judges:
 
         flags = {k: v for k, v in self.options.items() if v is not None}
         try:
-            settings = resolve_settings(flags)
-            return build_llm_judge(settings, JudgeOptions(cache=self.cache))
-        except LLMError as exc:
-            if str(exc) == NO_MODEL_MESSAGE:
+            return build_llm_judge(resolve_settings(flags), JudgeOptions(cache=self.cache))
+        except (LLMError, ValueError) as exc:
+            if isinstance(exc, LLMError) and str(exc) == NO_MODEL_MESSAGE:
                 return None  # reported by the registry's check, with the usual help
-            raise JudgeError([f"the LLM judge cannot start: {exc}"]) from None
-        except ValueError as exc:
             raise JudgeError([f"the LLM judge cannot start: {exc}"]) from None
 
     def check(self, program) -> object:
@@ -234,8 +231,7 @@ class Judges:
     async def arun(self, coro_fn):
         """Run `coro_fn(limit)` on the judges' loop and await it from any event loop."""
         loop = self._start()
-        future = asyncio.run_coroutine_threadsafe(coro_fn(self._limit), loop)
-        return await asyncio.wrap_future(future)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro_fn(self._limit), loop))
 
     def close(self) -> None:
         """Close the judges (the model client, the cache) and end the loop thread."""
