@@ -751,3 +751,32 @@ def test_pointwise_arrays_that_the_lists_refuse_are_refused_alike():
             metrics_with_confidence("pointwise", [None if p != p else p for p in preds], golds)
         with pytest.raises(ValueError, match=str(from_lists.value).replace("(", r"\(").replace(")", r"\)")):
             metrics_with_confidence("pointwise", np.array(preds), np.array(golds))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, 1e300, 4.0 / 3, math.nan]), min_size=3,
+                         max_size=3), max_size=30))
+def test_unique_rows_is_numpys_unique_over_rows(rows):
+    """The bootstrap's sample codes its distinct (valid, prediction, gold) rows column by column: the same rows,
+    in the same order, with the same codes and counts as np.unique(axis=0) (a NaN: np.unique itself)."""
+    import numpy as np
+
+    from gsrlang.analysis.resampling import unique_rows
+
+    a = np.array(rows, np.float64).reshape(-1, 3)
+    ours, theirs = unique_rows(a), np.unique(a, axis=0, return_inverse=True, return_counts=True)
+    assert np.array_equal(ours[0], theirs[0], equal_nan=True)  # (-0.0 == 0.0: a zero's sign is not compared)
+    assert ours[1].tolist() == theirs[1].reshape(-1).tolist() and ours[2].tolist() == theirs[2].tolist()
+
+
+def test_unique_rows_whose_codes_would_not_fit_in_an_integer_are_numpys():
+    import numpy as np
+
+    from gsrlang.analysis.resampling import unique_rows
+
+    a = np.random.default_rng(0).random((10_000, 5)).round(2)  # 101 values a column at most: 101^5 < 2^62
+    wide = np.random.default_rng(1).random((10_000, 5))  # 10,000 a column: 10,000^5 >= 2^62
+    for x in (a, wide, np.vstack([a, a[:100]])):
+        ours, theirs = unique_rows(x), np.unique(x, axis=0, return_inverse=True, return_counts=True)
+        assert np.array_equal(ours[0], theirs[0])
+        assert ours[1].tolist() == theirs[1].reshape(-1).tolist() and ours[2].tolist() == theirs[2].tolist()

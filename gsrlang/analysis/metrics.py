@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gsrlang.analysis.resampling import PairwiseSample, PointwiseSample, draws, percentile_interval, resampled
+from gsrlang.analysis.resampling import (PairwiseSample, PointwiseSample, draws, percentile_interval, resampled,
+                                        unique_rows)
 from gsrlang.files.dataset import DataError, parse_pointwise_label, recorded_label_problem
 from gsrlang.files.jsonl import read_jsonl
 from gsrlang.lang.types import is_finite_number
@@ -241,8 +242,8 @@ def _pointwise_of_arrays(preds: np.ndarray, golds: np.ndarray) -> tuple:
         return preds, golds, pointwise_metrics(preds, golds)
     n, m = len(golds), len(vp)
     vp_int, vg_int = np.floor(vp + 0.5), np.floor(vg + 0.5)  # round_half_up
-    pairs, counts = np.unique(np.stack([vp_int, vg_int]), axis=1, return_counts=True) if m else (np.zeros((2, 0)), [])
-    pairs = [(int(p), int(g), int(c)) for (p, g), c in zip(pairs.T.tolist(), list(counts))]
+    pairs, _, counts = unique_rows(np.stack([vp_int, vg_int], axis=1)) if m else (np.zeros((0, 2)), None, [])
+    pairs = [(int(p), int(g), int(c)) for (p, g), c in zip(pairs.tolist(), list(counts))]
     return preds, golds, _pointwise_report(n, m, pairs, vp, vg, lambda: _fsum(np.abs(vp - vg)) / m)
 
 
