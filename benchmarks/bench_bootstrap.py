@@ -2,7 +2,8 @@
 resamples once a run's items are counted.
 
 For N items (10,000, 100,000 and LARGEST_N, default 300,000), of a pointwise run (a 1..5 judge against gold
-ratings) and of a pairwise one (five verdicts against three preferences):
+ratings), of the same in groups of three items (a cluster bootstrap: `--group-field`) and of a pairwise run
+(five verdicts against three preferences):
 - `metrics_with_confidence` with 1,000 resamples, seed 0, as a run summary calls it (pointwise: float arrays;
   pairwise: lists of verdicts), CPU time (`time.process_time`);
 - the anchor, interleaved repeat by repeat: drawing the same resamples' item indices alone (`draws`, the stream
@@ -51,14 +52,16 @@ def data(mode: str, n: int, rng: np.random.Generator) -> tuple:
 def main(largest: int, repeats: int) -> None:
     rng = np.random.default_rng(7)
     for n in sorted({10_000, 100_000, largest}):
-        for mode in ("pointwise", "pairwise"):
+        for mode, groups in (("pointwise", None), ("pointwise", (np.arange(n) // 3).tolist()), ("pairwise", None)):
             preds, golds = data(mode, n, rng)
             times, anchor = [], []
             for _ in range(repeats):
-                times.append(cpu(lambda: metrics_with_confidence(mode, preds, golds, n_resamples=RESAMPLES)))
+                times.append(cpu(lambda: metrics_with_confidence(mode, preds, golds, n_resamples=RESAMPLES,
+                                                                 groups=groups)))
                 anchor.append(cpu(lambda: [None for _ in draws(n, RESAMPLES, 0)]))
             ratio = [t / a for t, a in zip(times, anchor) if a > 0]
-            print(f"{n:>9,} items, {mode:<9}: {spread(times)} s CPU with {RESAMPLES:,} resamples; drawing their "
+            kind = mode if groups is None else "grouped"
+            print(f"{n:>9,} items, {kind:<9}: {spread(times)} s CPU with {RESAMPLES:,} resamples; drawing their "
                   f"indices alone {spread(anchor)} s; ratio {spread(ratio)}x (min/median/max of {repeats})",
                   flush=True)
 

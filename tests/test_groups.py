@@ -128,6 +128,32 @@ def test_group_weights_draw_whole_groups():
     assert (per_group.sum(axis=1) == 5).all()  # as many groups as there are, with replacement
 
 
+def test_each_cluster_resample_is_the_report_of_its_drawn_items():
+    """A cluster bootstrap's resample, counted over (group, pair) combinations, gives the report of its items
+    listed out: each item as often as its group was drawn (`group_weights`), through pointwise_metrics and
+    pairwise_metrics themselves."""
+    from gsrlang.analysis.metrics import pairwise_metrics, pointwise_metrics
+    from gsrlang.analysis.resampling import PairwiseSample, PointwiseSample, resampled
+
+    rng = np.random.default_rng(11)
+    n = 60
+    groups = [None if g == 0 else f"g{g}" for g in rng.integers(0, 16, n)]
+    preds = [None if v == 0 else float(v) for v in rng.integers(0, 6, n)]
+    golds = [float(v) for v in rng.integers(1, 6, n)]
+    verdicts = [["first", "second", "tie", "abstain", None][v] for v in rng.integers(0, 5, n)]
+    prefs = [["first", "second", "tie"][v] for v in rng.integers(0, 3, n)]
+    point, pair = resampled([PointwiseSample(preds, golds), PairwiseSample(verdicts, prefs)], 40, 5, groups)
+    (weights,) = list(group_weights(group_codes(groups), 40, seed=5))
+    for r, w in enumerate(weights.astype(int).tolist()):
+        def drawn(column):
+            return [v for v, times in zip(column, w) for _ in range(times)]
+        for report, got, keys in ((pointwise_metrics(drawn(preds), drawn(golds)), point, PointwiseSample.keys),
+                                  (pairwise_metrics(drawn(verdicts), drawn(prefs)), pair, PairwiseSample.keys)):
+            for key in keys:
+                want = math.nan if report[key] is None else report[key]
+                assert got[key][r] == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), (r, key)
+
+
 def test_cluster_bootstrap_widens_the_interval_of_correlated_items():
     rng = np.random.default_rng(3)
     groups = np.repeat(np.arange(30), 8)
