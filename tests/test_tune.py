@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -311,3 +312,16 @@ def test_a_search_evaluates_repeated_items_once_with_the_same_outcome():
         want = Evaluator(with_parameters(program, params, cuts)).run(table)
         assert (got.sink.tobytes(), got.ok.tolist(), got.score.tobytes()) == \
             (want.sink.tobytes(), want.ok.tolist(), want.score.tobytes())
+
+
+def test_the_link_of_many_items_does_not_depend_on_the_blas_threads():
+    """Tuning's line fit (the cut points of a thresholds readout) gives the same bits with one BLAS thread as
+    with two: a BLAS dot product of more than ~10,000 items splits its sum between the threads."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from gsrlang.analysis.tune import _link; r = np.random.default_rng(0); "
+            "s = r.random(60000); print([v.hex() for v in _link(s, 2 * s + r.normal(0, 0.3, 60000))])")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "OPENBLAS_NUM_THREADS": threads}).stdout for threads in ("1", "2")}
+    assert len(outs) == 1, outs

@@ -349,18 +349,22 @@ NO_PROGRESS = Progress()
 
 
 def _link(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(a, b, mean squared error) of the least-squares line y ~ a + b s (closed form)."""
+    """(a, b, mean squared error) of the least-squares line y ~ a + b s (closed form).
+
+    Its sums of products are numpy's sums of the products, not `@`: BLAS splits a dot product of more than
+    about 10,000 items between its threads, so its last bits (and the cut points made from them) would
+    depend on the machine's cores, and its threads spin on a busy one."""
     n = len(s)
     if n < 2:
         return float(np.mean(y)) if n else 0.0, 0.0, float(np.var(y)) if n else 0.0
     sm, ym = float(s.mean()), float(y.mean())
     ds = s - sm
-    sxx = float(ds @ ds)
+    sxx = float(np.sum(ds * ds))
     if sxx <= 1e-300:
         return ym, 0.0, float(np.var(y))
     dy = y - ym
-    b = float(ds @ dy) / sxx
-    return ym - b * sm, b, max(0.0, float(dy @ dy) - b * b * sxx) / n
+    b = float(np.sum(ds * dy)) / sxx
+    return ym - b * sm, b, max(0.0, float(np.sum(dy * dy)) - b * b * sxx) / n
 
 
 def ordinal_nll(s: np.ndarray, category: np.ndarray, cuts: np.ndarray, scale: float) -> np.ndarray:
