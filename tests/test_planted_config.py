@@ -119,6 +119,22 @@ def test_a_planted_cache_is_not_read_without_approval(server, tmp_path, capsys):
     assert run(clone) == 2
 
 
+
+def test_a_trusted_cache_that_is_gone_can_be_revoked_by_its_path(server, tmp_path, capsys):
+    here = project(tmp_path / "gone", server.base_url)
+    assert run(here) == 0  # gsr made the cache for this user: it is in the trust store
+    db = here / ".gsr-cache" / "judgments.sqlite"
+    db.unlink()
+    capsys.readouterr()
+    assert main(["trust", "--list"]) == 0 and f"{db} (id " in (out := capsys.readouterr().out)
+    assert "(not there now)" in out
+    assert main(["trust", "--cache", str(db), "--revoke"]) == 0
+    assert "no longer trusted: judgment cache" in capsys.readouterr().out
+    assert main(["trust", "--list"]) == 0 and str(db) not in capsys.readouterr().out
+    assert main(["trust", "--cache", str(db), "--revoke"]) == 2
+    assert "no such judgment cache" in capsys.readouterr().err
+
+
 def test_a_cache_from_before_cache_ids_needs_approval_once(server, tmp_path, capsys):
     import sqlite3
 

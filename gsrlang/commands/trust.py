@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cache", metavar="FILE", nargs="?", const=".gsr-cache/judgments.sqlite", default=None,
                    help="approve a judgment cache gsr did not make for you (a cloned project's; default "
                         ".gsr-cache/judgments.sqlite): its stored answers then decide verdicts with no call; "
-                        "with --revoke, withdraw that")
+                        "with --revoke, withdraw that (one that is gone: by the path `--list` shows)")
 
 
 def run(args) -> int:
@@ -130,9 +130,15 @@ def _name(name: str) -> str:
 def _trust_cache(path: Path, folder: Path, revoke: bool) -> int:
     """`gsr trust --cache FILE [--revoke]`: approve a judgment cache (or withdraw it), by the id kept in it."""
     from gsrlang.judges.llm.cache import CacheError, JudgmentCache
-    from gsrlang.judges.llm.trust import other_owner, trust_cache, untrust_cache
+    from gsrlang.judges.llm.trust import other_owner, trust_cache, trusted_caches, untrust_cache
 
     if not path.is_file():
+        gone = [cache_id for cache_id, where in trusted_caches(folder).items() if where == str(path.resolve())]
+        if revoke and gone:  # a deleted or moved cache (`--list`: "not there now"): forgotten by where it was
+            for cache_id in gone:
+                untrust_cache(cache_id, folder)
+            print(f"no longer trusted: judgment cache {path.resolve()} (not there now)")
+            return 0
         raise UsageError(f"--cache {path}: no such judgment cache")
     uid = other_owner(path)
     if uid is not None and not revoke:
