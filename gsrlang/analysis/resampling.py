@@ -82,7 +82,7 @@ def _group_draws(codes: np.ndarray, n_resamples: int, seed: int) -> Iterator[np.
     rng = np.random.default_rng(seed)
     rows = max(1, min(n_resamples, BLOCK // max(n, k)))
     for start in range(0, n_resamples, rows):
-        yield _tally(_narrowed(np.arange(k), k), k, rng.integers(0, k, (min(rows, n_resamples - start), k)))
+        yield _tally(None, k, rng.integers(0, k, (min(rows, n_resamples - start), k)))
 
 
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,8 +117,9 @@ def _narrowed(codes: np.ndarray, k: int) -> np.ndarray:
                         else np.int64)
 
 
-def _tally(codes: np.ndarray, k: int, indices: np.ndarray) -> np.ndarray:
-    """How often each of k codes was drawn in each resample: rows x k (float64), from rows x n indices.
+def _tally(codes: np.ndarray | None, k: int, indices: np.ndarray) -> np.ndarray:
+    """How often each of k codes was drawn in each resample: rows x k (float64), from rows x n indices (with
+    `codes` None, the indices are the codes: a cluster bootstrap's drawn groups).
 
     One bincount a resample, over its items' codes gathered from `codes` as `_narrowed` gives them: a table of
     a byte an item (rather than 8) keeps the random gather within the cache. A million items, 15 codes, 40
@@ -126,7 +127,7 @@ def _tally(codes: np.ndarray, k: int, indices: np.ndarray) -> np.ndarray:
     codes offset by its row, gathered from int64 (the whole bootstrap: benchmarks/bench_bootstrap.py)."""
     out = np.empty((len(indices), k))
     for r, drawn in enumerate(indices):
-        out[r] = np.bincount(codes[drawn], minlength=k)
+        out[r] = np.bincount(drawn if codes is None else codes[drawn], minlength=k)
     return out
 
 
@@ -190,17 +191,18 @@ class _Coded:
             self._narrow = _narrowed(self.codes, self.k)
         return self.counted(_tally(self._narrow, self.k, indices), np.full(len(indices), float(self.n)))
 
-    _in_groups: tuple | None = None  # (the groups' codes, then per distinct (group, pair): its group, pair, count)
+    def combinations(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (group, pair) combinations of the items (`groups`: each item's group code): each one's
+        group, pair and how many items it holds (float64), for `grouped`."""
+        combined, count = np.unique(groups * self.k + self.codes, return_counts=True)
+        return *np.divmod(combined, self.k), count.astype(np.float64)
 
-    def grouped(self, drawn: np.ndarray, groups: np.ndarray) -> dict[str, np.ndarray]:
+    def grouped(self, drawn: np.ndarray, combinations: tuple) -> dict[str, np.ndarray]:
         """The metrics of each resample of a cluster bootstrap, given as how often it drew each group (rows x G;
-        `groups`: each item's group). Each item counts as often as its group was drawn, so a pair's count is
-        that summed over the distinct (group, pair) combinations (whole numbers: exact in any order), a pass
-        over those combinations, not over every item, a resample."""
-        if self._in_groups is None or self._in_groups[0] is not groups:
-            combined, count = np.unique(groups * self.k + self.codes, return_counts=True)
-            self._in_groups = (groups, *np.divmod(combined, self.k), count.astype(np.float64))
-        _, group, pair, count = self._in_groups
+        `combinations`: what `combinations` gives of the items' groups). Each item counts as often as its group
+        was drawn, so a pair's count is that summed over the distinct (group, pair) combinations (whole
+        numbers: exact in any order), a pass over those combinations, not over every item, a resample."""
+        group, pair, count = combinations
         out = np.empty((len(drawn), self.k))
         for r, row in enumerate(drawn):
             out[r] = np.bincount(pair, weights=row[group] * count, minlength=self.k)
@@ -314,7 +316,9 @@ def resampled(samples: Sequence[PointwiseSample | PairwiseSample], n_resamples: 
         blocks = ((s.resampled, (indices,)) for indices in draws(n, n_resamples, seed) for s in samples)
     else:
         codes = group_codes(groups)
-        blocks = ((s.grouped, (drawn, codes)) for drawn in _group_draws(codes, n_resamples, seed) for s in samples)
+        combinations = [s.combinations(codes) for s in samples]
+        blocks = ((s.grouped, (drawn, c)) for drawn in _group_draws(codes, n_resamples, seed)
+                  for s, c in zip(samples, combinations))
     for i, (method, block) in enumerate(blocks):
         for key, values in method(*block).items():
             parts[i % len(samples)][key].append(values)
