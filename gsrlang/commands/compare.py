@@ -146,7 +146,8 @@ def run(args) -> int:
         print("gsr compare: the files hold no labelled items to compare", file=sys.stderr)
         return 1
     mode = a["mode"]
-    report = paired_report(mode, pa, pb, golds, args.bootstrap, args.seed, groups=read_groups(args, ids, "gsr compare"))
+    groups = read_groups(args, ids, "gsr compare")
+    report = paired_report(mode, pa, pb, golds, args.bootstrap, args.seed, groups=groups)
     result = {"a": args.a, "b": args.b, "mode": mode, "n": len(ids), "programs": {"a": a["programs"],
                                                                                  "b": b["programs"]},
               "metrics": report, "wins": wins(mode, pa, pb, golds), "mcnemar": mcnemar(mode, pa, pb, golds),

@@ -409,7 +409,8 @@ def replay_records_each(programs, records: Iterable[tuple[int, dict]]
             continue
         program, problem = programs.program(header)
         if program is None:
-            raise ReplayError(f"trace line {line} (item {(record.get('item') or {}).get('id')!r}): {problem}")
+            item_id = (record.get("item") or {}).get("id")
+            raise ReplayError(f"trace line {line} (item {item_id!r}): {problem}")
         key = (program.content_hash, header.get("path"), header.get("index"))
         entry = prepared.get(key)
         if entry is None:

@@ -251,7 +251,8 @@ def get_path(record: Mapping, path: str) -> object:
         if isinstance(current, Mapping):
             if part not in current:
                 if walked:
-                    raise MissingFieldError(path, f"{'.'.join(walked)!r} has no key {part!r}; {_list_keys(current)}")
+                    where = ".".join(walked)
+                    raise MissingFieldError(path, f"{where!r} has no key {part!r}; {_list_keys(current)}")
                 raise MissingFieldError(path, _list_keys(current))
             current = current[part]
         elif isinstance(current, list) and part.isdigit():
