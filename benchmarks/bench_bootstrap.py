@@ -67,5 +67,7 @@ def main(largest: int, repeats: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 3 or not all(a.isdigit() and int(a) > 0 for a in sys.argv[1:]):
+        sys.exit("usage: bench_bootstrap.py [LARGEST_N] [REPEATS] (whole numbers above 0)")
     args = [int(a) for a in sys.argv[1:]]
     main(args[0] if args else 300_000, args[1] if len(args) > 1 else 3)
