@@ -86,8 +86,7 @@ def json_to_source(doc: Any, catalog: Catalog | None = None) -> str:
     """`.gsr` source for a JSON program form, formatted. Raises JsonFormError for a malformed document."""
     from gsrlang.lang.syntax.formatter import format_source
 
-    problems = out_of_bounds(doc)
-    if problems:
+    if problems := out_of_bounds(doc):
         raise JsonFormError(problems)
     return format_source(_Writer(catalog or default_catalog()).write(doc))
 
@@ -273,7 +272,7 @@ class _Writer:
                 self.err(_at(path, "anonymous"), "a criterion is always named")
             if "type" not in node:
                 self.err(path, "missing field `type` (a criterion's judgment type)")
-            info.criterion = self._criterion(node.get("criterion"), _at(path, "criterion"), info.type) \
+            info.criterion = self._criterion(node.get("criterion"), _at(path, "criterion")) \
                 if "criterion" in node else _CriterionInfo()
             info.tune = self._tune(node.get("tune", {}), _at(path, "tune"))
             valued = {f"values[{key}]" for key, _, value in info.criterion.levels if value is not None}
@@ -293,11 +292,9 @@ class _Writer:
             self.absent(node, path, ("op", "params", "inputs"), "a const node has no `{}`")
             if "value" not in node:
                 self.err(path, "missing field `value` (a const node's number or boolean)")
-            else:
-                value = node["value"]
-                if self.typed(value, _at(path, "value"), lambda v: isinstance(v, bool) or is_finite_number(v),
-                              "a number or a boolean"):
-                    info.value = value
+            elif self.typed(node["value"], _at(path, "value"), lambda v: isinstance(v, bool) or is_finite_number(v),
+                            "a number or a boolean"):
+                info.value = node["value"]
         if kind in ("transform", "reduce", "gate"):
             self.absent(node, path, ("value",), "only const nodes have a `{}`")
             self._operator(node, path, info)
@@ -449,7 +446,7 @@ class _Writer:
                      optional=optional)
 
     # ---- criteria ----
-    def _criterion(self, raw, path: str, t: JType | None) -> "_CriterionInfo":
+    def _criterion(self, raw, path: str) -> "_CriterionInfo":
         info = _CriterionInfo()
         c = self.obj(raw, path, ("ask", "procedure", "levels", "examples", "ensemble"))
         if c is None:
@@ -539,8 +536,7 @@ class _Writer:
                 continue
             if value is None or (key in defaults and same(value, json_value(defaults[key]))):
                 continue
-            text = self.literal(value, apath)
-            if text is not None:
+            if (text := self.literal(value, apath)) is not None:
                 out.append((key, text))
         return (kind, name, tuple(out))
 
@@ -678,13 +674,10 @@ def json_repr(value) -> str:
     """A value for a message: strings in single quotes (`'foo'`), anything else as JSON."""
     import json
 
-    if isinstance(value, str):
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
         text = repr(value)
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError):
-            text = repr(value)
     return text if len(text) <= 60 else text[:56] + "..." + text[-1]
 
 
@@ -720,8 +713,7 @@ class _Declarations:
         self.consumer: dict[str, str] = {}
         for info in nodes.values():
             for inp in info.inputs:
-                src = nodes[inp.source]
-                if src.anonymous:
+                if nodes[inp.source].anonymous:
                     if inp.source in self.consumer:
                         writer.err(_at(inp.path, "source"), f"anonymous node {json_repr(inp.source)} is already "
                                                             f"used by {json_repr(self.consumer[inp.source])}: an "
@@ -862,19 +854,15 @@ class _Declarations:
                                f"level `{t.labels[j]}` has value {got} but its levels give {want}: give it with "
                                f"a level (`\"value\": {got}` in criterion.levels)")
                     break
-        for text, verdict, reason in c.examples:
-            line = f"example {_string(text)} -> {verdict}"
-            if reason is not None:
-                line += f" because {_string(reason)}"
-            body.append(line)
+        body += [f"example {_string(text)} -> {verdict}" + (f" because {_string(reason)}" if reason is not None else "")
+                 for text, verdict, reason in c.examples]
         proc = c.procedure
         if c.ensemble is not None:
             judges, agg, agg_args = c.ensemble
             agg_text = agg + ("(" + ", ".join(f"{k}: {v}" for k, v in agg_args) + ")" if agg_args else "")
-            if all(j == ("llm", "", ()) for j in judges):
-                body.append(f"judges {len(judges)} aggregate {agg_text}")
-            else:
-                body.append("judges [" + ", ".join(_procedure_text(j) for j in judges) + f"] aggregate {agg_text}")
+            judges_text = str(len(judges)) if all(j == ("llm", "", ()) for j in judges) else \
+                "[" + ", ".join(_procedure_text(j) for j in judges) + "]"
+            body.append(f"judges {judges_text} aggregate {agg_text}")
         elif proc is not None and proc != ("llm", "", ()):
             head += " = " + _procedure_text(proc)
         return head + " {\n" + "\n".join("  " + line for line in body) + "\n}" if body else head
