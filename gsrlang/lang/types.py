@@ -147,16 +147,10 @@ def matches(pattern: Pattern, t: JType, bindings: dict[str, JType]) -> bool:
     t = t.required()
     for p in pattern.alternatives():
         if p.kind == "var":
-            bound = bindings.get(p.name)
-            if bound is None:
-                bindings[p.name] = t
+            if bindings.setdefault(p.name, t) == t:
                 return True
-            if bound == t:
-                return True
-            continue
-        if p.kind != t.kind or p.kind == "score" and not p.any_range and (p.lo, p.hi) != (t.lo, t.hi):
-            continue
-        return True
+        elif p.kind == t.kind and (p.kind != "score" or p.any_range or (p.lo, p.hi) == (t.lo, t.hi)):
+            return True
     return False
 
 
@@ -211,12 +205,8 @@ def convert(value, t: JType) -> tuple[object, str | None]:
             return value, None
         if isinstance(value, (int, float)) and value in (0, 1):
             return bool(value), None
-        if isinstance(value, str):
-            word = value.strip().lower()
-            if word in _TRUE:
-                return True, None
-            if word in _FALSE:
-                return False, None
+        if isinstance(value, str) and (word := value.strip().lower()) in _TRUE | _FALSE:
+            return word in _TRUE, None
         return None, "is not a Bool (expected true/false, yes/no or 1/0)"
     if kind == "score":
         x = number_of(value)

@@ -36,7 +36,6 @@ def criterion_type(ctx: Context, texpr: ast.TypeExpr, path) -> JType | None:
             "a criterion's type is Bool, Score, Score[a..b], Ordinal[1..k], Ordinal{...} or Nominal{...}"
         bad(f"`{_type_text(a)}` is not a judgment type", "unknown type", hint)
         return None
-    t: JType | None = None
     if name == "Bool" and a.form == "name":
         t = BOOL
     elif name == "Score" and a.form == "name":
@@ -103,11 +102,9 @@ def _spec(ctx: Context, decl: Decl, t: JType | None) -> CriterionSpec | None:
                   "another procedure", path=path,
                   help="to combine several judges, use `judges [p1, p2] aggregate majority`")
     procedure = _procedure(ctx, procedures[0], t, path) if procedures else None
-    ensemble = None
-    if ensembles:
-        ensemble = _ensemble(ctx, ensembles[0], t, path, procedures[0] if procedures else None)
-        if procedure is None and ensemble is not None:
-            procedure = ensemble.judges[0]
+    ensemble = _ensemble(ctx, ensembles[0], t, path, procedures[0] if procedures else None) if ensembles else None
+    if procedure is None and ensemble is not None:
+        procedure = ensemble.judges[0]
     failed = procedure is None and bool(procedures or ensembles)  # already reported
     if procedure is None:
         procedure = ProcedureSpec(DEFAULT_KIND, "", {})

@@ -27,25 +27,20 @@ def collect(ctx: Context, modules: list[tuple[ast.Module, str | None]]) -> None:
                     ctx.header = item
             elif isinstance(item, (ast.CriterionDecl, ast.NodeDecl)):
                 name = item.name.name
-                previous = ctx.decls.get(name)
-                if previous is not None:
+                if (previous := ctx.decls.get(name)) is not None:
                     ctx.error("GSR103", f"`{name}` is declared twice", item.name.span, "declared again here",
                               path=path, secondary=[declared_here(previous.item.name.span, previous.path,
                                                                   "first declared here")],
                               help="names are unique in a program (imports included): rename one of them")
                     continue
                 ctx.decls[name] = Decl(item, path)
+            elif fragment and isinstance(item, (ast.SinkDecl, ast.TaskDecl)):
+                what = "sink" if isinstance(item, ast.SinkDecl) else "task"
+                ctx.error("GSR107", f"a fragment cannot declare a {what}", item.span, path=path,
+                          help=_AS_PROGRAM if is_main else f"the importing rubric declares the {what}")
             elif isinstance(item, ast.SinkDecl):
-                if fragment:
-                    ctx.error("GSR107", "a fragment cannot declare a sink", item.span, path=path,
-                              help=_AS_PROGRAM if is_main else "the importing rubric declares the sink")
-                    continue
                 ctx.sinks.append(item)
             elif isinstance(item, ast.TaskDecl):
-                if fragment:
-                    ctx.error("GSR107", "a fragment cannot declare a task", item.span, path=path,
-                              help=_AS_PROGRAM if is_main else "the importing rubric declares the task")
-                    continue
                 mode = item.mode.name
                 if mode in ctx.tasks:
                     ctx.error("GSR506", f"`task {mode}` is declared twice", item.mode.span, "declared again here",

@@ -92,8 +92,7 @@ def _expr_node(ctx: Context, expr, node_id: str, path, named: bool) -> bool:
 
 def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) -> bool:
     sig = ctx.catalog.operator(call.op.name)
-    node = GNode(node_id, "transform", call.span, path, named, op=call.op.name, call=call)
-    ctx.nodes[node_id] = node
+    node = ctx.nodes[node_id] = GNode(node_id, "transform", call.span, path, named, op=call.op.name, call=call)
     if sig is None:
         _unknown_operator(ctx, call, path)
         ctx.mentioned.update(names_in(call))  # its arguments are used; the operator is what is wrong
@@ -102,10 +101,8 @@ def _call_node(ctx: Context, call: ast.Call, node_id: str, path, named: bool) ->
     node.kind = sig.kind
     given: dict[str, ast.Arg] = {}
     ports = list(sig.ports)
-    ok = True
+    ok, seen_keyword, position = True, False, 0
     misplaced = False  # a misplaced positional argument: then "missing" reports would only be noise
-    seen_keyword = False
-    position = 0
     for arg in call.args:
         if arg.name is None:
             if seen_keyword:

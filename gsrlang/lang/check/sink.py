@@ -104,9 +104,8 @@ def _pointwise(ctx: Context, task: ast.TaskDecl, settings: dict) -> PointwiseRea
         return None
     lo, hi = scale.value.lo.value, scale.value.hi.value
     quantize, thresholds, tune, spans = SETTINGS["quantize"].default, (), (), ()
-    q = settings.get("quantize")
-    if q is not None:
-        v = q.value
+    if "quantize" in settings:
+        v = settings["quantize"].value
         if isinstance(v, ast.Ref) and v.name.name in QUANTIZE_NAMES:
             quantize = v.name.name
         elif isinstance(v, ast.Call) and v.op.name == "thresholds":
