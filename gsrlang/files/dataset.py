@@ -167,8 +167,7 @@ def _check_response_fields(instance: ColumnMap, attribute: attrs.Attribute, valu
     for name in value:
         if not isinstance(name, str) or not name:
             raise ValueError(f"response field names must be non-empty strings, got {name!r}")
-    duplicates = sorted({name for name in value if value.count(name) > 1})
-    if duplicates:
+    if duplicates := sorted({name for name in value if value.count(name) > 1}):
         raise ValueError(f"response fields are repeated: {', '.join(map(repr, duplicates))}")
 
 
@@ -360,9 +359,7 @@ def recorded_label_problem(label: object, mode: object, scale: object = None) ->
             f"a pairwise 'label' must be first, second, tie or null; the recorded label is {_shown(label)}"
     if type(label) not in _REAL or not math.isfinite(label):
         return f"the recorded pointwise label {_shown(label)} is not a finite number"
-    lo = hi = None
-    if isinstance(scale, (list, tuple)) and len(scale) == 2:
-        lo, hi = scale
+    lo, hi = scale if isinstance(scale, (list, tuple)) and len(scale) == 2 else (None, None)
     if type(lo) in _REAL and type(hi) in _REAL and lo <= hi:  # a malformed scale is the reader's own error
         if not lo <= label <= hi:
             return f"the recorded label {_shown(label)} lies outside the line's scale {lo:g}..{hi:g}"
@@ -428,9 +425,7 @@ def _build_item(record: object, columns: ColumnMap, line: int, where: str, fallb
             value = _optional(_field(record, columns.reference_field), empty_is_none)
             if value is not None:
                 reference = _as_text(value, columns.reference_field)
-        label = None
-        if (name := columns.label_field) is not None:
-            label = _optional(_field(record, name), empty_is_none)
+        label = None if columns.label_field is None else _optional(_field(record, columns.label_field), empty_is_none)
     except _RowProblem as problem:
         return ItemError(id=item_id, line=line, reason=f"{where}: {problem}")
     assert item_id is not None
@@ -503,8 +498,7 @@ def _csv_rows_limited(path: Path, required: Sequence[str], delimiter: str) -> It
                 if not cells:  # blank line
                     continue
                 header = cells
-                missing = [name for name in required if name not in header]
-                if missing:
+                if missing := [name for name in required if name not in header]:
                     raise DataError(f"{path}: the header has no column {', '.join(map(repr, missing))} "
                                     f"(columns: {', '.join(header)}); CSV column names must match exactly")
                 continue

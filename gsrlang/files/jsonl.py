@@ -192,12 +192,7 @@ def same(a, b) -> bool:
                 return False
         return True
     if t is list:
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b):
-            if not same(x, y):
-                return False
-        return True
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b
 
 

@@ -43,8 +43,7 @@ def parquet_records(handle, batch_rows: int = 4096) -> Iterator[dict]:
     import pyarrow as pa
 
     try:
-        reader = pq.ParquetFile(handle)
-        for batch in reader.iter_batches(batch_size=batch_rows):
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows):
             yield from batch.to_pylist()
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"not a readable Parquet file ({exc})") from None
