@@ -47,10 +47,9 @@ class Sources:
 def display_path(path: str) -> str:
     """A path as people should read it: relative to the working folder when it lies inside it."""
     try:
-        rel = Path(path).resolve().relative_to(Path.cwd().resolve())
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
     except (ValueError, OSError):
         return path
-    return rel.as_posix()
 
 
 def _range(src: SourceText | None, label: Label) -> dict:
@@ -116,8 +115,7 @@ def _full_one(d: Diagnostic, sources: Sources, s: Callable[..., str]) -> str:
                 text = text[:MAX_SNIPPET] + "..."
             out.append(f"{s(str(line_no).rjust(width), '34', '1')} {bar} {text}")
             for c, n, lab, primary in marks:
-                n = min(n, MAX_SNIPPET)
-                mark = ("^" if primary else "-") * n
+                mark = ("^" if primary else "-") * min(n, MAX_SNIPPET)
                 underline = " " * (c - 1 - shift) + s(mark + (" " + lab.message if lab.message else ""),
                                                       "1", sev_color if primary else "34")
                 out.append(f"{pad} {bar} {underline}")
