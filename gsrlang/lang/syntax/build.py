@@ -67,9 +67,7 @@ class _Part:
     __slots__ = ("items", "lo", "hi")
 
     def __init__(self, items, lo: int, hi: int):
-        self.items = items
-        self.lo = lo
-        self.hi = hi
+        self.items, self.lo, self.hi = items, lo, hi
 
 
 def _lo(value, base: int) -> int:
@@ -289,8 +287,7 @@ def number_value(text: str, span: Span) -> int | float:
     if math.isinf(value):
         return _bad(error("GSR006", "number literal out of range", span, "too large for a 64-bit float",
                           help="the largest number is about 1.8e308"))
-    mantissa = re.split("[eE]", text)[0]
-    if value == 0.0 and mantissa.strip("0.") != "":
+    if value == 0.0 and re.split("[eE]", text)[0].strip("0.") != "":  # a nonzero mantissa
         return _bad(error("GSR006", "number literal out of range", span, "too small: it would read as 0",
                           help="the smallest nonzero number is about 5e-324; write 0 if you mean zero"))
     return value

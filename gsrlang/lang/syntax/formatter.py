@@ -329,9 +329,7 @@ class _Printer:
         if isinstance(item, ast.Example):
             lines = _join(["example "], self._string(item.text), [" -> "])
             lines = _join(lines, self._expr(item.verdict, indent, _col(lines, col), 0))
-            if item.reason is not None:
-                lines = _join(lines, [" because "], self._string(item.reason))
-            return lines
+            return _join(lines, [" because "], self._string(item.reason)) if item.reason is not None else lines
         if isinstance(item, ast.JudgeClause):
             return _join(["judge "], self._procedure(item.procedure, indent, col + 6, tail))
         if isinstance(item, ast.Judges):
@@ -359,8 +357,7 @@ class _Printer:
         flat = self._flat(e)
         if flat is not None and col + len(flat) + tail <= WIDTH:
             return [flat]
-        group = self._group(e)
-        if group is not None:
+        if (group := self._group(e)) is not None:
             head, key, children, close, render = group
             return self._block(head, key, children, close, indent, render)
         if isinstance(e, ast.String):
@@ -392,8 +389,7 @@ class _Printer:
                render: Callable, sep: str = ",", blanks: bool = False) -> Lines:
         """`head`, then one child per line (each followed by `sep`), then `close` on its own line."""
         lines = [head]
-        opening = self.opening.get(key)
-        if opening is not None:
+        if (opening := self.opening.get(key)) is not None:
             lines[0] += "  " + _comment(opening)
         inner = INDENT * (indent + 1)
         body: list[str] = []
@@ -406,16 +402,13 @@ class _Printer:
             if blanks and body and self._blank_above(c.span.start):
                 body.append("")
             body.append(inner + _comment(c))
-        lines.extend(body)
-        lines.append(INDENT * indent + close)
-        return lines
+        return lines + body + [INDENT * indent + close]
 
     def _flat(self, e) -> str | None:
         """`e` on one line, or None when it must break (a comment or a multi-line string inside)."""
         if isinstance(e, ast.Procedure) and not e.args:
             return self._bare_procedure(e)
-        group = self._group(e)
-        if group is not None:
+        if (group := self._group(e)) is not None:
             head, key, children, close, _ = group
             parts = [self._flat(c) for c in children] if key not in self.broken else [None]
             return None if None in parts else head + ", ".join(parts) + close

@@ -114,8 +114,7 @@ def _parse(text: str) -> ParseResult:
         return ParseResult(ast.Module((), span=Span(0, 0)), (error(
             "GSR004", f"file is too large ({len(text):,} characters; the limit is {MAX_SOURCE_CHARS:,})",
             Span(0, 0), help="split the rubric into fragments and import them"),))
-    deep = _nesting_error(text)
-    if deep:
+    if deep := _nesting_error(text):
         return ParseResult(ast.Module((), span=Span(0, len(text))), (deep,))
     try:
         return ParseResult(_parse_piece(text, 0), ())
@@ -136,9 +135,8 @@ def _parse_with_recovery(text: str) -> ParseResult:
     unexpected = _runtime().UnexpectedInput
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(text)
-        piece = text[start:end]
         try:
-            module = _parse_piece(piece, start)
+            module = _parse_piece(text[start:end], start)
         except unexpected as exc:
             diagnostics.append(_syntax_diagnostic(exc, text, start, end))
             continue

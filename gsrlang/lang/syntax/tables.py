@@ -44,10 +44,8 @@ def load(grammar: str) -> ModuleType:
     try:
         from gsrlang.lang.syntax import _standalone
     except ImportError:  # a tree without the generated module
-        _standalone = None
-    if _standalone is not None and _standalone.GRAMMAR == grammar:
-        return _standalone
-    return generate(grammar)
+        return generate(grammar)
+    return _standalone if _standalone.GRAMMAR == grammar else generate(grammar)
 
 
 def generate(grammar: str) -> ModuleType:
