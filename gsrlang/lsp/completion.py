@@ -114,8 +114,7 @@ def complete(model: DocumentModel, offset: int, positions: PositionMap, snippets
         return _import_paths(c, toks[-1]) if len(toks) >= 2 and toks[-2].text == "import" else []
     if len(toks) >= 2 and toks[-1].text == "." and toks[-2].text == "rule":
         return _rules(c)
-    stack = _open_brackets(toks)
-    if stack:
+    if stack := _open_brackets(toks):
         at = stack[-1]
         opener = toks[at].text
         if opener == "(":
@@ -179,13 +178,12 @@ def _in_call(c: _Ctx, toks: list[Tok], at: int) -> list[types.CompletionItem]:
         return []
     top, current = _segment(toks, at)
     given = {a.text for a, b in zip(top, top[1:]) if a.kind == "name" and b.text == ":"}  # the named arguments
-    args: list[PortSig | ParamSig] = []
     owner = name
     if what == "operator":
         sig = c.catalog.operator(name)
         if sig is None:
             return []
-        args = [*sig.ports, *sig.params]
+        args: list[PortSig | ParamSig] = [*sig.ports, *sig.params]
     elif what == "rule":
         rule = c.catalog.rules.get(name)
         if rule is None:
@@ -275,12 +273,9 @@ def _top_level(c: _Ctx, toks: list[Tok]) -> list[types.CompletionItem]:
 # ---- item makers ---------------------------------------------------------------------------------------------
 def _argument_item(c: _Ctx, a: PortSig | ParamSig, owner: str) -> types.CompletionItem:
     if isinstance(a, PortSig):
-        detail = f"port {a.name}: {a.pattern}"
-        snippet = f"{a.name}: [$1]" if a.is_list else None
-        return c.item(a.name, types.CompletionItemKind.Field, detail, f"a port of `{owner}`",
-                      insert=f"{a.name}: ", snippet=snippet, sort="0")
-    detail = f"parameter {param_text(a)}"
-    return c.item(a.name, types.CompletionItemKind.Property, detail, f"a parameter of `{owner}`",
+        return c.item(a.name, types.CompletionItemKind.Field, f"port {a.name}: {a.pattern}", f"a port of `{owner}`",
+                      insert=f"{a.name}: ", snippet=f"{a.name}: [$1]" if a.is_list else None, sort="0")
+    return c.item(a.name, types.CompletionItemKind.Property, f"parameter {param_text(a)}", f"a parameter of `{owner}`",
                   insert=f"{a.name}: ", sort="1" if a.required else "2")
 
 

@@ -55,11 +55,9 @@ def _one(model: DocumentModel, d: Diagnostic, positions: PositionMap, files: Fil
             related.append(types.DiagnosticRelatedInformation(location=where,
                                                               message=d.primary.message or d.message))
     for label in d.secondary:
-        where = _location(model, label.path, label.span, positions, files)
-        if where is not None:
+        if (where := _location(model, label.path, label.span, positions, files)) is not None:
             related.append(types.DiagnosticRelatedInformation(location=where, message=label.message or "here"))
-    extra = [f"note: {n}" for n in d.notes] + ([f"help: {d.help}"] if d.help else [])
-    if extra:
+    if extra := [f"note: {n}" for n in d.notes] + ([f"help: {d.help}"] if d.help else []):
         message += "\n" + "\n".join(extra)
     tags = [types.DiagnosticTag.Unnecessary] if d.code in UNNECESSARY else None
     return types.Diagnostic(

@@ -76,15 +76,13 @@ def describe_argument(model: DocumentModel, owner, sig: PortSig | ParamSig) -> s
                                                           "the program is written"
         if sig.per:
             text += f"; one entry per slot of `{sig.per}`"
-        enum = _enum_of(model, sig)
-        if enum is not None:
+        if (enum := _enum_of(model, sig)) is not None:
             text += f"\n\none of: {', '.join(f'`{m}`' for m in enum.members)}" + (f"\n\n{enum.doc}" if enum.doc else "")
     return text
 
 
 def _enum_of(model: DocumentModel, sig: ParamSig) -> EnumSig | None:
-    pattern = sig.pattern
-    return model.catalog.enums.get(pattern.name) if pattern.kind == "enum" else None
+    return model.catalog.enums.get(sig.pattern.name) if sig.pattern.kind == "enum" else None
 
 
 def describe_judge_kind(kind) -> str:
@@ -93,8 +91,7 @@ def describe_judge_kind(kind) -> str:
 
 
 def _procedure_text(model: DocumentModel, name: str) -> str | None:
-    kind = judge_kinds(model.catalog).get(name)
-    if kind is not None:
+    if (kind := judge_kinds(model.catalog).get(name)) is not None:
         return describe_judge_kind(kind)
     about = knowledge.AGGREGATES.get(name)
     return _code(f"aggregate {name}") + "\nensemble aggregation. " + about if about is not None else None

@@ -100,10 +100,7 @@ class Semantic:
 class DocumentModel:
     def __init__(self, uri: str, text: str, version: int | None = None, path: str | None = None,
                  catalog: Catalog | None = None):
-        self.uri = uri
-        self.text = text
-        self.version = version
-        self.path = path
+        self.uri, self.text, self.version, self.path = uri, text, version, path
         self.catalog = catalog or default_catalog()
         self.internal_error: str | None = None
         try:
@@ -278,8 +275,7 @@ class Files:
 
     def text(self, path: str | Path) -> str | None:
         path = str(path)
-        text = self._open_text(path)
-        if text is not None:
+        if (text := self._open_text(path)) is not None:
             return text
         if not path.endswith(".gsr"):  # only .gsr files are quoted (never a `.env` an import names)
             return None
@@ -287,8 +283,7 @@ class Files:
             mtime = Path(path).stat().st_mtime
             cached = self._disk.get(path)
             if cached is None or cached[0] != mtime:
-                cached = (mtime, Path(path).read_text(encoding="utf-8"))
-                self._disk[path] = cached
+                cached = self._disk[path] = (mtime, Path(path).read_text(encoding="utf-8"))
             return cached[1]
         except (OSError, UnicodeDecodeError):
             return None

@@ -97,16 +97,11 @@ def _symbol(model: DocumentModel, item, positions: PositionMap) -> types.Documen
 
 def _nested_calls(expr, positions: PositionMap) -> list[types.DocumentSymbol]:
     """The anonymous operator nodes (nested calls) inside a node's expression."""
-    out = []
     if not isinstance(expr, ast.Call):
-        return out
-    for arg in expr.args:
-        values = arg.value.items if isinstance(arg.value, ast.ListExpr) else (arg.value,)
-        for v in values:
-            if isinstance(v, ast.Call):
-                out.append(types.DocumentSymbol(
-                    name=v.op.name + "(...)", kind=types.SymbolKind.Operator, range=positions.range(v.span),
-                    selection_range=positions.range(v.op.span),
-                    detail=f"{arg.name.name}" if arg.name else None,
-                    children=_nested_calls(v, positions) or None))
-    return out
+        return []
+    return [types.DocumentSymbol(
+        name=v.op.name + "(...)", kind=types.SymbolKind.Operator, range=positions.range(v.span),
+        selection_range=positions.range(v.op.span), detail=f"{arg.name.name}" if arg.name else None,
+        children=_nested_calls(v, positions) or None)
+        for arg in expr.args for v in (arg.value.items if isinstance(arg.value, ast.ListExpr) else (arg.value,))
+        if isinstance(v, ast.Call)]
