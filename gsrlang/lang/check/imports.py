@@ -27,9 +27,8 @@ MAX_IMPORT_BYTES = 4 * 1024 * 1024  # 4 MiB: the largest stdlib fragment is a fe
 def resolve_imports(ctx: Context, module: ast.Module, path: str | None) -> list[tuple[ast.Module, str | None]]:
     """The imported modules (in import order, each once), main module excluded. Reports GSR01x."""
     root = Path(path).resolve().parent if path else None
-    seen: set[Path] = set()
     out: list[tuple[ast.Module, str | None]] = []
-    _visit(ctx, module, None, Path(path).resolve() if path else None, root, seen, out, [])
+    _visit(ctx, module, None, Path(path).resolve() if path else None, root, set(), out, [])
     return out
 
 

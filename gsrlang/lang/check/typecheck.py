@@ -43,8 +43,7 @@ def _const_type(ctx: Context, node: GNode) -> JType | None:
 def _operator_type(ctx: Context, node: GNode) -> JType | None:
     sig = ctx.catalog.operator(node.op)
     bindings: dict[str, JType] = {}
-    ok = True
-    any_optional = False
+    ok, any_optional = True, False
     explicit_abstain = "on_abstain" in node.params
     port_types: dict[str, JType] = {}
     for port_name, slot, source, span in node.inputs:
@@ -84,9 +83,7 @@ def _operator_type(ctx: Context, node: GNode) -> JType | None:
     result = substitute(sig.result, bindings)
     if result is None:  # pragma: no cover - a stdlib signature whose result is not determined by its ports
         return None
-    if sig.kind == "transform" and any_optional:
-        result = result.maybe(True)
-    return result
+    return result.maybe(True) if sig.kind == "transform" and any_optional else result
 
 
 def _check_map(ctx: Context, node: GNode, values: dict) -> bool:
@@ -109,9 +106,7 @@ def _check_map(ctx: Context, node: GNode, values: dict) -> bool:
 
 
 def _mismatch(ctx: Context, node: GNode, sig, port: str, pattern: Pattern, t: JType, span, bindings) -> None:
-    expected = str(pattern)
-    if pattern.kind == "var" and pattern.name in bindings:
-        expected = str(bindings[pattern.name])
+    expected = str(bindings[pattern.name] if pattern.kind == "var" and pattern.name in bindings else pattern)
     help_, fixes = None, ()
     score_wanted = any(p.kind == "score" and not p.any_range for p in pattern.alternatives())
     text = ctx.text_of(span, node.path)
