@@ -70,9 +70,8 @@ def _cell(report: dict | None, key: str) -> str:
     entry = report.get(key)
     if not isinstance(entry, dict) or entry.get("value") is None:
         return "undefined"
-    value = f"{entry['value']:.3f}"
     ci = entry.get("ci95")
-    return value + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return f"{entry['value']:.3f}" + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
 def _run(program, path: str, data: Path, out: Path, tag: str, registry=None):

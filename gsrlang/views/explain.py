@@ -107,12 +107,11 @@ def _label(node: dict, c: int, view: TraceView) -> Text:
         return t
     name = node["id"]
     anonymous = "." in name or "[" in name
-    op = node.get("op", "?")
     params = _params(node.get("params"))
     if not anonymous:
         t.append(name, style="bold")
         t.append(" = ")
-    t.append(op, style="magenta")
+    t.append(node.get("op", "?"), style="magenta")
     t.append(f"({params})" if params else "()")
     t.append(" = ")
     t.append(shown, style="bold")

@@ -338,9 +338,7 @@ def _node_label(node: Node, overlay: "_Overlay | None", options: RenderOptions) 
     slots = {name: sorted(i.slot for i in node.inputs if i.port == name and i.slot is not None)
              for name in port_names}
     span = max(1, sum(max(1, len(slots[name])) for name in port_names))
-    rows = []
-    if port_names:
-        rows += _port_rows(node, sig, port_names, slots)
+    rows = _port_rows(node, sig, port_names, slots) if port_names else []
     # anonymous nodes (nested calls) are named after the port they feed, in grey
     name_html = f"<B>{_esc(node.id)}</B>" if node.named else f'<FONT COLOR="#4b5563">{_esc(node.id)}</FONT>'
     rows.append(_row(name_html, span))

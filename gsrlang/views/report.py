@@ -283,10 +283,7 @@ def _metric_cell(entry) -> str:
     if not isinstance(entry, dict):
         return html.escape(_fmt(entry))
     ci = entry.get("ci95")
-    text = _fmt(entry.get("value"))
-    if ci:
-        text += f' <span class="ci">[{_fmt(ci[0])}, {_fmt(ci[1])}]</span>'
-    return text
+    return _fmt(entry.get("value")) + (f' <span class="ci">[{_fmt(ci[0])}, {_fmt(ci[1])}]</span>' if ci else "")
 
 
 def _metrics_table(ma: dict | None, mb: dict | None, delta: dict | None, mode: str) -> str:
