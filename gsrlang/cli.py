@@ -34,17 +34,12 @@ Run `gsr COMMAND --help` for a command's options and what it prints, `gsr explai
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with `only`, the subcommands other than that one are left out."""
     parser = argparse.ArgumentParser(
-        prog="gsr",
-        description="gsrlang: compile rubrics into typed evaluation graphs; check, run, trace and replay them.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        prog="gsr", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="gsrlang: compile rubrics into typed evaluation graphs; check, run, trace and replay them.")
     parser.add_argument("--version", action="version", version=f"gsr {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
-        if only is not None and name != only:
-            continue
-        module = importlib.import_module(f"gsrlang.commands.{module_name}")
+    for name in COMMANDS if only is None else (only,):
+        module = importlib.import_module(f"gsrlang.commands.{COMMANDS[name]}")
         # argparse %-formats help strings: a literal % ("95% CI") must reach it as %%
         p = sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=getattr(module, "DESCRIPTION", module.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,10 +88,7 @@ def _main(argv: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a full disk, a read-only or vanished folder, a path that cannot be opened as given
-        message = machine_error(exc)
-        if message is None:
-            if os.environ.get("GSR_DEBUG"):
-                raise
+        if (message := machine_error(exc)) is None:
             return _internal(args, exc)
         print(f"gsr {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -105,12 +97,12 @@ def _main(argv: list[str]) -> int:
         if client is not None and isinstance(exc, client.LLMError):  # a model server's failure, already a sentence
             print(f"gsr {args.command}: error: {exc}", file=sys.stderr)
             return 1
-        if os.environ.get("GSR_DEBUG"):
-            raise
         return _internal(args, exc)
 
 
 def _internal(args, exc: BaseException) -> int:
+    if os.environ.get("GSR_DEBUG"):
+        raise  # called only from an `except` block: re-raises `exc` with its traceback
     print(f"gsr {args.command}: internal error: {type(exc).__name__}: {exc}\n"
           "this is a bug in gsr; rerun with GSR_DEBUG=1 for a traceback and report it", file=sys.stderr)
     return 2
