@@ -57,8 +57,7 @@ def run(args) -> int:
     from gsrlang.commands.tune import TraceRefused, load_table
     from gsrlang.semantics.evaluate import Evaluator
 
-    program = load_program(args.program)
-    if program is None:
+    if (program := load_program(args.program)) is None:
         return 1
     if args.trace and args.mode:
         raise UsageError("--mode is for --data: a trace's records say their task")

@@ -121,8 +121,7 @@ def run(args) -> int:
     else:
         path = args.program if explicit else recorded_program_path(header, args.trace)
         check_outputs([("the trace's program", path)], outputs)
-        program = load_program(path)
-        if program is None:
+        if (program := load_program(path)) is None:
             return 1
         verify = program.content_hash == recorded_hash and not per_item
         if not verify and not explicit:

@@ -107,8 +107,7 @@ def _program(args, run):
         except UsageError as exc:
             print(f"gsr report: warning: {exc}; the page has no graph or decision paths", file=sys.stderr)
             return None
-    program = load_program(path)
-    if program is None:
+    if (program := load_program(path)) is None:
         raise UsageError(f"`{path}` does not check: fix it, or leave it out")
     recorded = run.header.get("hash")
     if recorded and program.content_hash != recorded:

@@ -338,8 +338,7 @@ def run(args) -> int:
         if args.engine != "local":
             raise UsageError("--programs runs on the local engine only; --engine ray runs one PROGRAM")
         return run_per_item(args)
-    program = load_program(args.program)
-    if program is None:
+    if (program := load_program(args.program)) is None:
         return 1
     mode = choose_mode(program, args.mode)
     columns = _columns(args, mode, program)

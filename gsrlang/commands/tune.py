@@ -123,8 +123,7 @@ def run(args) -> int:
     from gsrlang.analysis.tune import METRICS, PAIRWISE_METRICS
     from gsrlang.commands.run import choose_mode, load_program
 
-    program = load_program(args.program)
-    if program is None:
+    if (program := load_program(args.program)) is None:
         return 1
     mode = choose_mode(program, args.mode)
     args.metric = args.metric or ("exact" if mode == "pointwise" else "accuracy")
