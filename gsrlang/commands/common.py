@@ -42,8 +42,7 @@ def collect_files(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
                         else f"cannot read `{raw}`: {exc.strerror}")
             continue
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.gsr") if q.is_file())
-            if not found:
+            if not (found := sorted(q for q in p.rglob("*.gsr") if q.is_file())):
                 yield raw, f"no .gsr files in folder `{raw}`"
             for q in found:
                 yield str(q), None
@@ -64,8 +63,7 @@ class DiagnosticPrinter:
         self.fmt, self.to_stderr = fmt, to_stderr
         self.color = use_color(color, sys.stderr if to_stderr else None)
         self.batches: list[tuple[Sources, Sequence[Diagnostic]]] = []
-        self.errors = self.warnings = 0
-        self.printed_files = 0
+        self.errors = self.warnings = self.printed_files = 0
         self.internal: list[tuple[str | None, str]] = []  # (path, message): failures of gsr itself
 
     def analyze(self, path: str):

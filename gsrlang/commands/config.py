@@ -116,8 +116,7 @@ def judge_flags(args: argparse.Namespace) -> dict:
     if get("api_key"):
         flags["api_key"] = get("api_key")
     elif var:
-        key = os.environ.get(var)
-        if not key:
+        if not (key := os.environ.get(var)):
             from gsrlang.judges.llm.config import ConfigError
 
             raise ConfigError(f"--api-key-env {var}: that environment variable is not set")
@@ -126,8 +125,7 @@ def judge_flags(args: argparse.Namespace) -> dict:
     for text in get("role") or ():
         name, over = parse_role(text)
         roles.setdefault(name, {}).update(over)
-    if roles:
-        flags["roles"] = roles
+    flags["roles"] = roles or None  # no --role: left out below
     return {k: v for k, v in flags.items() if v is not None}
 
 
@@ -185,8 +183,7 @@ def engine_options(args: argparse.Namespace):
 def columnar_wanted(env=None) -> bool:
     """Whether runs take the column path where they can: unless the environment variable GSR_COLUMNAR_RUN is
     0 (every program item by item, for comparison; see docs/running.md). Read here and nowhere else."""
-    env = os.environ if env is None else env
-    return env.get("GSR_COLUMNAR_RUN", "1").strip() != "0"
+    return (os.environ if env is None else env).get("GSR_COLUMNAR_RUN", "1").strip() != "0"
 
 
 def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
@@ -197,8 +194,7 @@ def run_config(args: argparse.Namespace, concurrency: int, **over: Any):
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     values = dict(out=get("out"), trace=get("trace"), concurrency=concurrency, limit=get("limit"),
                   program_path=get("program"), short_circuit=get("short_circuit", True), columnar=columnar_wanted())
-    values.update(over)
-    return RunConfig(**values)
+    return RunConfig(**values | over)
 
 
 def add_table_arguments(parser: argparse.ArgumentParser, trace_help: str) -> None:
