@@ -215,12 +215,9 @@ class _Printer:
             return
         n = len(r.diagnostics)
         print(f"{prefix}round {r.index} ({what}): rejected, {n} error{'s' if n != 1 else ''}", file=sys.stderr)
-        if self.fmt == "full" and r.program is not None:
-            text = render_feedback(r.program, r.diagnostics, self.display)
-        else:
-            text = diagnostics_concise(r.program, r.diagnostics, self.display)
-        for line in text.rstrip("\n").splitlines():
-            print(f"{prefix}  {line}" if prefix else f"  {line}", file=sys.stderr)
+        render = render_feedback if self.fmt == "full" and r.program is not None else diagnostics_concise
+        for line in render(r.program, r.diagnostics, self.display).rstrip("\n").splitlines():
+            print(f"{prefix}  {line}", file=sys.stderr)
 
 
 # ---- run ----------------------------------------------------------------------------------------------
@@ -327,8 +324,7 @@ async def _compile_one(spec, config, args, cache, out, on_round):
                 try:
                     return await compile_rubric(spec, client, repairs=args.repairs, constrain=args.constrain,
                                                 grammar_field=_grammar_field(args, facts), json_form=args.json_form,
-                                                path=out, on_round=on_round, prompt=prompt,
-                                                cache=cache)
+                                                path=out, on_round=on_round, prompt=prompt, cache=cache)
                 except LLMError as exc:  # a context overflow names the context: fit the prompt to it, once
                     context = context_from_error(getattr(exc, "server_message", None) or "")
                     if attempt or context is None or args.context or facts.get("context_length"):
