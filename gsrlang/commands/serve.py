@@ -122,10 +122,9 @@ def _token(args) -> str | None:
             raise UsageError(f"--host {args.host} is not a loopback address: requests from other machines need a "
                              "token; put one in an environment variable and pass its name with --token-env NAME")
         return None
-    token = os.environ.get(args.token_env)
-    if not token or not token.strip():
+    if not (token := os.environ.get(args.token_env, "").strip()):
         raise UsageError(f"--token-env {args.token_env}: that environment variable is not set (or empty)")
-    return token.strip()
+    return token
 
 
 def _judges(args, program):
@@ -136,12 +135,9 @@ def _judges(args, program):
 
     try:
         llm, settings = run_llm_judge(args)
-    except JudgeConfigError as exc:
-        raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
-    judges = gsrlang.Judges(llm=llm, concurrency=run_concurrency(args, settings), cache=None)
-    try:
+        judges = gsrlang.Judges(llm=llm, concurrency=run_concurrency(args, settings), cache=None)
         judges.check(program.checked)
-    except gsrlang.JudgeError as exc:
+    except (JudgeConfigError, gsrlang.JudgeError) as exc:
         raise UsageError("the judges cannot serve this program:\n  " + "\n  ".join(exc.problems)) from None
     return judges
 
@@ -213,14 +209,12 @@ def build(args):
     except OSError as exc:
         sock.close()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=30)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=30)
     return uvicorn.Server(config), sock, engine
 
 
 def run(args) -> int:
-    built = build(args)
-    if built is None:
+    if (built := build(args)) is None:
         return 1
     server, sock, engine = built
     host, port = sock.getsockname()[:2]
