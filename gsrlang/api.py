@@ -145,9 +145,8 @@ class Judges:
                  cache: str | Path | None = None, concurrency: int | None = None, llm=None, **settings):
         if concurrency is not None and concurrency < 1:
             raise InputError(f"concurrency must be at least 1, got {concurrency}")
-        self.options = {"model": model, "base_url": base_url, "api_key": api_key, **settings}
-        if concurrency is not None:
-            self.options["concurrency"] = concurrency
+        self.options = {"model": model, "base_url": base_url, "api_key": api_key, "concurrency": concurrency,
+                        **settings}
         self.cache = str(cache) if cache is not None else None
         self.concurrency = concurrency if concurrency is not None else 8
         self._llm = llm
@@ -235,8 +234,7 @@ class Judges:
 
     def close(self) -> None:
         """Close the judges (the model client, the cache) and end the loop thread."""
-        loop = self._loop
-        if loop is None:
+        if (loop := self._loop) is None:
             return
         if self._registry is not None:
             asyncio.run_coroutine_threadsafe(self._registry.aclose(), loop).result()
@@ -301,9 +299,7 @@ class Program:
 
     def _mode(self, mode: str | None, responses: int) -> str:
         if mode is None:
-            if len(self.modes) == 1:
-                return self.modes[0]
-            return "pairwise" if responses == 2 else "pointwise"
+            return self.modes[0] if len(self.modes) == 1 else ("pairwise" if responses == 2 else "pointwise")
         if mode not in self.modes:
             raise InputError(f"program {self.name!r} declares no {mode} task (it has: {', '.join(self.modes)})")
         return mode
