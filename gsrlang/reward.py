@@ -97,9 +97,7 @@ class RewardFunction:
         return rows
 
     def _reward(self, result) -> float | None:
-        if not result.ok:
-            return self.failure_value
-        return float(result.raw if self.scale == "native" else result.value)
+        return float(result.raw if self.scale == "native" else result.value) if result.ok else self.failure_value
 
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         if completions is None:

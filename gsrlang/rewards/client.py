@@ -8,6 +8,7 @@ restarting), never on an answer about the request itself (400, 401, 413) or a de
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -33,12 +34,9 @@ class ServerError(RuntimeError):
 def _default(value):
     """JSON for the values trainers put in their columns (numpy scalars and arrays, tensors, ...)."""
     for attr in ("tolist", "item"):
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            try:
+        if callable(fn := getattr(value, attr, None)):
+            with contextlib.suppress(Exception):  # fall back to the text
                 return fn()
-            except Exception:  # noqa: BLE001 - fall back to the text
-                pass
     return str(value)
 
 
@@ -51,10 +49,8 @@ class _Connection(http.client.HTTPConnection):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class _TLSConnection(http.client.HTTPSConnection):
-    def connect(self):
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+class _TLSConnection(_Connection, http.client.HTTPSConnection):
+    """The same over TLS: `_Connection.connect` sets the option once HTTPSConnection has wrapped the socket."""
 
 
 class RewardClient:
@@ -73,8 +69,7 @@ class RewardClient:
         self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
         self._base = parts.path.rstrip("/")
         if token is None and token_env is not None:
-            token = os.environ.get(token_env)
-            if not token:
+            if not (token := os.environ.get(token_env)):
                 raise ValueError(f"token_env {token_env!r}: that environment variable is not set")
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token:
@@ -84,15 +79,13 @@ class RewardClient:
         self._local = threading.local()
 
     def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        if (conn := getattr(self._local, "conn", None)) is None:
             cls = _TLSConnection if self._scheme == "https" else _Connection
             conn = self._local.conn = cls(self._host, self._port, timeout=self.timeout)
         return conn
 
     def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        if (conn := getattr(self._local, "conn", None)) is not None:
             conn.close()
         self._local.conn = None
 

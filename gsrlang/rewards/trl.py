@@ -69,8 +69,7 @@ def trl_reward(url: str, *, group: str | None = None, reference_column: str | No
             raise ValueError(f"reference column {reference_column!r} was not passed (columns: "
                              f"{', '.join(columns) or 'none'})")
         body = dict(options)
-        step = _step(kwargs)
-        if step is not None:
+        if (step := _step(kwargs)) is not None:
             body["step"] = step
 
         def fields(i):

@@ -37,13 +37,11 @@ REQUEST = ("deadline_s", "on_deadline", "default_reward", "failure_value", "scal
 def _client(kwargs: dict):
     from gsrlang.rewards.client import RewardClient
 
-    url = kwargs.get("url") or os.environ.get("GSR_SERVE_URL")
-    if not url:
+    if not (url := kwargs.get("url") or os.environ.get("GSR_SERVE_URL")):
         raise ValueError("no reward server: pass reward_kwargs.url=http://HOST:PORT (or set GSR_SERVE_URL)")
     key = (url, kwargs.get("token_env"))
     with _LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
+        if (client := _CLIENTS.get(key)) is None:
             client = _CLIENTS[key] = RewardClient(url, token_env=kwargs.get("token_env"),
                                                   timeout=float(kwargs.get("timeout") or 600.0))
     return client
@@ -92,8 +90,7 @@ async def acompute_score(data_source, solution_str, ground_truth, extra_info=Non
 
 def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs) -> list[dict]:
     """veRL's batch reward manager's form: lists in, one dict per response out (one request)."""
-    items = [_item(d, s, g, e, kwargs) for d, s, g, e in zip(data_sources, solution_strs, ground_truths,
-                                                               extra_infos)]
+    items = [_item(d, s, g, e, kwargs) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, extra_infos)]
     return _scores(_client(kwargs).post("/score", _body(items, kwargs)))
 
 
