@@ -149,8 +149,7 @@ PAIR_KEYS = ("input", "responses", "reference", "id", "record")
 
 
 def _record(entry: Mapping, where: str) -> dict:
-    record = entry.get("record")
-    if record is None:
+    if (record := entry.get("record")) is None:
         return {}
     if not isinstance(record, dict):
         raise RequestError(f"`{where}record` must be an object, got {_type_name(record)}", where + "record")
@@ -262,8 +261,7 @@ class Server:
         policy = _policy(body, self.options, self.next_seq())
         mode = self._mode(served, "pointwise" if "pointwise" in served.program.modes else None)
         if mode != "pointwise":
-            raise RequestError(f"the served program {served.program.name!r} has no pointwise task: use /compare",
-                               None)
+            raise RequestError(f"the served program {served.program.name!r} has no pointwise task: use /compare")
         if "items" in body:
             if any(k in body for k in ITEM_KEYS if k != "id"):
                 raise RequestError("give `items` or one item's fields (`input`, `response`, ...), not both", "items")
@@ -322,8 +320,7 @@ class Server:
             if not isinstance(both, bool):
                 raise RequestError(f"`{where}both_orders` must be a boolean, got {_type_name(both)}",
                                    where + "both_orders")
-            responses = _list(entry, "responses", self.options, where=where)
-            if not responses:
+            if not (responses := _list(entry, "responses", self.options, where=where)):
                 raise RequestError(f"`{where}responses` is empty: a group has at least one response",
                                    where + "responses")
             texts = [text_field(r, f"{where}responses[{k}]", completion=True) for k, r in enumerate(responses)]
@@ -422,8 +419,7 @@ def response_of(query: str, prompt: str) -> str:
     text = query[len(prompt):] if prompt and query.startswith(prompt) else query
     while True:
         stripped = text.rstrip()
-        marker = next((m for m in END_MARKERS if stripped.endswith(m)), None)
-        if marker is None:
+        if (marker := next((m for m in END_MARKERS if stripped.endswith(m)), None)) is None:
             return text.strip()
         text = stripped[: -len(marker)]
 
@@ -474,12 +470,10 @@ def build_app(engine, options: Options, metrics=None, watcher=None):
         async for chunk in request.stream():
             size += len(chunk)
             if size > options.max_body:
-                raise RequestError(f"the body is larger than {options.max_body} bytes (--max-body-mb)", None,
-                                   status=413)
+                raise RequestError(f"the body is larger than {options.max_body} bytes (--max-body-mb)", status=413)
             chunks.append(chunk)
-        raw = b"".join(chunks)
         try:
-            body = loads(raw)
+            body = loads(b"".join(chunks))
         except ValueError as exc:  # orjson's and json's decode errors, and bad UTF-8, are ValueErrors
             raise RequestError(f"the body is not JSON: {exc}", None) from None
         if not isinstance(body, dict):

@@ -150,10 +150,8 @@ class Engine:
     def _launch(self, batch: list[_Entry]) -> None:
         if self.metrics is not None:
             self.metrics.batch(len(batch))
-        if all(e.served.inline for e in batch):
-            task = asyncio.ensure_future(self._run_here(batch))
-        else:
-            task = asyncio.ensure_future(self.judges.arun(self._work(batch)))
+        inline = all(e.served.inline for e in batch)
+        task = asyncio.ensure_future(self._run_here(batch) if inline else self.judges.arun(self._work(batch)))
         self._batches.add(task)
         task.add_done_callback(self._batch_done)
 
@@ -170,8 +168,7 @@ class Engine:
             groups.setdefault((entry.served, entry.mode), []).append(entry)
         for (served, mode), entries in groups.items():
             try:
-                results = await served.program.execute_all([(mode, e.item) for e in entries], served.registry,
-                                                             None)
+                results = await served.program.execute_all([(mode, e.item) for e in entries], served.registry, None)
             except Exception:  # noqa: BLE001 - found out item by item below
                 await self._run_each(served, mode, entries)
             else:
@@ -214,8 +211,7 @@ class Engine:
         async def work(limiter):
             async def one(entry: _Entry):
                 try:
-                    result = await entry.served.program.execute(entry.mode, entry.item, entry.served.registry,
-                                                                 limiter)
+                    result = await entry.served.program.execute(entry.mode, entry.item, entry.served.registry, limiter)
                 except Exception as exc:  # a bug in gsr (an item never raises): that request answers 500
                     post(entry, None, exc)
                 else:

@@ -89,8 +89,7 @@ class _Live:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
         m = self.metrics
-        summary = Metric("gsr_request_latency_seconds", f"request latency over the last {WINDOW} requests",
-                         "summary")
+        summary = Metric("gsr_request_latency_seconds", f"request latency over the last {WINDOW} requests", "summary")
         for route, recent in sorted(m.recent.items()):
             xs = list(recent)
             for q in QUANTILES:

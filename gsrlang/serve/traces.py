@@ -13,6 +13,7 @@ is never written to: segments are created exclusively (a restarted server goes o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -104,12 +105,9 @@ class TraceSink:
         key = (program.hash, result.mode)
         segment = self.open.get(key)
         if segment is None:
-            while True:
-                try:
+            while segment is None:
+                with contextlib.suppress(FileExistsError):  # made by someone else since we looked: the next name
                     segment = _Segment(self._free_name(), program, result.mode, self._since())
-                    break
-                except FileExistsError:  # made by someone else since we looked: the next name
-                    continue
             self.open[key] = segment
             self.written.append(segment.path)
         segment.write(result)
