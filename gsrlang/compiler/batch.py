@@ -198,8 +198,7 @@ class BatchReport:
         pct = (lambda k: f"{100 * k / n:.0f}%" if n else "0%")
         lines = [f"compile report: {n} item{'s' if n != 1 else ''}",
                  f"  compiled on the first try  {doc['compiled_first_try']:>5}  {pct(doc['compiled_first_try'])}",
-                 f"  compiled after repair      {doc['compiled_after_repair']:>5}  "
-                 f"{pct(doc['compiled_after_repair'])}",
+                 f"  compiled after repair      {doc['compiled_after_repair']:>5}  {pct(doc['compiled_after_repair'])}",
                  f"  failed                     {doc['failed']:>5}  {pct(doc['failed'])}"]
         if doc["errors"]:
             lines.append(f"  not compiled (errors)      {doc['errors']:>5}  {pct(doc['errors'])}")
@@ -281,19 +280,17 @@ async def compile_batch(items: Sequence[CompileItem | ItemError] | Iterator[Comp
                                                error=f"not compiled: the batch stopped ({stopped[0]})",
                                                error_kind="model")
                 continue
-            path = out / f"{stem}.gsr"
             try:
-                result = await compile_one(item.spec, path)
+                result = await compile_one(item.spec, out / f"{stem}.gsr")
             except LLMError as exc:
                 if _fatal(exc):
                     stopped.append(str(exc))
                 entries[order_no] = IndexEntry(id=item.id, line=item.line, status="error",
                                                spec_sha256=item.spec.sha256, rubric_sha256=item.spec.rubric_sha256,
                                                error=f"model call failed: {exc}", error_kind="model")
-                if on_item:
-                    on_item(item, exc)
-                continue
-            entries[order_no] = _write(out, stem, item, result)
+                result = exc  # what on_item is told
+            else:
+                entries[order_no] = _write(out, stem, item, result)
             if on_item:
                 on_item(item, result)
 
@@ -360,8 +357,7 @@ class ProgramIndex:
     def program(self, item_id: str):
         if item_id in self._programs:
             return self._programs[item_id]
-        entry = self.entries.get(item_id)
-        if entry is None:
+        if (entry := self.entries.get(item_id)) is None:
             raise KeyError(f"item {item_id!r} is not in {self.path}")
         if not entry.get("program"):
             why = entry.get("error") or f"its compile {entry.get('status')}"
