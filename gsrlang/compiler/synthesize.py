@@ -83,9 +83,6 @@ class CompilerClient(LLMClient):
     def _data(self, request, text):
         return None if _free_text(request) else super()._data(request, text)  # a program is no JSON: no format error
 
-    def _finish(self, request, resp, latency, attempts, mode, key):  # a free-text answer is not stored
-        return super()._finish(request, resp, latency, attempts, mode, None if _free_text(request) else key)
-
 
 def _free_text(request) -> bool:
     """Whether `request` asks for a program as free text (no schema: no response_format, no JSON)."""
@@ -134,8 +131,7 @@ def contract_diagnostics(analysis: Analysis, spec: CompileSpec) -> list[Diagnost
     need = f"declare `{c.task_line()}`"
     # the program's (first) task of the spec's kind
     span = next((i.span for i in items if isinstance(i, ast.TaskDecl) and i.mode.name == c.kind), Span(0, 0))
-    r = getattr(readout, c.kind)
-    if r is None:
+    if (r := getattr(readout, c.kind)) is None:
         return [error(CONTRACT, f"the program declares no {c.kind} task, which the compile spec requires", span,
                       help=need)]
     out = []
