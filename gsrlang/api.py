@@ -15,6 +15,7 @@ daemon; `Judges.close()` (or a `with` block) ends it and closes the client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -496,13 +497,9 @@ def compile_rubric(rubric: str, *, scale: tuple[float, float] | None = None, pai
         from gsrlang.compiler.synthesize import CompilerClient
         from gsrlang.compiler.synthesize import compile_rubric as synthesize
 
-        store = CompileCache(str(cache)) if cache is not None else None
-        try:
+        with CompileCache(str(cache)) if cache is not None else contextlib.nullcontext() as store:
             async with CompilerClient(config) as client:
                 return await synthesize(spec, client, repairs=repairs, cache=store)
-        finally:
-            if store is not None:
-                store.close()
 
     try:
         result = _run_sync(go())

@@ -239,10 +239,8 @@ def _with_cache(args, compile_with):
         return asyncio.run(compile_with(None))
     with usage_errors(CacheError):
         cache = CompileCache(args.cache or DEFAULT_CACHE)
-    try:
+    with cache:
         return asyncio.run(compile_with(_CacheView(cache, args.retry_failed)))
-    finally:
-        cache.close()
 
 
 def _print_prompt(spec) -> int:
