@@ -62,13 +62,10 @@ class CompileCache:
             usable = (n - 1 <= repairs) if record["status"] != "failed" else record.get("budget") == repairs
         if not usable:
             return None
-        rounds = []
-        for r in record["rounds"]:
-            base = dict(index=r["index"], answer=r.get("answer"), model=r.get("model") or "",
-                        finish_reason=r.get("finish_reason"), prompt_tokens=r.get("prompt_tokens", 0),
-                        completion_tokens=r.get("completion_tokens", 0))
-            rounds.append(checked_round(spec, r.get("program"), problem=r.get("problem"), path=path, catalog=catalog,
-                                        **base))
-        result = finish_result(spec, tuple(rounds), path=path, catalog=catalog, date=record.get("date") or "",
+        rounds = tuple(checked_round(spec, r.get("program"), index=r["index"], answer=r.get("answer"),
+                                     problem=r.get("problem"), path=path, catalog=catalog, model=r.get("model") or "",
+                                     finish_reason=r.get("finish_reason"), prompt_tokens=r.get("prompt_tokens", 0),
+                                     completion_tokens=r.get("completion_tokens", 0)) for r in record["rounds"])
+        result = finish_result(spec, rounds, path=path, catalog=catalog, date=record.get("date") or "",
                                model_calls=0, cached=True)
         return result if result.status == record["status"] else None  # else the checker changed its mind: compile again

@@ -38,8 +38,7 @@ def _number(x) -> Union[int, float]:
 def parse_scale(value) -> tuple[Union[int, float], Union[int, float]]:
     """A native scale from `"1..5"`, `(1, 5)` or `[1, 5]`; raises SpecError when it is not lo < hi."""
     if isinstance(value, str):
-        m = _RANGE.match(value)
-        if not m:
+        if not (m := _RANGE.match(value)):
             raise SpecError(f"a scale is written LO..HI with LO < HI (for example 1..5), got {value!r}")
         lo, hi = (float(g) for g in m.groups())
     elif isinstance(value, (tuple, list)) and len(value) == 2:
