@@ -54,9 +54,8 @@ class HumanJudge:
     inline = True
 
     def validate(self, node) -> str | None:
-        if not node.criterion.procedure.args.get("field"):
-            return f"criterion `{node.id}` is `human(...)` without a field"
-        return None
+        has_field = node.criterion.procedure.args.get("field")
+        return None if has_field else f"criterion `{node.id}` is `human(...)` without a field"
 
     async def judge(self, node, item, candidate) -> Judgment:
         return self.read(node, item.record, candidate.id)

@@ -47,8 +47,7 @@ class JudgeRegistry:
         return {kind: judge.usage() for kind, judge in self._judges.items() if callable(getattr(judge, "usage", None))}
 
     def judge_for(self, node) -> Judge:
-        judge = self._judges.get(node.criterion.procedure.kind)
-        if judge is None:
+        if (judge := self._judges.get(node.criterion.procedure.kind)) is None:
             raise JudgeConfigError([self._missing(node.criterion.procedure.kind, [node.id])])
         return judge
 
@@ -66,8 +65,7 @@ class JudgeRegistry:
         out = []
         for node in program.criteria:
             kind = node.criterion.procedure.kind
-            judge = self._judges.get(kind)
-            if judge is None:
+            if (judge := self._judges.get(kind)) is None:
                 missing.setdefault(kind, []).append(node.id)
                 continue
             if (validate := getattr(judge, "validate", None)) and (problem := validate(node)):

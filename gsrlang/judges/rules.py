@@ -189,7 +189,6 @@ class RuleJudge:
                                     f"{self.time_limit:g} s per judgment")
         if known is None:
             return Judgment.ok(value, reason)  # the trace node names the procedure; nothing else to record
-        j = known.get((type(value), value, reason))
-        if j is None:
+        if (j := known.get((type(value), value, reason))) is None:
             j = known[(type(value), value, reason)] = Judgment.ok(value, reason)
         return j

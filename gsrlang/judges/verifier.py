@@ -62,10 +62,8 @@ def _entry_points():
 
 def find_verifier(name: str) -> Callable | None:
     """The verifier registered as `name`, or None."""
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name in _LOADED:
-        return _LOADED[name]
+    if (fn := _REGISTERED.get(name, _LOADED.get(name))) is not None:
+        return fn
     for ep in _entry_points():
         if ep.name == name:
             fn = _LOADED[name] = ep.load()
@@ -110,8 +108,7 @@ class VerifierJudge:
 
     async def judge(self, node, item, candidate) -> Judgment:
         name = node.criterion.procedure.name
-        fn = find_verifier(name)
-        if fn is None:
+        if (fn := find_verifier(name)) is None:
             return Judgment.invalid(f"verifier `{name}` is not registered")
         async def outcome():
             result = await (fn(candidate, item) if inspect.iscoroutinefunction(fn)
