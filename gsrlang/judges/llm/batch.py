@@ -447,8 +447,7 @@ class Batcher:
         body, mode = client.request_body(request), client.mode_for(request)  # as the online path would send it
         w = _Wait(client, request, key, body, mode, loop.create_future())
         self.asks += 1
-        line = self.imported.pop(key, None)
-        if line is not None:
+        if (line := self.imported.pop(key, None)) is not None:
             self.stats["imported"] += 1
         else:
             line = self.unclaimed.pop(key, None)
@@ -581,8 +580,7 @@ class Batcher:
                         return
                     await self._submit()
                     delay = self.poll
-                active = [p for p in self.state.parts if p.waiters]
-                if not active:
+                if not (active := [p for p in self.state.parts if p.waiters]):
                     if self.pending:
                         continue
                     self._wake.clear()
@@ -632,8 +630,7 @@ class Batcher:
 
     async def _api(self, client: LLMClient) -> BatchAPI:
         """The client's Batch API, probed on first use; a server without one stops the run."""
-        api = self._apis.get(id(client))
-        if api is None:
+        if (api := self._apis.get(id(client))) is None:
             api = self._apis[id(client)] = BatchAPI(client)
             try:
                 await api.probe()
@@ -658,14 +655,12 @@ class Batcher:
 
         try:
             if part.stage == "built":
-                file_id = await api.find_file(part.filename)  # uploaded just before a kill?
-                if file_id is None:
+                if (file_id := await api.find_file(part.filename)) is None:  # uploaded just before a kill?
                     file_id = await api.upload(self.state.input_path(part), part.filename)
                 self.state.update(part, stage="uploaded", file_id=file_id)
                 return True
             if part.stage == "uploaded":
-                batch = await api.find_batch(part.file_id)  # created just before a kill?
-                if batch is None:
+                if (batch := await api.find_batch(part.file_id)) is None:  # created just before a kill?
                     batch = await api.create(part.file_id, part)
                 self._record(part, batch, stage="created")
                 with contextlib.suppress(OSError):
@@ -746,8 +741,7 @@ class Batcher:
         raise _Stop(f"exported:{len(lines)}:{', '.join(sorted(m for m, _ in by_model))}")
 
     def _progress(self) -> None:
-        active = [p for p in self.state.parts if p.batch_id and p.stage in ("created", "done")]
-        if not active:
+        if not (active := [p for p in self.state.parts if p.batch_id and p.stage in ("created", "done")]):
             return
         shown = ", ".join(f"{p.batch_id} {p.status} {p.counts.get('completed', 0)}/{p.counts.get('total', 0) or p.requests}"
                           + (f" ({p.counts['failed']} failed)" if p.counts.get("failed") else "") for p in active[:4])

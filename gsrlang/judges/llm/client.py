@@ -327,10 +327,7 @@ class AdaptiveWindow:
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = self.limit = self.lowest = max(1, ceiling)
-        self.active = 0
-        self.cuts = 0
-        self._epoch = 0
-        self._ok = 0
+        self.active = self.cuts = self._epoch = self._ok = 0
         self._cond = asyncio.Condition()
 
     async def acquire(self) -> int:
@@ -421,10 +418,9 @@ def _mentions_json(messages: Sequence[dict]) -> bool:
 
 def _count(value) -> int:
     try:
-        n = int(value or 0)
+        return max(0, int(value or 0))
     except (TypeError, ValueError):
         return 0
-    return max(0, n)
 
 
 def token_counts(usage) -> tuple[int, int, int, int]:
@@ -719,8 +715,7 @@ class LLMClient:
             raise LLMError("LLMClient is closed")
         self.usage.calls += 1
         key = request.cache_key(self.config)
-        leader = self._inflight.get(key)
-        if leader is not None:  # the same prompt, model and settings are being asked already: share its answer
+        if (leader := self._inflight.get(key)) is not None:  # an identical request is in flight: share its answer
             self.usage.merged += 1
             result = await asyncio.shield(leader)
             return attrs.evolve(result, prompt_tokens=0, completion_tokens=0, attempts=0, merged=True)
@@ -810,9 +805,7 @@ class LLMClient:
         if self._fatal is not None:
             self.usage.failures += 1
             raise self._fatal
-        attempts = 0
-        retries = 0
-        fallbacks = 0
+        attempts = retries = fallbacks = 0
         tried: set[str] = set()  # parameters this request had refused: each is adapted at most once
         while True:
             mode = self.mode_for(request)
@@ -958,8 +951,7 @@ class ClientPool:
 
     def for_role(self, role: str | None = None) -> LLMClient:
         config = self.settings.for_role(role)
-        client = self._clients.get(config)
-        if client is None:
+        if (client := self._clients.get(config)) is None:
             client = self._clients[config] = LLMClient(config, self.cache, **self._kwargs)
             client.batcher = self.batcher
         return client
