@@ -37,8 +37,7 @@ def run(args) -> int:
         if problem:
             printer.add(path, None, [read_error(path, problem)])
             continue
-        analysis = printer.analyze(path)
-        if analysis is not None:
+        if (analysis := printer.analyze(path)) is not None:
             printer.add(path, analysis.text, analysis.diagnostics)
     printer.finish()
     if not args.quiet and args.format in ("full", "concise"):

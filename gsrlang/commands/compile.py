@@ -399,8 +399,7 @@ def _run_batch(args, contract) -> int:
     with usage_errors(DataError):
         items = list(read_compile_items(args.data, fields, contract))
     if args.print_prompt:
-        first = next((i for i in items if isinstance(i, CompileItem)), None)
-        if first is None:
+        if (first := next((i for i in items if isinstance(i, CompileItem)), None)) is None:
             raise UsageError(f"{args.data}: no usable item")
         return _print_prompt(first.spec)
     config = _settings(args)

@@ -54,8 +54,7 @@ def run(args) -> int:
         from gsrlang.lang.catalog import default_catalog
 
         catalog = default_catalog()
-        text = explain_name(args.code.strip(), catalog)
-        if text is None:
+        if (text := explain_name(args.code.strip(), catalog)) is None:
             raw = args.code.strip()
             if raw.upper().startswith("GSR") or raw.isdigit():
                 problem = f"unknown diagnostic code `{raw}`" + _suggestion(raw, CODES)

@@ -113,8 +113,7 @@ def _format_file(path: str, args, printer) -> bool | None:
     except OSError as exc:
         printer.add(path, None, [read_error(path, f"cannot read `{path}`: {exc.strerror}")])
         return None
-    done = _formatted(path, data, printer)
-    if done is None:
+    if (done := _formatted(path, data, printer)) is None:
         return None
     formatted = done[1]
     original = data.decode("utf-8")  # the file as it is (decode_source blanks out a byte-order mark)

@@ -66,8 +66,7 @@ def _first_header(path: str) -> dict:
 
 def recorded_program_path(header: dict, trace_path: str) -> str:
     """The program file a trace was recorded with (also used by `gsr report`); UsageError when it is gone."""
-    named = header.get("path")
-    if not named:
+    if not (named := header.get("path")):
         raise UsageError("the trace does not name its program file: pass it with --program")
     candidates = [Path(named)]
     if header.get("abs_path"):
@@ -239,8 +238,7 @@ def recorded_run(record: dict) -> str:
     text = (f"recorded run: {items} item{'s' if items != 1 else ''} ({record.get('ok', 0)} ok, "
             f"{record.get('invalid', 0)} invalid, {record.get('failed', 0)} failed) in "
             f"{float(record.get('wall_s') or 0):.2f} s")
-    llm = (record.get("judges") or {}).get("llm")
-    if not llm:
+    if not (llm := (record.get("judges") or {}).get("llm")):
         return text + "; no model judge"
     from gsrlang.judges.llm.prices import usage_text
 

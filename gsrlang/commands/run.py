@@ -151,8 +151,7 @@ def choose_mode(program, mode: str | None) -> str:
 
     available = [m for m, r in (("pointwise", program.readout.pointwise), ("pairwise", program.readout.pairwise)) if r]
     if mode is None:
-        mode = default_mode(program)
-        if mode is None:
+        if (mode := default_mode(program)) is None:
             raise UsageError("the program declares both a pointwise and a pairwise task: choose one with --mode")
     elif mode not in available:
         raise UsageError(f"the program declares no {mode} task (it has: {', '.join(available)})")
@@ -287,8 +286,7 @@ def print_agreement(summary, bootstrap: int, stream) -> None:
     """The agreement of a run (gsr run, gsr replay) with its labels, if any."""
     from gsrlang.analysis.metrics import format_report
 
-    report = summary.metrics(bootstrap)
-    if report is not None:
+    if (report := summary.metrics(bootstrap)) is not None:
         print(f"\nagreement with the labels ({summary.labelled} labelled items):", file=stream)
         print(format_report(report), file=stream)
 
@@ -416,8 +414,7 @@ def _model_roles(program) -> set:
 
 def _check_priced(program, registry) -> None:
     """--budget needs a price for every model the program calls: one line naming the first without one."""
-    llm = registry.get("llm")
-    if llm is None:
+    if (llm := registry.get("llm")) is None:
         return
     for role in sorted(_model_roles(program), key=lambda r: r or ""):
         client = llm.pool.for_role(role)

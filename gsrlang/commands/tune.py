@@ -179,8 +179,7 @@ def _rows_of(args, table) -> list | None:
     Each record comes with the place messages name (`line 17`)."""
     from gsrlang.files.dataset import DataError, read_rows
 
-    path = args.data or args.group_data
-    if path is None:
+    if (path := args.data or args.group_data) is None:
         return None
     with usage_errors(DataError):
         rows = [(r.record, r.where) for r in read_rows(path)]

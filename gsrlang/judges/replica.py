@@ -23,8 +23,7 @@ class JudgeRecipe:
     def of(cls, registry) -> "JudgeRecipe":
         from pathlib import Path
 
-        llm = registry.get("llm")
-        if llm is None:
+        if (llm := registry.get("llm")) is None:
             return cls(None, None)
         path = getattr(llm.cache, "path", None)
         return cls({"settings": llm.settings, "fewshot": llm.fewshot, "max_reasks": llm.max_reasks,

@@ -76,8 +76,7 @@ def regex(response: str, /, *, pattern: str, ignore_case: bool = False) -> tuple
     # to characters, which costs more than the match): the bytes are searched, and the one match's offset
     # and text are decoded here. The same match, on character boundaries, so its bytes decode whole.
     data = response.encode("utf-8")
-    m = compile_pattern(pattern, bool(ignore_case)).search(data)
-    if m is None:
+    if (m := compile_pattern(pattern, bool(ignore_case)).search(data)) is None:
         return False, "no match"
     start, end = m.span()
     return True, f"matches {_excerpt(data[start:end].decode())!r} at character {len(data[:start].decode()) + 1}"

@@ -132,8 +132,7 @@ class Engine:
 
     async def run(self, served: Served, mode: str, items: list, deadline_s: float | None) -> list:
         """The items' results (`gsrlang.Result`), None for those unfinished at the deadline."""
-        futures = self.submit(served, mode, items)
-        if not futures:
+        if not (futures := self.submit(served, mode, items)):
             return []
         done, _ = await asyncio.wait(futures, timeout=deadline_s)
         return [f.result() if f in done else None for f in futures]  # an exception is a bug in gsr: 500

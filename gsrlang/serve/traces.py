@@ -103,8 +103,7 @@ class TraceSink:
     def write(self, program, result) -> None:
         """Append one result's trace record (`result.run` is its ItemRun) to its program's and mode's segment."""
         key = (program.hash, result.mode)
-        segment = self.open.get(key)
-        if segment is None:
+        if (segment := self.open.get(key)) is None:
             while segment is None:
                 with contextlib.suppress(FileExistsError):  # made by someone else since we looked: the next name
                     segment = _Segment(self._free_name(), program, result.mode, self._since())

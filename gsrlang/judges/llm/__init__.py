@@ -33,8 +33,7 @@ __all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
+    if (module := _MODULE_OF.get(name)) is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 

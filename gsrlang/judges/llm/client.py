@@ -877,8 +877,7 @@ class LLMClient:
         details = {"usage": {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached,
                              "reasoning_tokens": reasoning}, "model": model, "structured": mode,
                    "finish_reason": finish_reason}
-        text = message.content
-        if text is None:
+        if (text := message.content) is None:
             self.usage.format_errors += 1
             if refusal := getattr(message, "refusal", None):
                 raise RefusalError(f"the model refused to answer: {excerpt(refusal)}", refusal, **details)

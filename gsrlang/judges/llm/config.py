@@ -359,8 +359,7 @@ def find_config_file(cwd: Path, skipped: list[tuple[Path, int]] | None = None) -
     cwd = Path(cwd).resolve()
     for directory in (cwd, *cwd.parents):
         if (candidate := directory / CONFIG_FILE_NAME).is_file():
-            uid = other_owner(candidate)
-            if uid is None:
+            if (uid := other_owner(candidate)) is None:
                 return candidate
             if skipped is not None:
                 skipped.append((candidate, uid))
@@ -422,8 +421,7 @@ def _user_layer(user_dir: Path, env: Mapping[str, str]) -> _FileLayer:
 def _judge_tables(doc: dict, env: Mapping[str, str], layer: _FileLayer, user_dir: Path) -> _FileLayer:
     """`layer` with the settings of its file's `[judge]` and `[judge.roles.NAME]` tables (`doc`)."""
     path = layer.path
-    judge = doc.get("judge")
-    if judge is None:
+    if (judge := doc.get("judge")) is None:
         return layer
     if not isinstance(judge, dict):
         raise ConfigError(f"{path}: 'judge' must be a table ([judge])", path=path)

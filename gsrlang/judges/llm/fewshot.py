@@ -164,8 +164,7 @@ class FewShotBank:
     def examples_for(self, name: str, t: JType) -> list[Example]:
         """The seeded, balanced draw of up to ``k`` examples for criterion ``name`` (memoised)."""
         key = (name, t)
-        drawn = self._drawn.get(key)
-        if drawn is None:
+        if (drawn := self._drawn.get(key)) is None:
             pool = []
             for row in self.rows.get(name, ()):
                 try:

@@ -79,8 +79,7 @@ def load_overrides(*paths: Path | None) -> dict[str, dict[str, float]]:
             doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # the judge settings already reported a file that cannot be read
-        table = doc.get("prices")
-        if table is None:
+        if (table := doc.get("prices")) is None:
             continue
         if not isinstance(table, dict):
             raise PriceError(f"{path}: 'prices' must be a table of models ([prices.\"MODEL\"])")

@@ -270,8 +270,7 @@ class AnswerSpec:
                 raise OutsideType(f"{fmt_number(x)} is outside {fmt_number(t.lo)}..{fmt_number(t.hi)}; answer with "
                                   f"{self.allowed_text()}")
             return float(x)
-        option = self._option(raw)
-        if option is None:
+        if (option := self._option(raw)) is None:
             raise OutsideType(f"{_short(raw)} is not one of the options; answer with {self.allowed_text()}")
         return option.label == "true" if t.kind == "bool" else option.label
 

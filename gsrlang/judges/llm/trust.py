@@ -148,8 +148,7 @@ def other_owner(path: Path) -> int | None:
     """The uid owning `path` when it is neither the user nor root (who can change any file anyway); else None.
 
     None also where files have no owners (Windows) or `path` cannot be read."""
-    getuid = getattr(os, "getuid", None)
-    if getuid is None:
+    if (getuid := getattr(os, "getuid", None)) is None:
         return None
     try:
         uid = os.stat(path).st_uid

@@ -48,8 +48,7 @@ def read_weighted(t, tokens: Sequence[tuple[str, Sequence[tuple[str, float]]]]) 
             for cand, logprob in top:
                 if (s := cand.strip()).isdigit() and int(s) in points:
                     probs[int(s)] = probs.get(int(s), 0.0) + math.exp(logprob)
-            mass = sum(probs.values())
-            if not mass:
+            if not (mass := sum(probs.values())):
                 return None
             expected = sum(k * p for k, p in probs.items()) / mass
             return {"expected": expected, "probs": {str(k): round(p / mass, 6) for k, p in sorted(probs.items())},
