@@ -43,7 +43,9 @@ def _pairs() -> list[tuple[Path, Path]]:
     return out
 
 
-def assert_same_file(program, trace: Path, tmp: Path) -> None:
+def assert_same_file(program, trace: Path, tmp: Path):
+    """Check the what-if's file and summary against the item path's; the what-if's summary, or None where the
+    columns refused the trace (nothing to compare: the caller replays it item by item)."""
     fast_out, slow_out = tmp / "fast.jsonl", tmp / "slow.jsonl"
     try:
         slow = replay_file(str(trace), program, False, ReplayConfig(out=str(slow_out), program_label="P"))
@@ -55,16 +57,17 @@ def assert_same_file(program, trace: Path, tmp: Path) -> None:
             assert str(mine) == str(exc)
         else:
             assert fast is None  # not read into columns: the caller replays it item by item, which refuses it
-        return
+        return None
     fast = recompose_columnar(str(trace), program, "P", str(fast_out))
     if fast is None:  # the columns cannot read it (the item path can): the caller falls back to it
-        return
+        return None
     for field in FIELDS:
         assert getattr(fast, field) == getattr(slow, field), field
     assert fast_out.read_bytes() == slow_out.read_bytes()
     counted = recompose_columnar(str(trace), program, "P")  # the what-if without --out: the same summary
     for field in FIELDS:
         assert getattr(counted, field) == getattr(slow, field), field
+    return fast
 
 
 @pytest.mark.parametrize("recorded, other", _pairs(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -131,24 +134,13 @@ def test_show_in_a_what_if_prints_what_the_item_path_prints(out, tmp_path, capsy
 
 
 @pytest.mark.parametrize("pair", _pairs(), ids=lambda p: f"{p[0].parent.name}/{p[1].name}")
-def test_invalid_items_are_written_from_the_evaluation(pair, tmp_path, monkeypatch):
-    """An item left invalid by an invalid judgment gets its line (the item path's reason) from the columns: no
-    item is replayed item by item, and the file is still the item path's byte for byte."""
-    import gsrlang.execution.whatif as whatif
-
+def test_invalid_items_are_written_from_the_evaluation(pair, tmp_path):
+    """An item left invalid by an invalid judgment gets its line (the item path's reason) from the columns: the
+    trace is not sent item by item, and the file is still the item path's byte for byte."""
     recorded, other = pair
     program, trace = _record(recorded, tmp_path)
     alter_records(trace, default_mode(program), [(_invalid_judgment, k) for k in range(0, 40, 3)])
-    replayed = []
-    item_path = whatif.replay_records
-
-    def counted(plan, records, *rest):
-        replayed.extend(records)
-        return item_path(plan, records, *rest)
-
-    monkeypatch.setattr(whatif, "replay_records", counted)
-    assert_same_file(analyze_file(str(other)).program, trace, tmp_path)
-    assert replayed == []
+    assert assert_same_file(analyze_file(str(other)).program, trace, tmp_path) is not None
     lines = (tmp_path / "fast.jsonl").read_text(encoding="utf-8").splitlines()
     invalid = [json.loads(x) for x in lines if '"status": "invalid"' in x or '"status":"invalid"' in x]
     assert invalid and all(line["reason"] for line in invalid)
@@ -185,11 +177,10 @@ sink min(items: [understandable, scale(natural)])
 
 
 @pytest.mark.parametrize("which", ["topical_chat/overall.gsr", "llmbar/rules_only.gsr"])
-def test_no_item_is_replayed_item_by_item(which, tmp_path, monkeypatch):
+def test_no_item_is_replayed_item_by_item(which, tmp_path):
     """Failed rows, items left invalid over a judgment the recorded run skipped (the summary counts what the
     program needs), a recorded Score of -0.0 and the sink it makes, and (pairwise) repeated candidate ids: all
     written from the evaluation, the item path's file and summary, with no item replayed item by item."""
-    import gsrlang.execution.whatif as whatif
     from gsrlang.lang.check.driver import analyze
 
     recorded = next(p for p, _ in _pairs() if str(p).endswith(which))
@@ -212,12 +203,7 @@ def test_no_item_is_replayed_item_by_item(which, tmp_path, monkeypatch):
             line = json.dumps(rec)
         lines.append(line)
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    replayed = []
-    item_path = whatif.replay_records
-    monkeypatch.setattr(whatif, "replay_records", lambda plan, records, *rest: item_path(
-        plan, replayed.extend(records) or records, *rest))
-    assert_same_file(other, trace, tmp_path)
-    assert replayed == []
+    assert assert_same_file(other, trace, tmp_path) is not None  # written from the columns, not item by item
     slow = replay_file(str(trace), other, False, ReplayConfig(program_label="P"))
     assert slow.failed and slow.invalid
     if other is program:
@@ -337,3 +323,23 @@ def test_a_record_gone_at_the_second_reading_leaves_nothing_written(tmp_path, mo
     out = tmp_path / "fast.jsonl"
     assert recompose_columnar(str(trace), analyze_file(str(other)).program, "P", str(out)) is None
     assert asked and not out.exists()
+
+
+def test_a_record_of_an_unexpected_shape_sends_the_whole_trace_item_by_item(tmp_path, capsys):
+    """One record whose candidates are not strings: the columns take none of the trace (None, nothing written),
+    never that row alone, and `gsr replay --program OTHER --out` writes the item path's file all the same."""
+    recorded, other = next(p for p in _pairs() if p[0] != p[1])
+    program, trace = _record(recorded, tmp_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith('{"p"'))
+    rec = json.loads(lines[at])
+    rec["item"]["candidates"] = [7] * len(rec["item"]["candidates"])
+    lines[at] = json.dumps(rec)
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fast = tmp_path / "fast.jsonl"
+    assert recompose_columnar(str(trace), analyze_file(str(other)).program, "P", str(fast)) is None
+    assert not fast.exists()
+    slow = tmp_path / "slow.jsonl"
+    replay_file(str(trace), analyze_file(str(other)).program, False, ReplayConfig(out=str(slow), program_label="P"))
+    assert gsr(["replay", str(trace), "--program", str(other), "-q", "--bootstrap", "0", "--out", str(fast)]) in (0, 1)
+    assert fast.read_bytes() == slow.read_bytes()

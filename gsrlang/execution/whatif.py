@@ -19,14 +19,14 @@ chunk's records, read again, give each item's result line:
   over settling's rows of the item, `Evaluation.settled`);
 - a failed row (or an item run under no program) is carried over, as the item path carries it.
 
-A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it (`judged_column`). Only a record of an
-unexpected shape (candidates that are not `m` strings, parts that do not fit each other) is
-replayed item by item, which says what is wrong with it.
+A recorded Score of -0.0 is read as 0.0, as `check_judgment` reads it (`judged_column`).
 
 So the file is the item-by-item replay's byte for byte (tests/test_whatif.py). The lines are
-spooled to an anonymous temporary file until the whole trace is read: a trace the columns
-cannot read at all returns None with nothing written, and the caller replays it item by
-item, which reports it as it always did.
+spooled to an anonymous temporary file until the whole trace is read. What is decided for the
+whole trace, never per row (as verification decides it): a trace the columns cannot read, or
+one holding a record of an unexpected shape (candidates that are not `m` strings, parts that
+do not fit each other, an invalid item whose causes its record cannot give), returns None with
+nothing written, and the caller replays it item by item, which says what is wrong with it.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.inlinerun import column_line
-from gsrlang.execution.replay import ReplayError, Stored, carried_run, needed_of, recorded_judgments, \
-    recorded_outputs, replay_records
+from gsrlang.execution.replay import ReplayError, carried_run, needed_of, recorded_judgments, recorded_outputs
 from gsrlang.execution.runs import RunSummary, Spool
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
@@ -56,7 +55,8 @@ __all__ = ["recompose_columnar"]
 def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: str,
                        out: str | None = None) -> RunSummary | None:
     """`replay_file(trace, program, verify=False, out=out)`'s summary and results file (`out` None: the summary
-    alone), or None (nothing written) when the trace's criteria cannot be read into columns for `program`.
+    alone), or None (nothing written) when the trace's criteria cannot be read into columns for `program`, or
+    a record has an unexpected shape (see the module docstring).
 
     The trace is read a chunk of items at a time (`TraceTables`), keeping of each item what its result line
     takes of its record (its id, line, candidates, label and label error); the records of the few items whose
@@ -78,16 +78,19 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
             for table in reader.chunks(CHUNK):
                 if summary is None:
                     summary = RunSummary(program.name, program.content_hash, table.mode)
-                _write(plan, program, program_label, spool, table, evaluator.run(table), summary, reader.kept,
-                       again)
+                _write(plan, program, spool, table, evaluator.run(table), summary, reader.kept, again)
                 evaluator.forget()
-        except (ReplayError, TraceError):
+        except (ReplayError, TraceError, Unfit):
             return None  # the item-by-item replay says what is wrong, as it always did
         summary.recorded = reader.recorded
         if spool is not None:
             spool.keep(summary)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+class Unfit(Exception):
+    """A record the columns cannot write a line for: the whole trace is replayed item by item."""
 
 
 class _Again:
@@ -116,8 +119,8 @@ class _Again:
         raise TraceError(f"{self.path}: line {line} is gone: the file changed while it was read")
 
 
-def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table, evaluation, summary,
-           kept: list, again: _Again) -> None:
+def _write(plan: Plan, program: CheckedProgram, spool, table, evaluation, summary, kept: list,
+           again: _Again) -> None:
     """The result lines of a chunk of items (`kept`: per item (trace line, header, its line's parts or None),
     `TraceTables.keep`) to `spool` (None: counted only)."""
     mode, m = table.mode, table.m
@@ -133,15 +136,12 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
     ids, labels = table.ids, table.labels
     counted = []  # per item, `RunSummary.count_item`'s arguments: counted at the end, all at once where they can be
 
-    def count(run, line) -> None:
-        counted.append(summary.entry(run, line))
-
     for k, (line_no, header, parts) in enumerate(kept):
         rec = None  # the item's record, decoded again where its line needs more than its parts
         if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
             run = carried_run(rec := again.record(line_no))
             line = result_line(run, program)
-            count(run, line)
+            counted.append(summary.entry(run, line))
             write(line)
             continue
         line = None
@@ -154,13 +154,7 @@ def _write(plan: Plan, program: CheckedProgram, program_label: str, spool, table
                 line = _invalid(plan, header, rec := again.record(line_no), (ids[k], item_line), candidates,
                                 evaluation.causes.get(k), m, mode, source, (labels[k], label_error), scale)
         if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
-            rec = rec if rec is not None else again.record(line_no)
-            record = Stored(header, rec) if header is not None else rec
-            for _, _, run, line, _ in replay_records(plan, [(line_no, record)], False, program_label):
-                count(run, line)
-                summary.count_needs(plan, run)
-                write(line)
-            continue
+            raise Unfit
         valid = line["status"] == "ok"
         skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
         counted.append((line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
