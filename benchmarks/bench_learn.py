@@ -27,8 +27,8 @@ Targets (issue 9): evaluating one parameter set over 100,000 loaded items of a
     (`Space.run` of gsrlang.analysis.tune), interleaved with the hand-written numpy
     of the same arithmetic (plain sums): over continuous judgments, where no two
     items are alike, and over ratings on a 1..5 scale, where the search evaluates
-    each distinct item once. Before the kernels took over (exact sums off in
-    tuning) this was 0.89 ms per candidate, 1.6x the anchor, continuous. Each
+    each distinct item once. The same call of the tree before the kernels (exact
+    sums off in tuning), in the same run, is bench_before.py's (2). Each
     repeat also times the call without the readout (`read=False`), what the
     default (surrogate) objectives make: they read the sink alone.
 
@@ -182,7 +182,7 @@ def four_slots(n: int, repeats: int = 30) -> None:
         print(f"4-slot weighted mean over {n:,} items, {name} ({kinds:,} distinct items), one candidate weight "
               f"vector: {spread(ev_times, 1e3)} ms CPU (min/median/max of {repeats}; the first call "
               f"{first * 1e3:.1f} ms); hand-written numpy (plain sums), interleaved: {spread(hand_times, 1e3)} ms; "
-              f"ratio {spread(ratio)}x (before exact sums were always on: 0.89 ms, 1.6x, continuous)")
+              f"ratio {spread(ratio)}x (the tree before the kernels: bench_before.py)")
         print(f"  the sink alone (read=False, the surrogate objectives): {spread(sink_times, 1e3)} ms CPU, "
               f"{spread(sink_ratio)}x the hand-written numpy (which reads out)")
         agree = float(np.mean(hand[ev.ok] == ev.score[ev.ok]))

@@ -1,8 +1,10 @@
-"""`gsr replay` at scale (issue 22): peak memory flat in the trace's length, CPU against a numpy replay.
+"""`gsr replay` at scale (issue 22): peak memory flat in the trace's length, CPU against a hand-written replay.
 
 Targets: verifying a 1,000,000-item trace keeps its peak resident memory flat in N
-(the trace is verified a chunk of items at a time: gsrlang/execution/verify.py), and
-its CPU time is at most 1.3x that of the anchor.
+(the trace is verified a chunk of items at a time: gsrlang/execution/verify.py). The
+issue's CPU target, at most 1.3x the numpy replay (the columnar evaluator's replay of
+the tree before the kernels), is measured by bench_before.py; the anchor here is a
+floor, what decoding every line and the arithmetic cost by themselves.
 
 (1) runs `gsr run` of bench_runtime.py's 10-node program over 2,000 generated items
     with --trace, and repeats its item records with fresh item ids up to the largest
@@ -129,9 +131,9 @@ def main(argv: list[str]) -> int:
                 anchors.append(acpu)
                 rss.append(peak)
             rss_at[n] = statistics.median(rss)
-            print(f"gsr replay {n:>9,} items: CPU {spread(cpus)} s, peak RSS {spread(rss, '{:.0f}')} MB; numpy replay "
-                  f"(the anchor) CPU {spread(anchors)} s; ratio {spread(ratios)}x (min/median/max of {repeats}; "
-                  "target <= 1.3x)")
+            print(f"gsr replay {n:>9,} items: CPU {spread(cpus)} s, peak RSS {spread(rss, '{:.0f}')} MB; hand-written "
+                  f"replay (the anchor) CPU {spread(anchors)} s; ratio {spread(ratios)}x (min/median/max of {repeats}; "
+                  "the issue's 1.3x is against the tree before the kernels: bench_before.py)")
             _, cpu, peak, rc, text = measure(gsr_cmd() + ["replay", str(trace), "--program", str(other), "-q",
                                                           "--bootstrap", "0", "--out", str(tmp / "whatif.jsonl")])
             if rc != 0:
