@@ -212,7 +212,7 @@ class _Writer:
             self.err("sink", f"unknown node {json_repr(sink)}")
         if self.errors or nodes is None:
             raise JsonFormError(self.errors)
-        body = _Declarations(self, nodes, sink).declarations()
+        body = _DeclarationWriter(self, nodes, sink).declarations()
         if self.errors:
             raise JsonFormError(self.errors)
         head = f"rubric {top['name']}" + (f" {_string(description)}" if description else "")
@@ -706,7 +706,7 @@ class _NodeInfo:
         self.tune: dict = {}  # a criterion's tunable level values: {"values[LEVEL]": (lo, hi)}
 
 
-class _Declarations:
+class _DeclarationWriter:
     def __init__(self, writer: _Writer, nodes: dict[str, _NodeInfo], sink: str):
         self.w, self.nodes, self.sink = writer, nodes, sink
         self.catalog = writer.catalog
