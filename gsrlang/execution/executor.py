@@ -31,6 +31,7 @@ run --programs`).
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, AsyncIterator, Callable, Iterable, Sequence
 
@@ -288,6 +289,9 @@ async def judge_item(plan: Plan, item: Item, registry, limiter: CallLimit | None
 CHEAP = ("rule", "human", "verifier")  # procedure kinds judged first: no model call
 
 
+_SCHEDULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # plan -> (registry, its Schedule)
+
+
 class Schedule:
     """How short-circuit judging orders one program's criteria (built once per program and judges).
 
@@ -299,10 +303,10 @@ class Schedule:
 
     @classmethod
     def of(cls, plan: Plan, registry) -> "Schedule":
-        """The plan's schedule for these judges (kept on the plan: built once per program and registry)."""
-        cached = plan.schedule
+        """The plan's schedule for these judges (built once per plan and registry, kept while the plan lives)."""
+        cached = _SCHEDULES.get(plan)
         if cached is None or cached[0] is not registry:
-            cached = plan.schedule = (registry, cls(plan, registry))
+            cached = _SCHEDULES[plan] = (registry, cls(plan, registry))
         return cached[1]
 
     def __init__(self, plan: Plan, registry):

@@ -130,7 +130,6 @@ class Plan:
         self.nodes = program.nodes
         self.index = {n.id: i for i, n in enumerate(program.nodes)}
         self.sink_index = self.index[program.sink]
-        self.schedule = None  # the executor's (registry, Schedule) for this plan, built once per registry
         self._masks: dict[int, Masks] = {}  # compose's, per row count (the item path meets no invalid value)
         self.criteria: tuple[tuple[int, Node], ...] = tuple(
             (i, n) for i, n in enumerate(program.nodes) if n.kind == "criterion")
