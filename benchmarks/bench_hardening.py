@@ -167,6 +167,8 @@ def regex() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and not (sys.argv[1].isdigit() and int(sys.argv[1]) > 0):
+        sys.exit("usage: bench_hardening.py [CASES] [ENTRY ...] (CASES a whole number above 0)")
     fuzz(int(sys.argv[1]) if len(sys.argv) > 1 else 2_000, only=sys.argv[2:])
     if len(sys.argv) <= 2:
         aliases()

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runtime import PROGRAM, repeat_trace, write_items  # noqa: E402
+from bench_runtime import PROGRAM, repeat_trace, whole_numbers, write_items  # noqa: E402
 
 from gsrlang.analysis.tune import Space, knobs  # noqa: E402
 from gsrlang.execution.tracetable import table_from_cells, table_from_trace  # noqa: E402
@@ -192,7 +192,7 @@ def four_slots(n: int, repeats: int = 30) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--four"]
-    size = int(args[0]) if args else 100_000
+    [size] = whole_numbers(args, "bench_learn.py [N] [--four]", (100_000,))
     if "--four" not in sys.argv:
         main(size)
     four_slots(size)

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runtime import PROGRAM, gsr_cmd, measure, repeat_trace, write_items  # noqa: E402
+from bench_runtime import PROGRAM, gsr_cmd, measure, repeat_trace, whole_numbers, write_items  # noqa: E402
 
 SEED_ITEMS = 2000
 
@@ -101,8 +101,7 @@ def spread(xs: list[float], fmt: str = "{:.2f}") -> str:
 
 
 def main(argv: list[str]) -> int:
-    largest = int(argv[0]) if argv else 1_000_000
-    repeats = int(argv[1]) if len(argv) > 1 else 3
+    largest, repeats = whole_numbers(argv, "bench_replay.py [LARGEST_N] [REPEATS]", (1_000_000, 3))
     sizes = sorted({n for n in (100_000, 300_000, largest) if n <= largest})
     with tempfile.TemporaryDirectory(prefix="gsr-bench-replay-") as tmp:
         tmp = Path(tmp)

@@ -148,14 +148,21 @@ def v1_bytes(trace: Path) -> tuple[int, int, int]:
     return items, v2, v1
 
 
+def whole_numbers(args: list[str], usage: str, defaults: tuple[int, ...]) -> list[int]:
+    """`args` as whole numbers above 0, the `defaults` for those not given; or exit with a one-line `usage`
+    message (never a traceback)."""
+    if len(args) > len(defaults) or not all(a.isdigit() and int(a) > 0 for a in args):
+        sys.exit(f"usage: {usage} (whole numbers above 0)")
+    return [int(a) for a in args] + list(defaults[len(args):])
+
+
 def ratio_line(name: str, ratios: list[float], target: str) -> str:
     return (f"{name}: median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}, "
             f"{len(ratios)} runs) {target}")
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[0]) if argv else 100_000
-    repeats = int(argv[1]) if len(argv) > 1 else 3
+    n, repeats = whole_numbers(argv, "bench_runtime.py [N] [REPEATS]", (100_000, 3))
     with tempfile.TemporaryDirectory(prefix="gsr-bench-") as tmp:
         tmp = Path(tmp)
         program = tmp / "bench.gsr"

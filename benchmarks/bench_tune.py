@@ -82,4 +82,6 @@ def main(repeats: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or not all(a.isdigit() and int(a) > 0 for a in sys.argv[1:]):
+        sys.exit("usage: bench_tune.py [REPEATS] (a whole number above 0)")
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 1)

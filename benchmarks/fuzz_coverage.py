@@ -21,7 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import atheris
+try:
+    import atheris
+except ImportError:
+    raise SystemExit("fuzz_coverage.py needs atheris: pip install -e '.[fuzz]'") from None
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -67,6 +70,8 @@ def _report(entry: str) -> None:
 
 
 def main() -> None:
+    if not 3 <= len(sys.argv) <= 4 or not all(a.isdigit() for a in sys.argv[2:]):
+        raise SystemExit("usage: fuzz_coverage.py ENTRY RUNS [SEED] (RUNS and SEED whole numbers)")
     entry, runs = sys.argv[1], int(sys.argv[2])
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 2026
     if entry not in ("parser", "json", "jsonl"):

@@ -47,4 +47,6 @@ def generate_program(n_nodes: int, fan_in: int = 4) -> str:
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
+    if len(sys.argv) > 2 or not all(a.isdigit() and int(a) > 0 for a in sys.argv[1:]):
+        sys.exit("usage: generate.py [NODES] (a whole number above 0)")
     print(generate_program(int(sys.argv[1]) if len(sys.argv) > 1 else 100))
