@@ -36,12 +36,17 @@ from gsrlang.trace.read import logical_record
 from gsrlang.trace.schema import MALFORMED, result_line, unknown_flags
 from gsrlang.trace.write import node_static
 
-__all__ = ["Difference", "ReplayError", "carried", "carried_run", "compatibility_problems", "first_difference",
-           "rebuild", "replay_records", "replay_records_each", "same", "stored_difference"]
+__all__ = ["Difference", "Refused", "ReplayError", "carried", "carried_run", "compatibility_problems",
+           "first_difference", "rebuild", "replay_records", "replay_records_each", "same", "stored_difference"]
 
 
 class ReplayError(Exception):
     """The trace cannot be replayed under this program (another version, missing criteria, ...)."""
+
+
+class Refused(Exception):
+    """A trace holds a record that the columns cannot decide (verification) or write a line for (the what-if):
+    the whole trace is replayed item by item, never that row alone."""
 
 
 @attrs.frozen

@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from gsrlang.execution.executor import ItemRun, check_judgment, reason_of
-from gsrlang.execution.replay import Stored, carried_run, stored_difference, structure_getters
+from gsrlang.execution.replay import Refused, Stored, carried_run, stored_difference, structure_getters
 from gsrlang.execution.runs import RunSummary, Spool
 from gsrlang.execution.tracetable import Criterion
 from gsrlang.lang.program import CheckedProgram
@@ -190,10 +190,6 @@ def _verify_chunk(program: CheckedProgram, evaluator, static: list, read: ReadTr
     _summarize(plan, iid, labels, label_errors, readout[0], decided, m, summary)
     if spool is not None:
         _write_results(spool, program, mode, iid, iline, cands, sinks, labels, label_errors, readout, decided)
-
-
-class Refused(Exception):
-    """The trace holds a record that the columns cannot decide: it is verified item by item, as a whole."""
 
 
 class _Decide:

@@ -39,7 +39,8 @@ import numpy as np
 
 from gsrlang.execution.executor import check_judgment, reason_of
 from gsrlang.execution.inlinerun import column_line
-from gsrlang.execution.replay import ReplayError, carried_run, needed_of, recorded_judgments, recorded_outputs
+from gsrlang.execution.replay import Refused, ReplayError, carried_run, needed_of, recorded_judgments, \
+    recorded_outputs
 from gsrlang.execution.runs import RunSummary, Spool
 from gsrlang.lang.program import CheckedProgram
 from gsrlang.lang.syntax.parser import gc_paused
@@ -80,17 +81,13 @@ def recompose_columnar(trace_path: str, program: CheckedProgram, program_label: 
                     summary = RunSummary(program.name, program.content_hash, table.mode)
                 _write(plan, program, spool, table, evaluator.run(table), summary, reader.kept, again)
                 evaluator.forget()
-        except (ReplayError, TraceError, Unfit):
+        except (ReplayError, TraceError, Refused):
             return None  # the item-by-item replay says what is wrong, as it always did
         summary.recorded = reader.recorded
         if spool is not None:
             spool.keep(summary)
     summary.seconds = time.perf_counter() - t0
     return summary
-
-
-class Unfit(Exception):
-    """A record the columns cannot write a line for: the whole trace is replayed item by item."""
 
 
 class _Again:
@@ -154,7 +151,7 @@ def _write(plan: Plan, program: CheckedProgram, spool, table, evaluation, summar
                 line = _invalid(plan, header, rec := again.record(line_no), (ids[k], item_line), candidates,
                                 evaluation.causes.get(k), m, mode, source, (labels[k], label_error), scale)
         if line is None:  # a record of an unexpected shape: the item-by-item replay says what is wrong
-            raise Unfit
+            raise Refused
         valid = line["status"] == "ok"
         skips = skipped[k] if skipped is not None else 0  # the recorded run's skipped judgments
         counted.append((line["id"], line["status"], "label_error" in line, judged - skips, skips, line["label"],
