@@ -205,7 +205,7 @@ def convert(value, t: JType) -> tuple[object, str | None]:
             return value, None
         if isinstance(value, (int, float)) and value in (0, 1):
             return bool(value), None
-        if isinstance(value, str) and (word := value.strip().lower()) in _TRUE | _FALSE:
+        if isinstance(value, str) and ((word := value.strip().lower()) in _TRUE or word in _FALSE):
             return word in _TRUE, None
         return None, "is not a Bool (expected true/false, yes/no or 1/0)"
     if kind == "score":
