@@ -136,7 +136,7 @@ def _write(plan: Plan, program: CheckedProgram, spool, table, evaluation, summar
     for k, (line_no, header, parts) in enumerate(kept):
         rec = None  # the item's record, decoded again where its line needs more than its parts
         if failed[k]:  # carried over as it was recorded: a failed row, an item run under no program
-            run = carried_run(rec := again.record(line_no))
+            run = carried_run(again.record(line_no))
             line = result_line(run, program)
             counted.append(summary.entry(run, line))
             write(line)
