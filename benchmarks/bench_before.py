@@ -93,6 +93,15 @@ def extract(rev: str, folder: Path) -> Path:
     return folder
 
 
+def _holds(rev: str) -> bool:
+    """Whether the repository holds commit `rev` (False without git)."""
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}^{{commit}}"],
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 def spread(xs: list[float], fmt: str = "{:.2f}") -> str:
     return "/".join(fmt.format(x) for x in (min(xs), statistics.median(xs), max(xs)))
 
@@ -173,6 +182,9 @@ def main(argv: list[str]) -> int:
         print("usage: python benchmarks/bench_before.py [N] [REPEATS] [REV]  (N and REPEATS whole numbers, at least 1)")
         return 2
     rev = argv[2] if len(argv) > 2 else BEFORE
+    if len(argv) <= 2 and not _holds(BEFORE):  # `make bench` in a shallow clone: nothing to compare with
+        print(f"skipped: this checkout does not hold {BEFORE} (a shallow clone, or no git history)")
+        return 0
     with tempfile.TemporaryDirectory(prefix="gsr-bench-before-") as tmp:
         tmp = Path(tmp)
         try:
